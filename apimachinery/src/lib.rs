@@ -1,0 +1,19 @@
+//! Kubernetes API machinery with no I/O.
+//!
+//! Everything here is pure: no tokio, hyper or etcd. That keeps the parsers
+//! (selectors, continue tokens, media types, patches) easy to unit-test,
+//! property-test and fuzz, and lets the storage layer and the HTTP layer share
+//! one definition of each concept.
+
+pub mod continue_token;
+pub mod fieldvalidation;
+pub mod media;
+pub mod patch;
+pub mod query;
+pub mod read;
+pub mod schema;
+pub mod selector;
+pub mod status;
+pub mod validation;
+
+pub use status::{Status, StatusCause};

@@ -1,0 +1,1 @@
+//! The etcd v3 store (in progress).

@@ -1,0 +1,12 @@
+//! Storage for the API server: the `Storage` trait, the etcd store that
+//! implements it, and (next) the per-replica watch cache implementing it too.
+
+pub mod etcd;
+pub mod storage;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+pub use storage::{
+    EventType, ListOptions, ListResult, Object, Revision, Storage, StorageError, WatchEvent,
+    WatchOptions, WatchStream,
+};

@@ -1,0 +1,141 @@
+//! The one storage trait. The etcd store (`etcd`) implements it now; the watch
+//! cache implements it later, and the same conformance suite runs against both.
+//!
+//! Keys are full etcd keys (`/registry/pods/default/web`). Values handed to and
+//! returned from storage are JSON objects; `metadata.resourceVersion` is never
+//! stored, it is set on the way out from the etcd mod revision.
+
+use apimachinery::read::{ContinueFrom, Freshness, Predicate};
+use async_trait::async_trait;
+use serde_json::Value;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// etcd revision, the resourceVersion of the API.
+pub type Revision = i64;
+
+/// One stored object, shared cheaply between readers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// The decoded object with `metadata.resourceVersion` set to `revision`.
+    pub value: Arc<Value>,
+    /// The etcd mod revision of the key.
+    pub revision: Revision,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListOptions {
+    pub freshness: Freshness,
+    /// Maximum number of matching items; `None` = all.
+    pub limit: Option<usize>,
+    pub continue_from: Option<ContinueFrom>,
+    pub predicate: Predicate,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListResult {
+    pub items: Vec<Object>,
+    /// The revision the list was read at (list `metadata.resourceVersion`).
+    pub revision: Revision,
+    /// Opaque continue token for the next page, if more items may follow.
+    pub continue_token: Option<String>,
+    /// Set only when the spec says so: a limited list without a selector
+    /// predicate that stopped early (count of keys left after this page).
+    pub remaining_item_count: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+}
+
+/// One change seen by a watcher, already filtered by its predicate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    pub kind: EventType,
+    /// For `Deleted`: the object as it was, with `resourceVersion` set to the
+    /// deletion revision. For `Bookmark`: only `revision` matters.
+    pub object: Object,
+}
+
+pub type WatchStream = Pin<Box<dyn futures_util::Stream<Item = Result<WatchEvent>> + Send>>;
+
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// Deliver every change after this revision. 0 = start at the current
+    /// revision, after sending `Added` for every existing matching object.
+    pub after_revision: Revision,
+    /// Send synthetic `Added` events for the state at `after_revision` (or the
+    /// current state when 0) before the changes.
+    pub initial_events: bool,
+    pub predicate: Predicate,
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum StorageError {
+    #[error("key {key} not found")]
+    NotFound { key: String },
+    #[error("key {key} already exists")]
+    AlreadyExists { key: String },
+    /// The key's mod revision is not the expected one.
+    #[error("key {key} has been modified (current revision {current})")]
+    Conflict { key: String, current: Revision },
+    /// The requested revision was compacted away.
+    #[error("revision {requested} has been compacted (compacted up to {compacted})")]
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
+    /// A continue token whose revision was compacted: the caller answers 410
+    /// carrying `fresh_token`, which continues from the same key at the latest
+    /// revision.
+    #[error("continue token expired")]
+    ContinueExpired { fresh_token: String },
+    #[error("too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        requested: Revision,
+        current: Revision,
+    },
+    #[error("invalid continue token: {0}")]
+    InvalidContinue(String),
+    /// etcd could not be reached or did not answer in time.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// A stored value that does not decode.
+    #[error("cannot decode stored object at {key}: {message}")]
+    Corrupt { key: String, message: String },
+    #[error("internal storage error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+#[async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// Reads one key. `Freshness::Exact` is not used for gets.
+    async fn get(&self, key: &str, freshness: Freshness) -> Result<Option<Object>>;
+
+    /// Lists the keys under `prefix` (which ends in `/`), filtered by the
+    /// predicate, honouring freshness, limit and continue.
+    async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult>;
+
+    /// Creates `key`; `AlreadyExists` if it is there.
+    async fn create(&self, key: &str, value: &Value) -> Result<Object>;
+
+    /// Replaces `key` if its mod revision is `expected`; `Conflict` (with the
+    /// current revision) otherwise, `NotFound` if absent.
+    async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object>;
+
+    /// Deletes `key`, if its mod revision is `expected` when given. Returns the
+    /// object as it was, with `resourceVersion` set to the deletion revision.
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object>;
+
+    /// Watches `key_or_prefix` (a prefix ends in `/`).
+    async fn watch(&self, key_or_prefix: &str, opts: WatchOptions) -> Result<WatchStream>;
+
+    /// The latest revision of the store (a quorum read for etcd).
+    async fn current_revision(&self) -> Result<Revision>;
+}
