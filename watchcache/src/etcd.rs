@@ -1,1 +1,853 @@
-//! The etcd v3 store (in progress).
+//! The etcd v3 store: `Storage` over etcd-client.
+//!
+//! Layout: one etcd key per object, the value is the object as compact JSON
+//! without `metadata.resourceVersion`; on the way out the resourceVersion is
+//! set from the key's mod revision.
+//!
+//! Every unary request runs under the store's timeout, so an unreachable etcd
+//! answers `StorageError::Unavailable` instead of hanging (tonic's balanced
+//! channel would otherwise wait for an endpoint to become ready forever).
+//!
+//! Revisions reported by writes:
+//! - create / update: the revision of the write (the new mod revision);
+//! - delete: the object as it was last stored, with `resourceVersion` (and
+//!   `Object::revision`) set to the revision of the delete itself, as
+//!   kube-apiserver's etcd3 store does and as the `DELETED` watch event carries.
+//!
+//! Reads: `MostRecent` is a linearizable range at the latest revision;
+//! `NotOlderThan(n)` a serializable range, redone linearizably when its
+//! revision is below `n` (then `TooLargeResourceVersion` if still below);
+//! `Exact(n)` a range at revision `n`. Paginated lists read every page at the
+//! first page's revision; with a selector, pages are read from etcd until
+//! `limit` matching objects are found, as kube-apiserver does.
+
+use crate::storage::{
+    EventType, ListOptions, ListResult, Object, Result, Revision, Storage, StorageError,
+    WatchEvent, WatchOptions, WatchStream,
+};
+use apimachinery::continue_token;
+use apimachinery::read::{Freshness, Predicate};
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType as EtcdEventType,
+    GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse, TxnResponse,
+    WatchOptions as EtcdWatchOptions,
+};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The largest page asked of etcd when a selector makes pages come back
+/// short and the page size grows.
+const MAX_PAGE: i64 = 10_000;
+/// The smallest page asked of etcd when a selector filters the list.
+const MIN_FILTERED_PAGE: i64 = 100;
+/// Events buffered between the etcd watch task and the consumer.
+const WATCH_CHANNEL_CAPACITY: usize = 128;
+/// A key no object uses, for header-only reads and probes.
+const PROBE_KEY: &[u8] = b"\0";
+/// Upper bound on the wait for the compaction point after a compacted error.
+const COMPACTION_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `Storage` over an etcd v3 cluster.
+#[derive(Clone)]
+pub struct EtcdStore {
+    client: Client,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdStore {
+    /// Builds a client for `endpoints` (`http://host:port` or `host:port`).
+    ///
+    /// Connections are made lazily: this fails only for invalid endpoints.
+    /// `timeout` bounds connecting and every request (watch creation
+    /// included); past it a request answers `StorageError::Unavailable`.
+    pub async fn connect(endpoints: &[String], timeout: Duration) -> Result<Self> {
+        if endpoints.is_empty() {
+            return Err(StorageError::Internal("no etcd endpoints given".into()));
+        }
+        let options = ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            // Pings only while streams (watches) are open: etcd answers pings
+            // on idle connections with GOAWAY "too many pings".
+            .with_keep_alive(Duration::from_secs(10), timeout.max(Duration::from_secs(1)))
+            .with_keep_alive_while_idle(false)
+            .with_require_leader(true);
+        let client =
+            match tokio::time::timeout(timeout, Client::connect(endpoints, Some(options))).await {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) => return Err(map_error(e)),
+                Err(_) => {
+                    return Err(StorageError::Unavailable(
+                        "timed out connecting to etcd".into(),
+                    ))
+                }
+            };
+        Ok(Self { client, timeout })
+    }
+
+    /// The underlying client (for health checks and tests).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Ok when etcd answers a quorum read in time.
+    pub async fn health(&self) -> Result<()> {
+        self.current_revision().await.map(|_| ())
+    }
+
+    /// Runs one etcd request under the store's timeout.
+    async fn call<T>(&self, fut: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T> {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_error(e)),
+            Err(_) => Err(StorageError::Unavailable(format!(
+                "etcd did not answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    async fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<GetResponse> {
+        let mut kv = self.client.kv_client();
+        self.call(kv.get(key, Some(options))).await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        let mut kv = self.client.kv_client();
+        self.call(kv.txn(txn)).await
+    }
+
+    /// The revision etcd has compacted up to, learned from a watch that starts
+    /// at `requested` (which etcd cancels, naming its compaction point).
+    /// Best effort: 0 when it cannot be learned quickly.
+    async fn compacted_revision(&self, requested: Revision) -> Revision {
+        let mut watch = self.client.watch_client();
+        let probe = async move {
+            let options = EtcdWatchOptions::new().with_start_revision(requested.max(1));
+            let mut stream = watch.watch(PROBE_KEY.to_vec(), Some(options)).await.ok()?;
+            loop {
+                let resp = stream.message().await.ok()??;
+                if resp.canceled() {
+                    return Some(resp.compact_revision());
+                }
+                if !resp.created() {
+                    return None;
+                }
+            }
+        };
+        let wait = self.timeout.min(COMPACTION_PROBE_TIMEOUT);
+        tokio::time::timeout(wait, probe)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
+
+    /// Fills in the revisions of a `Compacted` or `TooLargeResourceVersion`
+    /// error from a read at `requested` (when `map_error` left them zero).
+    async fn read_error(&self, err: StorageError, requested: Revision) -> StorageError {
+        match err {
+            StorageError::Compacted {
+                requested: 0,
+                compacted: 0,
+            } => StorageError::Compacted {
+                requested,
+                compacted: self.compacted_revision(requested).await,
+            },
+            StorageError::TooLargeResourceVersion {
+                requested: 0,
+                current: 0,
+            } => StorageError::TooLargeResourceVersion {
+                requested,
+                current: self.current_revision().await.unwrap_or(0),
+            },
+            other => other,
+        }
+    }
+
+    /// A range whose header revision must be at least `min`: served
+    /// serializably when that is fresh enough, linearizably otherwise.
+    async fn range_not_older_than(
+        &self,
+        key: &[u8],
+        options: GetOptions,
+        min: Revision,
+    ) -> Result<GetResponse> {
+        let resp = self
+            .range(key.to_vec(), options.clone().with_serializable())
+            .await?;
+        if header_revision(&resp) >= min {
+            return Ok(resp);
+        }
+        let resp = self.range(key.to_vec(), options).await?;
+        let current = header_revision(&resp);
+        if current < min {
+            return Err(StorageError::TooLargeResourceVersion {
+                requested: min,
+                current,
+            });
+        }
+        Ok(resp)
+    }
+
+    /// The initial state of a watch: the matching objects under `key` (a
+    /// prefix when it ends in `/`) at `revision` (0 = latest, quorum), and the
+    /// revision read at.
+    async fn initial_state(
+        &self,
+        key: &str,
+        revision: Revision,
+        predicate: &Predicate,
+    ) -> Result<(Vec<Object>, Revision)> {
+        if key.ends_with('/') {
+            let freshness = if revision > 0 {
+                Freshness::Exact(revision)
+            } else {
+                Freshness::MostRecent
+            };
+            let opts = ListOptions {
+                freshness,
+                limit: None,
+                continue_from: None,
+                predicate: predicate.clone(),
+            };
+            let list = self.list(key, &opts).await?;
+            return Ok((list.items, list.revision));
+        }
+        let mut options = GetOptions::new();
+        if revision > 0 {
+            options = options.with_revision(revision);
+        }
+        let resp = match self.range(key.as_bytes().to_vec(), options).await {
+            Ok(resp) => resp,
+            Err(e) => return Err(self.read_error(e, revision).await),
+        };
+        let at = header_revision(&resp);
+        let read_at = if revision > 0 { revision } else { at };
+        let mut items = Vec::new();
+        if let Some(kv) = resp.kvs().first() {
+            let obj = decode_kv(kv)?;
+            if predicate.matches(&obj.value) {
+                items.push(obj);
+            }
+        }
+        Ok((items, read_at))
+    }
+}
+
+#[async_trait]
+impl Storage for EtcdStore {
+    async fn get(&self, key: &str, freshness: Freshness) -> Result<Option<Object>> {
+        let resp = match freshness {
+            Freshness::MostRecent => {
+                self.range(key.as_bytes().to_vec(), GetOptions::new())
+                    .await?
+            }
+            Freshness::NotOlderThan(min) => {
+                self.range_not_older_than(key.as_bytes(), GetOptions::new(), min)
+                    .await?
+            }
+            Freshness::Exact(rev) => {
+                match self
+                    .range(
+                        key.as_bytes().to_vec(),
+                        GetOptions::new().with_revision(rev),
+                    )
+                    .await
+                {
+                    Ok(resp) => resp,
+                    Err(e) => return Err(self.read_error(e, rev).await),
+                }
+            }
+        };
+        resp.kvs().first().map(decode_kv).transpose()
+    }
+
+    async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+        let range_end = prefix_range_end(prefix.as_bytes());
+        // Where to start, at which revision (0 = latest) and how fresh the
+        // first read must be.
+        let (mut start, mut revision, min_revision): (Vec<u8>, Revision, Option<Revision>) =
+            match (&opts.continue_from, opts.freshness) {
+                (Some(from), _) => {
+                    if from.revision == 0 {
+                        return Err(StorageError::InvalidContinue(
+                            "continue token has no resource version".into(),
+                        ));
+                    }
+                    let key = format!("{prefix}{}", from.start_key).into_bytes();
+                    (key, from.revision.max(0), None)
+                }
+                (None, Freshness::MostRecent) => (prefix.as_bytes().to_vec(), 0, None),
+                (None, Freshness::NotOlderThan(min)) => (prefix.as_bytes().to_vec(), 0, Some(min)),
+                (None, Freshness::Exact(rev)) => (prefix.as_bytes().to_vec(), rev.max(0), None),
+            };
+        let requested = revision;
+        let limit = opts.limit.filter(|l| *l > 0);
+        let everything = opts.predicate.is_everything();
+        let mut page: i64 = match limit {
+            None => 0,
+            Some(l) => {
+                let l = i64::try_from(l).unwrap_or(i64::MAX);
+                if everything {
+                    l
+                } else {
+                    l.max(MIN_FILTERED_PAGE)
+                }
+            }
+        };
+
+        let mut items = Vec::new();
+        let mut last_key: Option<Vec<u8>> = None;
+        let mut first = true;
+        let (has_more, remaining) = loop {
+            let mut options = GetOptions::new()
+                .with_range(range_end.clone())
+                .with_limit(page);
+            if revision > 0 {
+                options = options.with_revision(revision);
+            }
+            let read = match (first, min_revision) {
+                (true, Some(min)) => self.range_not_older_than(&start, options, min).await,
+                _ => self.range(start.clone(), options).await,
+            };
+            let mut resp = match read {
+                Ok(resp) => resp,
+                Err(e) => {
+                    return Err(match (&opts.continue_from, e) {
+                        (Some(from), StorageError::Compacted { .. }) => {
+                            StorageError::ContinueExpired {
+                                fresh_token: continue_token::encode(&from.start_key, -1),
+                            }
+                        }
+                        (_, e) => self.read_error(e, requested.max(revision)).await,
+                    });
+                }
+            };
+            first = false;
+            if revision <= 0 {
+                revision = header_revision(&resp);
+            }
+            let mut has_more = resp.more();
+            let count = resp.count();
+            let kvs = resp.take_kvs();
+            if kvs.is_empty() && has_more {
+                return Err(StorageError::Internal(
+                    "etcd returned no keys but reported more".into(),
+                ));
+            }
+            let mut consumed: i64 = 0;
+            for kv in &kvs {
+                if limit.is_some_and(|l| items.len() >= l) {
+                    has_more = true;
+                    break;
+                }
+                consumed += 1;
+                last_key = Some(kv.key().to_vec());
+                let obj = decode_kv(kv)?;
+                if everything || opts.predicate.matches(&obj.value) {
+                    items.push(obj);
+                }
+            }
+            let full = limit.is_some_and(|l| items.len() >= l);
+            if !has_more || limit.is_none() || full {
+                break (has_more, count - consumed);
+            }
+            // A selector left the page short: read on after the last key,
+            // with a larger page.
+            if let Some(key) = &last_key {
+                start = key.clone();
+                start.push(0);
+            }
+            if page < MAX_PAGE {
+                page = (page.saturating_mul(2)).min(MAX_PAGE);
+            }
+        };
+
+        let mut result = ListResult {
+            items,
+            revision,
+            continue_token: None,
+            remaining_item_count: None,
+        };
+        if has_more {
+            if let Some(key) = last_key {
+                let relative = key.get(prefix.len()..).unwrap_or_default();
+                let mut next =
+                    String::from_utf8(relative.to_vec()).map_err(|_| StorageError::Corrupt {
+                        key: String::from_utf8_lossy(&key).into_owned(),
+                        message: "key is not UTF-8".into(),
+                    })?;
+                next.push('\0');
+                result.continue_token = Some(continue_token::encode(&next, revision));
+                if everything {
+                    result.remaining_item_count = Some(remaining.max(0));
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    async fn create(&self, key: &str, value: &Value) -> Result<Object> {
+        let (data, stored) = encode_value(value)?;
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, data, None)]);
+        let resp = self.txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(StorageError::AlreadyExists { key: key.into() });
+        }
+        Ok(object_at(stored, txn_revision(&resp)?))
+    }
+
+    async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object> {
+        let (data, stored) = encode_value(value)?;
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key, CompareOp::Greater, 0),
+                Compare::mod_revision(key, CompareOp::Equal, expected),
+            ])
+            .and_then([TxnOp::put(key, data, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(match current_of_failed(&resp) {
+                Some(current) => StorageError::Conflict {
+                    key: key.into(),
+                    current,
+                },
+                None => StorageError::NotFound { key: key.into() },
+            });
+        }
+        Ok(object_at(stored, txn_revision(&resp)?))
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
+        let delete = TxnOp::delete(key, Some(DeleteOptions::new().with_prev_key()));
+        let txn = match expected {
+            Some(rev) => Txn::new()
+                .when([Compare::mod_revision(key, CompareOp::Equal, rev)])
+                .and_then([delete])
+                .or_else([TxnOp::get(key, None)]),
+            None => Txn::new().and_then([delete]),
+        };
+        let resp = self.txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(match current_of_failed(&resp) {
+                Some(current) => StorageError::Conflict {
+                    key: key.into(),
+                    current,
+                },
+                None => StorageError::NotFound { key: key.into() },
+            });
+        }
+        let prev = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Delete(mut d) => d.take_prev_kvs().into_iter().next(),
+            _ => None,
+        });
+        let Some(prev) = prev else {
+            return Err(StorageError::NotFound { key: key.into() });
+        };
+        let deleted_at = txn_revision(&resp)?;
+        let value = decode_value(&prev)?;
+        Ok(object_at(value, deleted_at))
+    }
+
+    /// `initial_events` decides whether `Added` events for the state come
+    /// first: at `after_revision` when it is non-zero, else at the latest
+    /// revision (quorum list). Without them, changes after `after_revision`
+    /// (or after the current revision when it is 0) are sent. No bookmarks.
+    ///
+    /// A compacted start revision is reported as a stream whose only item is
+    /// `Err(Compacted)`, as is a compaction that overtakes the watch later;
+    /// a lost etcd connection ends the stream with `Err(Unavailable)`.
+    async fn watch(&self, key_or_prefix: &str, opts: WatchOptions) -> Result<WatchStream> {
+        let is_prefix = key_or_prefix.ends_with('/');
+        // The revision the consumer already has; events start after it.
+        let (initial, start) = if opts.initial_events {
+            match self
+                .initial_state(key_or_prefix, opts.after_revision, &opts.predicate)
+                .await
+            {
+                Ok(state) => state,
+                Err(e @ StorageError::Compacted { .. }) => return Ok(error_stream(e)),
+                Err(e) => return Err(e),
+            }
+        } else if opts.after_revision > 0 {
+            (Vec::new(), opts.after_revision)
+        } else {
+            (Vec::new(), self.current_revision().await?)
+        };
+
+        let mut options = EtcdWatchOptions::new()
+            .with_start_revision(start.saturating_add(1))
+            .with_prev_key();
+        if is_prefix {
+            options = options.with_prefix();
+        }
+        let mut watch_client = self.client.watch_client();
+        let mut stream = self
+            .call(watch_client.watch(key_or_prefix, Some(options)))
+            .await?;
+        // etcd confirms the creation first; a compacted start revision is
+        // reported by a cancellation right after, handled by the task.
+        match self.call(stream.message()).await? {
+            Some(resp) if resp.canceled() => {
+                if resp.compact_revision() > 0 {
+                    return Ok(error_stream(StorageError::Compacted {
+                        requested: start,
+                        compacted: resp.compact_revision(),
+                    }));
+                }
+                return Err(StorageError::Internal(format!(
+                    "etcd refused the watch: {}",
+                    resp.cancel_reason()
+                )));
+            }
+            Some(_) => {}
+            None => {
+                return Err(StorageError::Unavailable(
+                    "etcd closed the watch stream".into(),
+                ))
+            }
+        }
+
+        let (tx, rx) = mpsc::channel(WATCH_CHANNEL_CAPACITY);
+        let predicate = opts.predicate;
+        tokio::spawn(async move {
+            for object in initial {
+                let event = WatchEvent {
+                    kind: EventType::Added,
+                    object,
+                };
+                if tx.send(Ok(event)).await.is_err() {
+                    return;
+                }
+            }
+            let mut last = start;
+            loop {
+                let message = tokio::select! {
+                    _ = tx.closed() => return,
+                    m = stream.message() => m,
+                };
+                let resp = match message {
+                    Ok(Some(resp)) => resp,
+                    Ok(None) => {
+                        let _ = tx
+                            .send(Err(StorageError::Unavailable(
+                                "etcd closed the watch stream".into(),
+                            )))
+                            .await;
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(map_error(e))).await;
+                        return;
+                    }
+                };
+                if resp.canceled() {
+                    let err = if resp.compact_revision() > 0 {
+                        StorageError::Compacted {
+                            requested: last,
+                            compacted: resp.compact_revision(),
+                        }
+                    } else {
+                        StorageError::Unavailable(format!(
+                            "etcd canceled the watch: {}",
+                            resp.cancel_reason()
+                        ))
+                    };
+                    let _ = tx.send(Err(err)).await;
+                    return;
+                }
+                for event in resp.events() {
+                    match convert_event(event, &predicate) {
+                        Ok(Some(converted)) => {
+                            last = converted.object.revision;
+                            if tx.send(Ok(converted)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => {
+                            if let Some(kv) = event.kv() {
+                                last = kv.mod_revision();
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e)).await;
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        let resp = self
+            .range(PROBE_KEY.to_vec(), GetOptions::new().with_count_only())
+            .await?;
+        Ok(header_revision(&resp))
+    }
+}
+
+/// A stream that yields `err` and ends.
+fn error_stream(err: StorageError) -> WatchStream {
+    Box::pin(futures_util::stream::iter([Err(err)]))
+}
+
+/// Translates one etcd event into what a watcher with `predicate` sees:
+/// an object that stops matching is `Deleted`, one that starts matching is
+/// `Added` (kube-apiserver's transitions). `None` when the watcher sees
+/// nothing.
+fn convert_event(event: &etcd_client::Event, predicate: &Predicate) -> Result<Option<WatchEvent>> {
+    let Some(kv) = event.kv() else {
+        return Err(StorageError::Internal("etcd event without a key".into()));
+    };
+    let revision = kv.mod_revision();
+    match event.event_type() {
+        EtcdEventType::Put => {
+            let current = decode_kv(kv)?;
+            let created = kv.create_revision() == revision;
+            if predicate.is_everything() {
+                let kind = if created {
+                    EventType::Added
+                } else {
+                    EventType::Modified
+                };
+                return Ok(Some(WatchEvent {
+                    kind,
+                    object: current,
+                }));
+            }
+            let now = predicate.matches(&current.value);
+            if created {
+                return Ok(now.then_some(WatchEvent {
+                    kind: EventType::Added,
+                    object: current,
+                }));
+            }
+            let previous = event.prev_kv().map(decode_value).transpose()?;
+            let before = previous.as_ref().is_some_and(|p| predicate.matches(p));
+            Ok(match (before, now, previous) {
+                (true, true, _) => Some(WatchEvent {
+                    kind: EventType::Modified,
+                    object: current,
+                }),
+                (false, true, _) => Some(WatchEvent {
+                    kind: EventType::Added,
+                    object: current,
+                }),
+                (true, false, Some(previous)) => Some(WatchEvent {
+                    kind: EventType::Deleted,
+                    object: object_at(previous, revision),
+                }),
+                _ => None,
+            })
+        }
+        EtcdEventType::Delete => {
+            let Some(prev) = event.prev_kv() else {
+                return Err(StorageError::Internal(format!(
+                    "etcd delete event for {} without the previous value",
+                    String::from_utf8_lossy(kv.key())
+                )));
+            };
+            let previous = decode_value(prev)?;
+            if !predicate.matches(&previous) {
+                return Ok(None);
+            }
+            Ok(Some(WatchEvent {
+                kind: EventType::Deleted,
+                object: object_at(previous, revision),
+            }))
+        }
+    }
+}
+
+/// The compact JSON to store (without `metadata.resourceVersion`) and the
+/// value it stands for.
+fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
+    let mut stored = value.clone();
+    if let Some(Value::Object(meta)) = stored.get_mut("metadata") {
+        meta.shift_remove("resourceVersion");
+    }
+    let data = serde_json::to_vec(&stored)
+        .map_err(|e| StorageError::Internal(format!("cannot encode object: {e}")))?;
+    Ok((data, stored))
+}
+
+/// The stored value of `kv`, without a resourceVersion.
+fn decode_value(kv: &KeyValue) -> Result<Value> {
+    serde_json::from_slice(kv.value()).map_err(|e| StorageError::Corrupt {
+        key: String::from_utf8_lossy(kv.key()).into_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The object stored in `kv`, at its mod revision.
+fn decode_kv(kv: &KeyValue) -> Result<Object> {
+    Ok(object_at(decode_value(kv)?, kv.mod_revision()))
+}
+
+/// `value` with `metadata.resourceVersion` set to `revision`.
+fn object_at(mut value: Value, revision: Revision) -> Object {
+    if let Value::Object(map) = &mut value {
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(revision.to_string()),
+            );
+        }
+    }
+    Object {
+        value: Arc::new(value),
+        revision,
+    }
+}
+
+fn header_revision(resp: &GetResponse) -> Revision {
+    resp.header().map(|h| h.revision()).unwrap_or(0)
+}
+
+fn txn_revision(resp: &TxnResponse) -> Result<Revision> {
+    resp.header()
+        .map(|h| h.revision())
+        .ok_or_else(|| StorageError::Internal("etcd transaction response without header".into()))
+}
+
+/// The mod revision of the key read by the else branch of a failed txn.
+fn current_of_failed(resp: &TxnResponse) -> Option<Revision> {
+    resp.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.mod_revision()),
+        _ => None,
+    })
+}
+
+/// The end of the key range holding every key that starts with `prefix`.
+fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte was 0xff: the range runs to the end of the key space.
+    vec![0]
+}
+
+/// Maps a client error to a storage error. `Compacted` and
+/// `TooLargeResourceVersion` come back with zero revisions for the caller to
+/// fill in.
+fn map_error(err: etcd_client::Error) -> StorageError {
+    match err {
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = status.message();
+            if message.contains("required revision has been compacted") {
+                return StorageError::Compacted {
+                    requested: 0,
+                    compacted: 0,
+                };
+            }
+            if message.contains("required revision is a future revision") {
+                return StorageError::TooLargeResourceVersion {
+                    requested: 0,
+                    current: 0,
+                };
+            }
+            // A connection lost mid-stream surfaces as an h2 error in a
+            // status of code Unknown or Internal.
+            let broken_connection = message.contains("h2 protocol error")
+                || message.contains("transport error")
+                || message.contains("connection");
+            if broken_connection {
+                return StorageError::Unavailable(format!("etcd: {message}"));
+            }
+            match status.code() {
+                tonic::Code::Unavailable
+                | tonic::Code::DeadlineExceeded
+                | tonic::Code::Cancelled
+                | tonic::Code::ResourceExhausted
+                | tonic::Code::Aborted => StorageError::Unavailable(format!("etcd: {message}")),
+                _ => StorageError::Internal(format!("etcd: {message}")),
+            }
+        }
+        etcd_client::Error::TransportError(e) => StorageError::Unavailable(format!("etcd: {e}")),
+        etcd_client::Error::IoError(e) => StorageError::Unavailable(format!("etcd: {e}")),
+        etcd_client::Error::WatchError(e) => StorageError::Unavailable(format!("etcd watch: {e}")),
+        other => StorageError::Internal(format!("etcd: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_end_of_prefix() {
+        assert_eq!(
+            prefix_range_end(b"/registry/pods/"),
+            b"/registry/pods0".to_vec()
+        );
+        assert_eq!(prefix_range_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(prefix_range_end(b"\xff\xff"), vec![0]);
+    }
+
+    #[test]
+    fn resource_version_is_not_stored() {
+        let value = serde_json::json!({
+            "kind": "Pod",
+            "metadata": {"name": "a", "resourceVersion": "7", "uid": "u"},
+        });
+        let (data, stored) = encode_value(&value).unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&data),
+            r#"{"kind":"Pod","metadata":{"name":"a","uid":"u"}}"#
+        );
+        let object = object_at(stored, 9);
+        assert_eq!(object.revision, 9);
+        assert_eq!(object.value["metadata"]["resourceVersion"], "9");
+    }
+
+    #[test]
+    fn compaction_errors_are_recognised() {
+        let status =
+            tonic::Status::out_of_range("etcdserver: mvcc: required revision has been compacted");
+        assert!(matches!(
+            map_error(etcd_client::Error::GRpcStatus(status)),
+            StorageError::Compacted { .. }
+        ));
+        let status =
+            tonic::Status::out_of_range("etcdserver: mvcc: required revision is a future revision");
+        assert!(matches!(
+            map_error(etcd_client::Error::GRpcStatus(status)),
+            StorageError::TooLargeResourceVersion { .. }
+        ));
+        let status =
+            tonic::Status::unknown("h2 protocol error: error reading a body from connection");
+        assert!(matches!(
+            map_error(etcd_client::Error::GRpcStatus(status)),
+            StorageError::Unavailable(_)
+        ));
+        let status = tonic::Status::unavailable("etcdserver: no leader");
+        assert!(matches!(
+            map_error(etcd_client::Error::GRpcStatus(status)),
+            StorageError::Unavailable(_)
+        ));
+    }
+}
