@@ -1,0 +1,1095 @@
+//! API discovery, as kube-apiserver answers it.
+//!
+//! Legacy (unaggregated) documents: `/api` (`APIVersions`), `/apis`
+//! (`APIGroupList`), `/apis/{group}` (`APIGroup`), `/api/v1` and
+//! `/apis/{group}/{version}` (`APIResourceList`, one entry per resource and
+//! per subresource). Aggregated discovery (`apidiscovery.k8s.io/v2`
+//! `APIGroupDiscoveryList`) answers `/api` and `/apis` when the `Accept`
+//! header asks for it, with an `ETag` and `304 Not Modified`.
+//!
+//! The registry never changes at run time, so every document is encoded once
+//! in [`Discovery::new`] and served as shared bytes.
+
+use crate::registry::{Registry, Resource, Subresource};
+use crate::request::ApiPath;
+use apimachinery::Status;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+/// The media type of an aggregated discovery response (and the one a client
+/// asks for).
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// The address `/api` advertises for clients of any network until the server
+/// is told its real one with [`Discovery::with_server_address`].
+pub const DEFAULT_SERVER_ADDRESS: &str = "127.0.0.1:8080";
+
+/// Media types a discovery document can be encoded in here.
+const SUPPORTED: &[&str] = &["application/json"];
+
+const RESOURCE_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// Resources kube serves without a collection delete.
+const NO_DELETECOLLECTION: &[(&str, &str)] = &[("", "namespaces")];
+
+/// One encoded aggregated document with its (quoted) entity tag.
+struct Tagged {
+    body: Bytes,
+    etag: String,
+}
+
+/// Discovery documents, encoded once at start.
+pub struct Discovery {
+    registry: Registry,
+    /// `/api`, `/api/v1`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`
+    /// keyed by that path.
+    legacy: HashMap<String, Bytes>,
+    aggregated_core: Tagged,
+    aggregated_groups: Tagged,
+}
+
+impl Discovery {
+    pub fn new(registry: Registry) -> Self {
+        let mut legacy = HashMap::new();
+        legacy.insert(
+            "/api".to_string(),
+            encode(&api_versions(&registry, DEFAULT_SERVER_ADDRESS)),
+        );
+        legacy.insert("/apis".to_string(), encode(&group_list(&registry)));
+        for g in sorted_groups(&registry) {
+            legacy.insert(format!("/apis/{}", g.group), encode(&api_group(&g)));
+        }
+        for (group, version) in group_versions(&registry) {
+            legacy.insert(
+                discovery_path(group, version),
+                encode(&resource_list(&registry, group, version)),
+            );
+        }
+        Discovery {
+            registry,
+            legacy,
+            aggregated_core: tagged(&aggregated_core(&registry)),
+            aggregated_groups: tagged(&aggregated_groups(&registry)),
+        }
+    }
+
+    /// Sets the address `/api` advertises in `serverAddressByClientCIDRs`
+    /// (kube-apiserver's advertise address, `host:port`).
+    pub fn with_server_address(mut self, address: &str) -> Self {
+        self.legacy.insert(
+            "/api".to_string(),
+            encode(&api_versions(&self.registry, address)),
+        );
+        self
+    }
+
+    /// Answers a discovery path; `accept` selects aggregated discovery.
+    pub fn serve(&self, path: &ApiPath, accept: Option<&str>) -> Response {
+        self.serve_conditional(path, accept, None)
+    }
+
+    /// Answers a discovery path from the request headers, honouring
+    /// `If-None-Match` on aggregated documents.
+    pub fn serve_request(&self, path: &ApiPath, headers: &HeaderMap) -> Response {
+        let text = |name| {
+            headers
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+        };
+        self.serve_conditional(path, text(header::ACCEPT), text(header::IF_NONE_MATCH))
+    }
+
+    /// Answers a discovery path. `if_none_match` is the request's
+    /// `If-None-Match`, which turns a current aggregated document into 304.
+    pub fn serve_conditional(
+        &self,
+        path: &ApiPath,
+        accept: Option<&str>,
+        if_none_match: Option<&str>,
+    ) -> Response {
+        let aggregated = match path {
+            ApiPath::LegacyVersions => Some(&self.aggregated_core),
+            ApiPath::Groups => Some(&self.aggregated_groups),
+            _ => None,
+        };
+        if let Some(doc) = aggregated {
+            if wants_aggregated(accept) {
+                return aggregated_response(doc, if_none_match);
+            }
+        }
+        let key = match path {
+            ApiPath::LegacyVersions => "/api".to_string(),
+            ApiPath::Groups => "/apis".to_string(),
+            ApiPath::Group { group } => format!("/apis/{group}"),
+            ApiPath::ResourceList { group, version } => discovery_path(group, version),
+            ApiPath::Resource(_) => return not_found(),
+        };
+        let Some(body) = self.legacy.get(&key) else {
+            return not_found();
+        };
+        if !accepts_plain_json(accept) {
+            return crate::error::status_response(&Status::not_acceptable(SUPPORTED));
+        }
+        bytes_response(StatusCode::OK, "application/json", body.clone())
+    }
+}
+
+fn not_found() -> Response {
+    crate::error::status_response(&Status::path_not_found())
+}
+
+fn bytes_response(code: StatusCode, content_type: &'static str, body: Bytes) -> Response {
+    let mut r = (code, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn aggregated_response(doc: &Tagged, if_none_match: Option<&str>) -> Response {
+    let mut r = if if_none_match.is_some_and(|v| etag_matches(v, &doc.etag)) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        bytes_response(StatusCode::OK, AGGREGATED_CONTENT_TYPE, doc.body.clone())
+    };
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&doc.etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public"));
+    r
+}
+
+/// Whether an `If-None-Match` value names `etag` (a quoted tag), or is `*`.
+pub(crate) fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+    if_none_match.split(',').map(str::trim).any(|candidate| {
+        candidate == "*" || candidate.strip_prefix("W/").unwrap_or(candidate) == etag
+    })
+}
+
+/// Compact JSON with the trailing newline kube's encoder writes.
+fn encode(doc: &Value) -> Bytes {
+    let mut out = serde_json::to_vec(doc).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+fn tagged(doc: &Value) -> Tagged {
+    let body = encode(doc);
+    let etag = format!("\"{}\"", content_hash(&body));
+    Tagged { body, etag }
+}
+
+/// A stable hash of a document's bytes as 32 upper-case hex digits
+/// (128-bit FNV-1a), used for entity tags and OpenAPI `?hash=` values.
+/// Stable across processes and builds, so clients' caches stay valid until
+/// the content changes.
+pub(crate) fn content_hash(data: &[u8]) -> String {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let h = data
+        .iter()
+        .fold(OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(PRIME));
+    format!("{h:032X}")
+}
+
+fn discovery_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Ordering of groups and versions
+// ---------------------------------------------------------------------------
+
+/// kube-apiserver's group priorities (`GroupPriorityMinimum` of the built-in
+/// APIServices): discovery lists higher priorities first, then by name.
+fn group_priority(group: &str) -> i32 {
+    match group {
+        "" => 18000,
+        "apps" => 17800,
+        "events.k8s.io" => 17750,
+        "authentication.k8s.io" => 17700,
+        "authorization.k8s.io" => 17600,
+        "autoscaling" => 17500,
+        "batch" => 17400,
+        "certificates.k8s.io" => 17300,
+        "networking.k8s.io" => 17200,
+        "policy" => 17100,
+        "rbac.authorization.k8s.io" => 17000,
+        "storage.k8s.io" => 16800,
+        "apiextensions.k8s.io" | "admissionregistration.k8s.io" => 16700,
+        "scheduling.k8s.io" => 16600,
+        "coordination.k8s.io" => 16500,
+        "node.k8s.io" => 16300,
+        "discovery.k8s.io" | "resource.k8s.io" => 16200,
+        "flowcontrol.apiserver.k8s.io" => 16100,
+        "internal.apiserver.k8s.io" => 16000,
+        "storagemigration.k8s.io" => 15800,
+        _ => 1000,
+    }
+}
+
+/// Parses `v<major>[(alpha|beta)<minor>]`; the stability rank is 2 for GA,
+/// 1 for beta and 0 for alpha.
+fn parse_kube_version(v: &str) -> Option<(u32, u64, u64)> {
+    let rest = v.strip_prefix('v')?;
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let major: u64 = rest[..digits].parse().ok()?;
+    if major == 0 {
+        return None;
+    }
+    let tail = &rest[digits..];
+    if tail.is_empty() {
+        return Some((2, major, 0));
+    }
+    let (rank, minor) = if let Some(m) = tail.strip_prefix("beta") {
+        (1, m)
+    } else if let Some(m) = tail.strip_prefix("alpha") {
+        (0, m)
+    } else {
+        return None;
+    };
+    if minor.is_empty() || !minor.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((rank, major, minor.parse().ok()?))
+}
+
+/// Kube-aware version order, most preferred first: GA before beta before
+/// alpha, higher numbers first, then anything else alphabetically.
+pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
+    match (parse_kube_version(a), parse_kube_version(b)) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+/// A named group with its versions, preferred version first.
+struct SortedGroup {
+    group: &'static str,
+    versions: Vec<&'static str>,
+}
+
+/// Named groups in discovery order.
+fn sorted_groups(registry: &Registry) -> Vec<SortedGroup> {
+    let mut groups: Vec<SortedGroup> = registry
+        .groups()
+        .into_iter()
+        .map(|g| {
+            let mut versions = g.versions;
+            versions.sort_by(|a, b| compare_versions(a, b));
+            SortedGroup {
+                group: g.group,
+                versions,
+            }
+        })
+        .collect();
+    groups.sort_by(|a, b| {
+        group_priority(b.group)
+            .cmp(&group_priority(a.group))
+            .then_with(|| a.group.cmp(b.group))
+    });
+    groups
+}
+
+/// Every served group-version: the core versions first, then the named
+/// groups in discovery order.
+pub(crate) fn group_versions(registry: &Registry) -> Vec<(&'static str, &'static str)> {
+    let mut core: Vec<&'static str> = Vec::new();
+    for r in registry.all().iter().filter(|r| r.group.is_empty()) {
+        if !core.contains(&r.version) {
+            core.push(r.version);
+        }
+    }
+    core.sort_by(|a, b| compare_versions(a, b));
+    let mut out: Vec<(&'static str, &'static str)> = core.into_iter().map(|v| ("", v)).collect();
+    for g in sorted_groups(registry) {
+        out.extend(g.versions.iter().map(|v| (g.group, *v)));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Legacy documents
+// ---------------------------------------------------------------------------
+
+fn api_versions(registry: &Registry, server_address: &str) -> Value {
+    let versions: Vec<&str> = group_versions(registry)
+        .into_iter()
+        .filter(|(g, _)| g.is_empty())
+        .map(|(_, v)| v)
+        .collect();
+    json!({
+        "kind": "APIVersions",
+        "versions": versions,
+        "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}
+        ],
+    })
+}
+
+fn version_for_discovery(group: &str, version: &str) -> Value {
+    json!({"groupVersion": format!("{group}/{version}"), "version": version})
+}
+
+fn group_entry(g: &SortedGroup) -> Value {
+    let versions: Vec<Value> = g
+        .versions
+        .iter()
+        .map(|v| version_for_discovery(g.group, v))
+        .collect();
+    let preferred = g
+        .versions
+        .first()
+        .map(|v| version_for_discovery(g.group, v))
+        .unwrap_or(Value::Null);
+    json!({"name": g.group, "versions": versions, "preferredVersion": preferred})
+}
+
+fn group_list(registry: &Registry) -> Value {
+    let groups: Vec<Value> = sorted_groups(registry).iter().map(group_entry).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+fn api_group(g: &SortedGroup) -> Value {
+    let mut doc = serde_json::Map::new();
+    doc.insert("kind".into(), json!("APIGroup"));
+    doc.insert("apiVersion".into(), json!("v1"));
+    if let Value::Object(entry) = group_entry(g) {
+        doc.extend(entry);
+    }
+    Value::Object(doc)
+}
+
+/// Whether kube serves a collection delete for the resource.
+pub(crate) fn has_deletecollection(r: &Resource) -> bool {
+    !NO_DELETECOLLECTION.contains(&(r.group, r.plural))
+}
+
+/// The verbs of a resource (not a subresource).
+fn resource_verbs(r: &Resource) -> Vec<&'static str> {
+    RESOURCE_VERBS
+        .iter()
+        .copied()
+        .filter(|v| *v != "deletecollection" || has_deletecollection(r))
+        .collect()
+}
+
+/// The group, version and kind a subresource answers with: the parent kind
+/// for `status`, `autoscaling/v1` `Scale` for `scale`.
+pub(crate) fn subresource_kind(
+    r: &Resource,
+    sub: &Subresource,
+) -> (&'static str, &'static str, &'static str) {
+    match sub {
+        Subresource::Status => (r.group, r.version, r.kind),
+        Subresource::Scale { .. } => ("autoscaling", "v1", "Scale"),
+    }
+}
+
+/// A resource's entries in `APIResourceList` order: the resource, then its
+/// subresources by name.
+fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
+    let mut main = serde_json::Map::new();
+    main.insert("name".into(), json!(r.plural));
+    main.insert("singularName".into(), json!(r.singular));
+    main.insert("namespaced".into(), json!(r.namespaced));
+    main.insert("kind".into(), json!(r.kind));
+    main.insert("verbs".into(), json!(resource_verbs(r)));
+    if !r.short_names.is_empty() {
+        main.insert("shortNames".into(), json!(r.short_names));
+    }
+    if !r.categories.is_empty() {
+        main.insert("categories".into(), json!(r.categories));
+    }
+    let mut out = vec![(r.plural.to_string(), Value::Object(main))];
+    for sub in r.subresources {
+        let name = format!("{}/{}", r.plural, sub.name());
+        let (group, version, kind) = subresource_kind(r, sub);
+        let mut e = serde_json::Map::new();
+        e.insert("name".into(), json!(name));
+        e.insert("singularName".into(), json!(""));
+        e.insert("namespaced".into(), json!(r.namespaced));
+        // Only a kind from another group-version names its group and version.
+        if (group, version) != (r.group, r.version) {
+            e.insert("group".into(), json!(group));
+            e.insert("version".into(), json!(version));
+        }
+        e.insert("kind".into(), json!(kind));
+        e.insert("verbs".into(), json!(SUBRESOURCE_VERBS));
+        out.push((name, Value::Object(e)));
+    }
+    out
+}
+
+/// Resources of a group-version sorted by name, as kube installs them.
+fn sorted_resources(registry: &Registry, group: &str, version: &str) -> Vec<&'static Resource> {
+    let mut rs: Vec<&'static Resource> = registry.in_group_version(group, version).collect();
+    rs.sort_by(|a, b| a.plural.cmp(b.plural));
+    rs
+}
+
+fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
+    let mut entries: Vec<(String, Value)> = sorted_resources(registry, group, version)
+        .into_iter()
+        .flat_map(resource_entries)
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let resources: Vec<Value> = entries.into_iter().map(|(_, v)| v).collect();
+    let mut doc = serde_json::Map::new();
+    doc.insert("kind".into(), json!("APIResourceList"));
+    // The core group answers without apiVersion (kube keeps it unversioned).
+    if !group.is_empty() {
+        doc.insert("apiVersion".into(), json!("v1"));
+    }
+    doc.insert(
+        "groupVersion".into(),
+        json!(if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        }),
+    );
+    doc.insert("resources".into(), Value::Array(resources));
+    Value::Object(doc)
+}
+
+// ---------------------------------------------------------------------------
+// Aggregated discovery (apidiscovery.k8s.io/v2)
+// ---------------------------------------------------------------------------
+
+fn response_kind(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+fn aggregated_resource(r: &Resource) -> Value {
+    let mut e = serde_json::Map::new();
+    e.insert("resource".into(), json!(r.plural));
+    // kube leaves group and version empty for a kind of the same group-version.
+    e.insert("responseKind".into(), response_kind("", "", r.kind));
+    e.insert(
+        "scope".into(),
+        json!(if r.namespaced {
+            "Namespaced"
+        } else {
+            "Cluster"
+        }),
+    );
+    e.insert("singularResource".into(), json!(r.singular));
+    e.insert("verbs".into(), json!(resource_verbs(r)));
+    if !r.short_names.is_empty() {
+        e.insert("shortNames".into(), json!(r.short_names));
+    }
+    if !r.categories.is_empty() {
+        e.insert("categories".into(), json!(r.categories));
+    }
+    let mut subs: Vec<&Subresource> = r.subresources.iter().collect();
+    subs.sort_by_key(|s| s.name());
+    let subs: Vec<Value> = subs
+        .into_iter()
+        .map(|sub| {
+            let (group, version, kind) = subresource_kind(r, sub);
+            let (group, version) = if (group, version) == (r.group, r.version) {
+                ("", "")
+            } else {
+                (group, version)
+            };
+            json!({
+                "subresource": sub.name(),
+                "responseKind": response_kind(group, version, kind),
+                "verbs": SUBRESOURCE_VERBS,
+            })
+        })
+        .collect();
+    if !subs.is_empty() {
+        e.insert("subresources".into(), Value::Array(subs));
+    }
+    Value::Object(e)
+}
+
+fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value {
+    let resources: Vec<Value> = sorted_resources(registry, group, version)
+        .into_iter()
+        .map(aggregated_resource)
+        .collect();
+    json!({"version": version, "resources": resources, "freshness": "Current"})
+}
+
+fn discovery_list(items: Vec<Value>) -> Value {
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
+fn aggregated_core(registry: &Registry) -> Value {
+    let versions: Vec<Value> = group_versions(registry)
+        .into_iter()
+        .filter(|(g, _)| g.is_empty())
+        .map(|(g, v)| aggregated_version(registry, g, v))
+        .collect();
+    discovery_list(vec![json!({"metadata": {}, "versions": versions})])
+}
+
+fn aggregated_groups(registry: &Registry) -> Value {
+    let items = sorted_groups(registry)
+        .iter()
+        .map(|g| {
+            let versions: Vec<Value> = g
+                .versions
+                .iter()
+                .map(|v| aggregated_version(registry, g.group, v))
+                .collect();
+            json!({"metadata": {"name": g.group}, "versions": versions})
+        })
+        .collect();
+    discovery_list(items)
+}
+
+// ---------------------------------------------------------------------------
+// Accept negotiation
+// ---------------------------------------------------------------------------
+
+/// One clause of an `Accept` header.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MediaRange {
+    pub typ: String,
+    pub subtype: String,
+    /// Parameters other than `q`, keys lower-cased, values unquoted.
+    pub params: Vec<(String, String)>,
+    pub q: f32,
+}
+
+impl MediaRange {
+    /// Whether this clause accepts `typ/subtype` (with wildcards).
+    pub fn matches(&self, typ: &str, subtype: &str) -> bool {
+        (self.typ == "*" || self.typ.eq_ignore_ascii_case(typ))
+            && (self.subtype == "*" || self.subtype.eq_ignore_ascii_case(subtype))
+    }
+
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the clause asks for a transformed object (`as`, `g`, `v`).
+    fn has_conversion(&self) -> bool {
+        ["as", "g", "v"].iter().any(|k| self.param(k).is_some())
+    }
+}
+
+/// Parses an `Accept` header into clauses, most preferred first: by
+/// quality, then concrete types before wildcards, then header order.
+pub(crate) fn parse_accept(header: &str) -> Vec<MediaRange> {
+    let mut out = Vec::new();
+    for clause in header.split(',') {
+        let mut parts = clause.split(';');
+        let range = parts.next().unwrap_or("").trim();
+        if range.is_empty() {
+            continue;
+        }
+        let (typ, subtype) = match range.split_once('/') {
+            Some((t, s)) => (t.trim(), s.trim()),
+            None => (range, "*"),
+        };
+        let mut q = 1.0f32;
+        let mut params = Vec::new();
+        for p in parts {
+            let Some((k, v)) = p.split_once('=') else {
+                continue;
+            };
+            let k = k.trim().to_ascii_lowercase();
+            let v = v.trim().trim_matches('"').to_string();
+            if k == "q" {
+                q = v
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|q| q.is_finite())
+                    .unwrap_or(1.0);
+            } else {
+                params.push((k, v));
+            }
+        }
+        out.push(MediaRange {
+            typ: typ.to_ascii_lowercase(),
+            subtype: subtype.to_ascii_lowercase(),
+            params,
+            q,
+        });
+    }
+    // A stable sort keeps header order among equals.
+    out.sort_by(|a, b| {
+        b.q.partial_cmp(&a.q)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| (a.typ == "*").cmp(&(b.typ == "*")))
+            .then_with(|| (a.subtype == "*").cmp(&(b.subtype == "*")))
+    });
+    out
+}
+
+/// Whether the request asks for aggregated discovery: some acceptable JSON
+/// clause names `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList` (clients
+/// list it first, with plain JSON as a fallback).
+pub(crate) fn wants_aggregated(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    parse_accept(accept).iter().any(|c| {
+        c.q > 0.0
+            && c.matches("application", "json")
+            && c.param("g") == Some("apidiscovery.k8s.io")
+            && c.param("v") == Some("v2")
+            && c.param("as") == Some("APIGroupDiscoveryList")
+    })
+}
+
+/// Whether a plain (untransformed) JSON document is acceptable.
+pub(crate) fn accepts_plain_json(accept: Option<&str>) -> bool {
+    match accept.map(str::trim) {
+        None | Some("") => true,
+        Some(accept) => parse_accept(accept)
+            .iter()
+            .any(|c| c.q > 0.0 && c.matches("application", "json") && !c.has_conversion()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::ResourceRequest;
+    use proptest::prelude::*;
+
+    const KUBECTL_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
+    fn discovery() -> Discovery {
+        Discovery::new(Registry::builtin())
+    }
+
+    async fn body_of(r: Response) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let (parts, body) = r.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        (parts.status, parts.headers, bytes.to_vec())
+    }
+
+    async fn get(
+        path: ApiPath,
+        accept: Option<&str>,
+        inm: Option<&str>,
+    ) -> (StatusCode, HeaderMap, Value) {
+        let (code, headers, body) =
+            body_of(discovery().serve_conditional(&path, accept, inm)).await;
+        let json = if body.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&body).unwrap()
+        };
+        (code, headers, json)
+    }
+
+    fn rl(group: &str, version: &str) -> ApiPath {
+        ApiPath::ResourceList {
+            group: group.into(),
+            version: version.into(),
+        }
+    }
+
+    fn names(doc: &Value) -> Vec<String> {
+        doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn find<'a>(doc: &'a Value, name: &str) -> &'a Value {
+        doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    }
+
+    #[tokio::test]
+    async fn api_versions_document() {
+        let (code, h, doc) = get(ApiPath::LegacyVersions, Some("application/json"), None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], "application/json");
+        assert_eq!(
+            doc,
+            json!({"kind": "APIVersions", "versions": ["v1"],
+                   "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": DEFAULT_SERVER_ADDRESS}]})
+        );
+        let d = discovery().with_server_address("10.0.0.1:6443");
+        let (_, _, body) = body_of(d.serve(&ApiPath::LegacyVersions, None)).await;
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            doc["serverAddressByClientCIDRs"][0]["serverAddress"],
+            "10.0.0.1:6443"
+        );
+    }
+
+    #[tokio::test]
+    async fn group_list_is_in_priority_order() {
+        let (code, _, doc) = get(ApiPath::Groups, None, None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(doc["kind"], "APIGroupList");
+        assert_eq!(doc["apiVersion"], "v1");
+        let groups: Vec<&str> = doc["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                "apps",
+                "events.k8s.io",
+                "autoscaling",
+                "batch",
+                "networking.k8s.io",
+                "policy",
+                "rbac.authorization.k8s.io",
+                "storage.k8s.io",
+                "scheduling.k8s.io",
+                "coordination.k8s.io",
+                "discovery.k8s.io",
+            ]
+        );
+        assert_eq!(
+            doc["groups"][2],
+            json!({"name": "autoscaling",
+                   "versions": [{"groupVersion": "autoscaling/v2", "version": "v2"}],
+                   "preferredVersion": {"groupVersion": "autoscaling/v2", "version": "v2"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn one_group_and_unknown_group() {
+        let (code, _, doc) = get(
+            ApiPath::Group {
+                group: "apps".into(),
+            },
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(
+            doc,
+            json!({"kind": "APIGroup", "apiVersion": "v1", "name": "apps",
+                   "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+                   "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}})
+        );
+        let (code, _, doc) = get(
+            ApiPath::Group {
+                group: "nope.example.com".into(),
+            },
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert_eq!(doc["kind"], "Status");
+        assert_eq!(doc["reason"], "NotFound");
+        for path in [rl("apps", "v2"), rl("", "v2"), rl("nope", "v1")] {
+            assert_eq!(get(path, None, None).await.0, StatusCode::NOT_FOUND);
+        }
+        let resource = ApiPath::Resource(ResourceRequest::default());
+        assert_eq!(get(resource, None, None).await.0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn core_resource_list() {
+        let (code, _, doc) = get(rl("", "v1"), None, None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(doc["kind"], "APIResourceList");
+        assert!(doc.get("apiVersion").is_none());
+        assert_eq!(doc["groupVersion"], "v1");
+        let n = names(&doc);
+        let mut sorted = n.clone();
+        sorted.sort();
+        assert_eq!(n, sorted);
+        assert!(n.contains(&"pods/status".to_string()));
+        assert!(n.contains(&"replicationcontrollers/scale".to_string()));
+        assert_eq!(
+            find(&doc, "pods"),
+            &json!({"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
+                    "verbs": RESOURCE_VERBS, "shortNames": ["po"], "categories": ["all"]})
+        );
+        assert_eq!(
+            find(&doc, "pods/status"),
+            &json!({"name": "pods/status", "singularName": "", "namespaced": true, "kind": "Pod",
+                    "verbs": ["get", "patch", "update"]})
+        );
+        let ns = find(&doc, "namespaces");
+        assert_eq!(ns["namespaced"], false);
+        assert_eq!(
+            ns["verbs"],
+            json!(["create", "delete", "get", "list", "patch", "update", "watch"])
+        );
+        assert!(find(&doc, "configmaps").get("categories").is_none());
+    }
+
+    #[tokio::test]
+    async fn apps_resource_list_has_scale() {
+        let (_, _, doc) = get(rl("apps", "v1"), Some("application/json"), None).await;
+        assert_eq!(doc["apiVersion"], "v1");
+        assert_eq!(doc["groupVersion"], "apps/v1");
+        assert_eq!(
+            names(&doc),
+            [
+                "controllerrevisions",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+                "statefulsets",
+                "statefulsets/scale",
+                "statefulsets/status",
+            ]
+        );
+        assert_eq!(
+            find(&doc, "deployments/scale"),
+            &json!({"name": "deployments/scale", "singularName": "", "namespaced": true,
+                    "group": "autoscaling", "version": "v1", "kind": "Scale",
+                    "verbs": ["get", "patch", "update"]})
+        );
+        // Field order follows kube's APIResource struct.
+        let keys: Vec<&String> = find(&doc, "deployments/scale")
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "singularName",
+                "namespaced",
+                "group",
+                "version",
+                "kind",
+                "verbs"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn aggregated_core_and_groups() {
+        let (code, h, doc) = get(ApiPath::LegacyVersions, Some(KUBECTL_ACCEPT), None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], AGGREGATED_CONTENT_TYPE);
+        assert_eq!(h[header::VARY], "Accept");
+        assert_eq!(h[header::CACHE_CONTROL], "public");
+        assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+        assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
+        let items = doc["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["metadata"], json!({}));
+        let v1 = &items[0]["versions"][0];
+        assert_eq!(v1["version"], "v1");
+        assert_eq!(v1["freshness"], "Current");
+        let pods = v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        assert_eq!(
+            pods,
+            &json!({"resource": "pods", "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                    "scope": "Namespaced", "singularResource": "pod", "verbs": RESOURCE_VERBS,
+                    "shortNames": ["po"], "categories": ["all"],
+                    "subresources": [{"subresource": "status",
+                                      "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                                      "verbs": ["get", "patch", "update"]}]})
+        );
+
+        let (code, h, doc) = get(ApiPath::Groups, Some(KUBECTL_ACCEPT), None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], AGGREGATED_CONTENT_TYPE);
+        let items = doc["items"].as_array().unwrap();
+        assert_eq!(items[0]["metadata"], json!({"name": "apps"}));
+        let deploy = items[0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .unwrap();
+        assert_eq!(deploy["scope"], "Namespaced");
+        assert_eq!(
+            deploy["subresources"],
+            json!([
+                {"subresource": "scale",
+                 "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                 "verbs": ["get", "patch", "update"]},
+                {"subresource": "status",
+                 "responseKind": {"group": "", "version": "", "kind": "Deployment"},
+                 "verbs": ["get", "patch", "update"]},
+            ])
+        );
+        let pc = items
+            .iter()
+            .find(|i| i["metadata"]["name"] == "scheduling.k8s.io")
+            .unwrap();
+        assert_eq!(pc["versions"][0]["resources"][0]["scope"], "Cluster");
+        assert!(pc["versions"][0]["resources"][0]
+            .get("subresources")
+            .is_none());
+    }
+
+    #[tokio::test]
+    async fn aggregated_etag_and_not_modified() {
+        let (_, h, _) = get(ApiPath::Groups, Some(KUBECTL_ACCEPT), None).await;
+        let etag = h[header::ETAG].to_str().unwrap().to_string();
+        assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() == 34);
+        let (code, h2, body) = get(ApiPath::Groups, Some(KUBECTL_ACCEPT), Some(&etag)).await;
+        assert_eq!(code, StatusCode::NOT_MODIFIED);
+        assert_eq!(body, Value::Null);
+        assert_eq!(h2[header::ETAG], etag.as_str());
+        let (code, _, _) = get(ApiPath::Groups, Some(KUBECTL_ACCEPT), Some("\"other\"")).await;
+        assert_eq!(code, StatusCode::OK);
+        // The core document has its own tag.
+        let (_, hc, _) = get(ApiPath::LegacyVersions, Some(KUBECTL_ACCEPT), None).await;
+        assert_ne!(hc[header::ETAG], etag.as_str());
+        // Through the header map.
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static(KUBECTL_ACCEPT));
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_str(&etag).unwrap());
+        let r = discovery().serve_request(&ApiPath::Groups, &headers);
+        assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    }
+
+    #[tokio::test]
+    async fn negotiation() {
+        // Legacy only: v2beta1 is no longer served, plain JSON is the fallback.
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        let (code, h, doc) = get(ApiPath::Groups, Some(beta), None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], "application/json");
+        assert_eq!(doc["kind"], "APIGroupList");
+        // Aggregated refused with q=0.
+        let refused = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0,application/json";
+        assert_eq!(
+            get(ApiPath::Groups, Some(refused), None).await.2["kind"],
+            "APIGroupList"
+        );
+        // Wildcards give the legacy document.
+        assert_eq!(
+            get(ApiPath::Groups, Some("*/*"), None).await.0,
+            StatusCode::OK
+        );
+        // Only a transformation we do not serve: 406.
+        let (code, _, doc) = get(
+            ApiPath::Groups,
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+        assert_eq!(doc["reason"], "NotAcceptable");
+        let (code, _, _) = get(
+            rl("", "v1"),
+            Some("application/vnd.kubernetes.protobuf"),
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+        // An aggregated Accept on a group-version path is answered with the legacy list.
+        let (code, _, doc) = get(rl("apps", "v1"), Some(KUBECTL_ACCEPT), None).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(doc["kind"], "APIResourceList");
+    }
+
+    #[test]
+    fn accept_parsing() {
+        let c = parse_accept(
+            "text/html;q=0.5, application/json;g=x;v=\"v1\", */*;q=0.1, application/*",
+        );
+        let ranges: Vec<String> = c
+            .iter()
+            .map(|m| format!("{}/{}", m.typ, m.subtype))
+            .collect();
+        assert_eq!(
+            ranges,
+            ["application/json", "application/*", "text/html", "*/*"]
+        );
+        assert_eq!(c[0].param("v"), Some("v1"));
+        assert_eq!(c[0].param("g"), Some("x"));
+        assert!(parse_accept("").is_empty());
+        assert!(parse_accept(" , ;").is_empty());
+        assert_eq!(parse_accept("json")[0].subtype, "*");
+        assert!(wants_aggregated(Some(KUBECTL_ACCEPT)));
+        assert!(!wants_aggregated(None));
+        assert!(!wants_aggregated(Some("application/json")));
+        assert!(accepts_plain_json(None));
+        assert!(accepts_plain_json(Some("application/*")));
+        assert!(!accepts_plain_json(Some("application/yaml")));
+        assert!(!accepts_plain_json(Some("application/json;q=0")));
+    }
+
+    #[test]
+    fn version_order() {
+        let mut v = vec![
+            "v1alpha1", "v1", "v2beta1", "v1beta2", "v2", "foo", "v1beta1", "v10",
+        ];
+        v.sort_by(|a, b| compare_versions(a, b));
+        assert_eq!(
+            v,
+            ["v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+        );
+    }
+
+    #[test]
+    fn hash_is_stable_and_sensitive() {
+        assert_eq!(content_hash(b""), "6C62272E07BB014262B821756295C58D");
+        assert_eq!(content_hash(b"a"), content_hash(b"a"));
+        assert_ne!(content_hash(b"a"), content_hash(b"b"));
+        assert!(etag_matches("\"X\", W/\"Y\"", "\"Y\""));
+        assert!(etag_matches("*", "\"Y\""));
+        assert!(!etag_matches("\"X\"", "\"Y\""));
+    }
+
+    proptest! {
+        #[test]
+        fn accept_parsing_never_panics(h in "\\PC*") {
+            let _ = parse_accept(&h);
+            let _ = wants_aggregated(Some(&h));
+            let _ = accepts_plain_json(Some(&h));
+        }
+    }
+}

@@ -1,0 +1,1555 @@
+//! OpenAPI v2 (`/openapi/v2`) and v3 (`/openapi/v3`, `/openapi/v3/{gv}`)
+//! documents, in kube-apiserver's layout.
+//!
+//! The paths are generated from the registry by kube's rules (one path per
+//! collection, object, subresource and watch URL; kube's operation ids,
+//! `x-kubernetes-action`, `x-kubernetes-group-version-kind`, query parameters
+//! and content types); the schemas are the upstream definitions from
+//! `apimachinery::schema`, limited to those the paths reach. Documentation
+//! prose is not served. The documents never change, so they are built once,
+//! on first use, and served as shared bytes with a content hash (`?hash=` and
+//! `ETag`).
+
+use crate::discovery::{
+    content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
+    subresource_kind,
+};
+use crate::registry::{Registry, Resource};
+use crate::server::{AppState, KUBE_MAJOR, KUBE_MINOR};
+use apimachinery::schema::Schema;
+use apimachinery::Status;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
+
+const DEFINITIONS_REF: &str = "#/definitions/";
+const SCHEMAS_REF: &str = "#/components/schemas/";
+const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+
+/// A type of `k8s.io/apimachinery/pkg/apis/meta/v1`.
+fn meta(kind: &str) -> String {
+    format!("io.k8s.apimachinery.pkg.apis.meta.v1.{kind}")
+}
+
+const JSON: &str = "application/json";
+/// What an object operation produces.
+const OBJECT_TYPES: &[&str] = &[
+    JSON,
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+];
+/// What a list or watch operation produces.
+const LIST_TYPES: &[&str] = &[
+    JSON,
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
+    "application/cbor-seq",
+];
+/// What the group and root discovery documents are offered in.
+const DISCOVERY_TYPES: &[&str] = &[
+    JSON,
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
+const ANY: &[&str] = &["*/*"];
+const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/apply-patch+cbor",
+];
+
+/// Resources whose DELETE answers with the deleted object rather than a
+/// Status, as kube's registry strategies do.
+const DELETE_RETURNS_OBJECT: &[(&str, &str)] = &[
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("", "pods"),
+    ("", "podtemplates"),
+    ("", "resourcequotas"),
+    ("", "serviceaccounts"),
+    ("", "services"),
+    ("storage.k8s.io", "storageclasses"),
+];
+
+// ---------------------------------------------------------------------------
+// The model: paths and operations, rendered to v2 or v3
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum In {
+    Path,
+    Query,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Param {
+    name: &'static str,
+    location: In,
+    ty: &'static str,
+}
+
+const fn query(name: &'static str, ty: &'static str) -> Param {
+    Param {
+        name,
+        location: In::Query,
+        ty,
+    }
+}
+
+const NAME: Param = Param {
+    name: "name",
+    location: In::Path,
+    ty: "string",
+};
+const NAMESPACE: Param = Param {
+    name: "namespace",
+    location: In::Path,
+    ty: "string",
+};
+const PRETTY: Param = query("pretty", "string");
+const DRY_RUN: Param = query("dryRun", "string");
+const FIELD_MANAGER: Param = query("fieldManager", "string");
+const FIELD_VALIDATION: Param = query("fieldValidation", "string");
+const FORCE: Param = query("force", "boolean");
+const GRACE_PERIOD: Param = query("gracePeriodSeconds", "integer");
+const IGNORE_STORE_READ_ERROR: Param = query(
+    "ignoreStoreReadErrorWithClusterBreakingPotential",
+    "boolean",
+);
+const ORPHAN_DEPENDENTS: Param = query("orphanDependents", "boolean");
+const PROPAGATION_POLICY: Param = query("propagationPolicy", "string");
+const CONTINUE: Param = query("continue", "string");
+const FIELD_SELECTOR: Param = query("fieldSelector", "string");
+const LABEL_SELECTOR: Param = query("labelSelector", "string");
+const LIMIT: Param = query("limit", "integer");
+const RESOURCE_VERSION: Param = query("resourceVersion", "string");
+const RESOURCE_VERSION_MATCH: Param = query("resourceVersionMatch", "string");
+const SEND_INITIAL_EVENTS: Param = query("sendInitialEvents", "boolean");
+const SHARD_SELECTOR: Param = query("shardSelector", "string");
+const TIMEOUT_SECONDS: Param = query("timeoutSeconds", "integer");
+
+/// The parameters of a list or watch.
+const LIST_PARAMS: &[Param] = &[
+    query("allowWatchBookmarks", "boolean"),
+    CONTINUE,
+    FIELD_SELECTOR,
+    LABEL_SELECTOR,
+    LIMIT,
+    RESOURCE_VERSION,
+    RESOURCE_VERSION_MATCH,
+    SEND_INITIAL_EVENTS,
+    SHARD_SELECTOR,
+    TIMEOUT_SECONDS,
+    query("watch", "boolean"),
+];
+const WRITE_PARAMS: &[Param] = &[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION];
+const PATCH_PARAMS: &[Param] = &[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE];
+const DELETE_PARAMS: &[Param] = &[
+    DRY_RUN,
+    GRACE_PERIOD,
+    IGNORE_STORE_READ_ERROR,
+    ORPHAN_DEPENDENTS,
+    PROPAGATION_POLICY,
+];
+const DELETECOLLECTION_PARAMS: &[Param] = &[
+    CONTINUE,
+    DRY_RUN,
+    FIELD_SELECTOR,
+    GRACE_PERIOD,
+    IGNORE_STORE_READ_ERROR,
+    LABEL_SELECTOR,
+    LIMIT,
+    ORPHAN_DEPENDENTS,
+    PROPAGATION_POLICY,
+    RESOURCE_VERSION,
+    RESOURCE_VERSION_MATCH,
+    SEND_INITIAL_EVENTS,
+    SHARD_SELECTOR,
+    TIMEOUT_SECONDS,
+];
+
+/// A request body: the definition it holds and whether it is required.
+#[derive(Debug, Clone)]
+struct Body {
+    definition: String,
+    required: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Op {
+    method: &'static str,
+    id: String,
+    tag: String,
+    action: Option<&'static str>,
+    gvk: Option<(&'static str, &'static str, &'static str)>,
+    params: Vec<Param>,
+    body: Option<Body>,
+    consumes: &'static [&'static str],
+    produces: &'static [&'static str],
+    /// Status code and the definition of the answer (none for 401).
+    responses: Vec<(u16, Option<String>)>,
+}
+
+#[derive(Debug, Clone)]
+struct PathItem {
+    path: String,
+    params: Vec<Param>,
+    ops: Vec<Op>,
+}
+
+fn sorted_params(params: &[Param]) -> Vec<Param> {
+    let mut out = params.to_vec();
+    out.sort_by_key(|p| p.name);
+    out
+}
+
+/// The camel-case name kube gives a group in operation ids: `Core`,
+/// `Apps`, `RbacAuthorization`.
+fn group_camel(group: &str) -> String {
+    if group.is_empty() {
+        return "Core".to_string();
+    }
+    group
+        .strip_suffix(".k8s.io")
+        .unwrap_or(group)
+        .split('.')
+        .map(capitalize)
+        .collect()
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// Path prefix, id prefix and tag of one group-version.
+struct GroupVersion {
+    prefix: String,
+    id: String,
+    tag: String,
+}
+
+impl GroupVersion {
+    fn new(group: &str, version: &str) -> Self {
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let g = group_camel(group);
+        GroupVersion {
+            prefix,
+            id: format!("{g}{}", capitalize(version)),
+            tag: format!("{}_{version}", lower_first(&g)),
+        }
+    }
+}
+
+fn status_name(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        401 => "Unauthorized",
+        _ => "",
+    }
+}
+
+fn responses(codes: &[u16], definition: Option<&str>) -> Vec<(u16, Option<String>)> {
+    codes
+        .iter()
+        .map(|c| (*c, definition.map(str::to_string)))
+        .chain(std::iter::once((401, None)))
+        .collect()
+}
+
+/// The operations kube publishes for a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    ListAllNamespaces,
+    DeleteCollection,
+    List,
+    Create,
+    Delete,
+    Read,
+    Patch,
+    Replace,
+    WatchListAllNamespaces,
+    WatchList,
+    Watch,
+}
+
+impl Verb {
+    fn method(self) -> &'static str {
+        match self {
+            Verb::DeleteCollection | Verb::Delete => "delete",
+            Verb::Create => "post",
+            Verb::Patch => "patch",
+            Verb::Replace => "put",
+            _ => "get",
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            Verb::ListAllNamespaces | Verb::List => "list",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::Create => "post",
+            Verb::Delete => "delete",
+            Verb::Read => "get",
+            Verb::Patch => "patch",
+            Verb::Replace => "put",
+            Verb::WatchListAllNamespaces | Verb::WatchList => "watchlist",
+            Verb::Watch => "watch",
+        }
+    }
+
+    /// Operation-level parameters (watches carry theirs on the path).
+    fn params(self) -> &'static [Param] {
+        match self {
+            Verb::DeleteCollection => DELETECOLLECTION_PARAMS,
+            Verb::List => LIST_PARAMS,
+            Verb::Create | Verb::Replace => WRITE_PARAMS,
+            Verb::Delete => DELETE_PARAMS,
+            Verb::Patch => PATCH_PARAMS,
+            _ => &[],
+        }
+    }
+
+    fn produces(self) -> &'static [&'static str] {
+        match self {
+            Verb::ListAllNamespaces
+            | Verb::List
+            | Verb::WatchListAllNamespaces
+            | Verb::WatchList
+            | Verb::Watch => LIST_TYPES,
+            _ => OBJECT_TYPES,
+        }
+    }
+
+    fn codes(self) -> &'static [u16] {
+        match self {
+            Verb::Create => &[200, 201, 202],
+            Verb::Delete => &[200, 202],
+            Verb::Patch | Verb::Replace => &[200, 201],
+            _ => &[200],
+        }
+    }
+
+    /// The operation id: `{word}{Group}{Version}{infix}[Namespaced]{Kind}{suffix}`.
+    fn id(self, gv: &GroupVersion, r: &Resource, sub: &str) -> String {
+        let ns = if r.namespaced { "Namespaced" } else { "" };
+        let kind = r.kind;
+        let (word, infix, ns, suffix) = match self {
+            Verb::ListAllNamespaces => ("list", "", "", "ForAllNamespaces"),
+            Verb::DeleteCollection => ("delete", "Collection", ns, ""),
+            Verb::List => ("list", "", ns, ""),
+            Verb::Create => ("create", "", ns, ""),
+            Verb::Delete => ("delete", "", ns, ""),
+            Verb::Read => ("read", "", ns, ""),
+            Verb::Patch => ("patch", "", ns, ""),
+            Verb::Replace => ("replace", "", ns, ""),
+            Verb::WatchListAllNamespaces => ("watch", "", "", "ListForAllNamespaces"),
+            Verb::WatchList => ("watch", "", ns, "List"),
+            Verb::Watch => ("watch", "", ns, ""),
+        };
+        format!("{word}{}{infix}{ns}{kind}{sub}{suffix}", gv.id)
+    }
+}
+
+/// The definitions one resource's operations refer to.
+struct Definitions {
+    /// The kind (or a subresource's kind) and its group-version-kind.
+    object: Option<String>,
+    gvk: (&'static str, &'static str, &'static str),
+    list: Option<String>,
+}
+
+fn operation(verb: Verb, gv: &GroupVersion, r: &Resource, sub: &str, defs: &Definitions) -> Op {
+    let status = meta("Status");
+    let watch_event = meta("WatchEvent");
+    let delete_options = meta("DeleteOptions");
+    let patch = meta("Patch");
+    let object = defs.object.as_deref();
+    let (body, required) = match verb {
+        Verb::Create | Verb::Replace => (object, true),
+        Verb::Patch => (Some(patch.as_str()), true),
+        Verb::Delete | Verb::DeleteCollection => (Some(delete_options.as_str()), false),
+        _ => (None, false),
+    };
+    let answer = match verb {
+        Verb::ListAllNamespaces | Verb::List => defs.list.as_deref(),
+        Verb::WatchListAllNamespaces | Verb::WatchList | Verb::Watch => Some(watch_event.as_str()),
+        Verb::DeleteCollection => Some(status.as_str()),
+        Verb::Delete if !DELETE_RETURNS_OBJECT.contains(&(r.group, r.plural)) => {
+            Some(status.as_str())
+        }
+        _ => object,
+    };
+    Op {
+        method: verb.method(),
+        id: verb.id(gv, r, sub),
+        tag: gv.tag.clone(),
+        action: Some(verb.action()),
+        gvk: Some(defs.gvk),
+        params: sorted_params(verb.params()),
+        body: body.map(|d| Body {
+            definition: d.to_string(),
+            required,
+        }),
+        consumes: if verb == Verb::Patch {
+            PATCH_TYPES
+        } else {
+            ANY
+        },
+        produces: verb.produces(),
+        responses: responses(verb.codes(), answer),
+    }
+}
+
+/// The paths kube serves for one resource.
+fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
+    let gv = GroupVersion::new(r.group, r.version);
+    let def =
+        |g: &str, v: &str, k: &str| schema.definition_name_for_gvk(g, v, k).map(str::to_string);
+    let defs = Definitions {
+        object: def(r.group, r.version, r.kind),
+        gvk: (r.group, r.version, r.kind),
+        list: def(r.group, r.version, &r.list_kind()),
+    };
+    let ops = |verbs: &[Verb], sub: &str, defs: &Definitions| -> Vec<Op> {
+        verbs
+            .iter()
+            .map(|v| operation(*v, &gv, r, sub, defs))
+            .collect()
+    };
+    let scope: &[Param] = if r.namespaced { &[NAMESPACE] } else { &[] };
+    let params = |extra: &[Param]| sorted_params(&[scope, extra].concat());
+    let watch_params = |extra: &[Param]| params(&[LIST_PARAMS, &[PRETTY], extra].concat());
+    let (collection, watch_collection) = if r.namespaced {
+        (
+            format!("{}/namespaces/{{namespace}}/{}", gv.prefix, r.plural),
+            format!("{}/watch/namespaces/{{namespace}}/{}", gv.prefix, r.plural),
+        )
+    } else {
+        (
+            format!("{}/{}", gv.prefix, r.plural),
+            format!("{}/watch/{}", gv.prefix, r.plural),
+        )
+    };
+    let item = |path: String, params: Vec<Param>, ops: Vec<Op>| PathItem { path, params, ops };
+    let all_namespaces = |prefix: &str, verb: Verb| {
+        let all: Vec<Param> = LIST_PARAMS.iter().copied().chain([PRETTY]).collect();
+        item(
+            format!("{prefix}/{}", r.plural),
+            sorted_params(&all),
+            ops(&[verb], "", &defs),
+        )
+    };
+
+    let mut items = Vec::new();
+    if r.namespaced {
+        items.push(all_namespaces(&gv.prefix, Verb::ListAllNamespaces));
+    }
+    let collection_verbs: &[Verb] = if has_deletecollection(r) {
+        &[Verb::DeleteCollection, Verb::List, Verb::Create]
+    } else {
+        &[Verb::List, Verb::Create]
+    };
+    items.push(item(
+        collection.clone(),
+        params(&[PRETTY]),
+        ops(collection_verbs, "", &defs),
+    ));
+    let object_verbs = [Verb::Delete, Verb::Read, Verb::Patch, Verb::Replace];
+    items.push(item(
+        format!("{collection}/{{name}}"),
+        params(&[NAME, PRETTY]),
+        ops(&object_verbs, "", &defs),
+    ));
+    for sub in r.subresources {
+        let (g, v, k) = subresource_kind(r, sub);
+        let sub_defs = Definitions {
+            object: def(g, v, k),
+            gvk: (g, v, k),
+            list: None,
+        };
+        items.push(item(
+            format!("{collection}/{{name}}/{}", sub.name()),
+            params(&[NAME, PRETTY]),
+            ops(
+                &[Verb::Read, Verb::Patch, Verb::Replace],
+                &capitalize(sub.name()),
+                &sub_defs,
+            ),
+        ));
+    }
+    if r.namespaced {
+        items.push(all_namespaces(
+            &format!("{}/watch", gv.prefix),
+            Verb::WatchListAllNamespaces,
+        ));
+    }
+    items.push(item(
+        watch_collection.clone(),
+        watch_params(&[]),
+        ops(&[Verb::WatchList], "", &defs),
+    ));
+    items.push(item(
+        format!("{watch_collection}/{{name}}"),
+        watch_params(&[NAME]),
+        ops(&[Verb::Watch], "", &defs),
+    ));
+    items
+}
+
+/// A GET of a discovery document.
+fn discovery_item(
+    path: String,
+    id: String,
+    tag: String,
+    types: &'static [&'static str],
+    definition: String,
+) -> PathItem {
+    PathItem {
+        path,
+        params: Vec::new(),
+        ops: vec![Op {
+            method: "get",
+            id,
+            tag,
+            action: None,
+            gvk: None,
+            params: Vec::new(),
+            body: None,
+            consumes: types,
+            produces: types,
+            responses: responses(&[200], Some(&definition)),
+        }],
+    }
+}
+
+fn group_version_paths(
+    registry: &Registry,
+    schema: &Schema,
+    group: &str,
+    version: &str,
+) -> Vec<PathItem> {
+    let gv = GroupVersion::new(group, version);
+    let mut items = vec![discovery_item(
+        format!("{}/", gv.prefix),
+        format!("get{}APIResources", gv.id),
+        gv.tag.clone(),
+        OBJECT_TYPES,
+        meta("APIResourceList"),
+    )];
+    for r in registry.in_group_version(group, version) {
+        items.extend(resource_paths(r, schema));
+    }
+    items
+}
+
+// ---------------------------------------------------------------------------
+// Rendering
+// ---------------------------------------------------------------------------
+
+fn param_v2(p: &Param) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "in".into(),
+        json!(if p.location == In::Path {
+            "path"
+        } else {
+            "query"
+        }),
+    );
+    m.insert("name".into(), json!(p.name));
+    if p.location == In::Path {
+        m.insert("required".into(), json!(true));
+    }
+    m.insert("type".into(), json!(p.ty));
+    m.insert("uniqueItems".into(), json!(true));
+    Value::Object(m)
+}
+
+fn param_v3(p: &Param) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "in".into(),
+        json!(if p.location == In::Path {
+            "path"
+        } else {
+            "query"
+        }),
+    );
+    m.insert("name".into(), json!(p.name));
+    if p.location == In::Path {
+        m.insert("required".into(), json!(true));
+    }
+    m.insert("schema".into(), json!({"type": p.ty, "uniqueItems": true}));
+    Value::Object(m)
+}
+
+fn reference(prefix: &str, definition: &str) -> Value {
+    json!({ "$ref": format!("{prefix}{definition}") })
+}
+
+fn extensions(op: &Op, m: &mut Map<String, Value>) {
+    m.insert("tags".into(), json!([op.tag]));
+    if let Some(action) = op.action {
+        m.insert("x-kubernetes-action".into(), json!(action));
+    }
+    if let Some((group, version, kind)) = op.gvk {
+        m.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!({"group": group, "kind": kind, "version": version}),
+        );
+    }
+}
+
+fn op_v2(op: &Op) -> Value {
+    let mut m = Map::new();
+    m.insert("consumes".into(), json!(op.consumes));
+    m.insert("operationId".into(), json!(op.id));
+    let mut params: Vec<(&str, Value)> = op.params.iter().map(|p| (p.name, param_v2(p))).collect();
+    if let Some(body) = &op.body {
+        let mut b = Map::new();
+        b.insert("in".into(), json!("body"));
+        b.insert("name".into(), json!("body"));
+        if body.required {
+            b.insert("required".into(), json!(true));
+        }
+        b.insert(
+            "schema".into(),
+            reference(DEFINITIONS_REF, &body.definition),
+        );
+        params.push(("body", Value::Object(b)));
+    }
+    params.sort_by(|a, b| a.0.cmp(b.0));
+    if !params.is_empty() {
+        m.insert(
+            "parameters".into(),
+            Value::Array(params.into_iter().map(|p| p.1).collect()),
+        );
+    }
+    m.insert("produces".into(), json!(op.produces));
+    let mut rs = Map::new();
+    for (code, definition) in &op.responses {
+        let mut r = Map::new();
+        r.insert("description".into(), json!(status_name(*code)));
+        if let Some(d) = definition {
+            r.insert("schema".into(), reference(DEFINITIONS_REF, d));
+        }
+        rs.insert(code.to_string(), Value::Object(r));
+    }
+    m.insert("responses".into(), Value::Object(rs));
+    m.insert("schemes".into(), json!(["https"]));
+    extensions(op, &mut m);
+    Value::Object(m)
+}
+
+fn content_v3(types: &[&str], definition: &str) -> Value {
+    let schema = reference(SCHEMAS_REF, definition);
+    Value::Object(
+        types
+            .iter()
+            .map(|t| (t.to_string(), json!({ "schema": schema.clone() })))
+            .collect(),
+    )
+}
+
+fn op_v3(op: &Op) -> Value {
+    let mut m = Map::new();
+    m.insert("operationId".into(), json!(op.id));
+    if !op.params.is_empty() {
+        m.insert(
+            "parameters".into(),
+            Value::Array(op.params.iter().map(param_v3).collect()),
+        );
+    }
+    if let Some(body) = &op.body {
+        let mut b = Map::new();
+        b.insert("content".into(), content_v3(op.consumes, &body.definition));
+        m.insert("requestBody".into(), Value::Object(b));
+    }
+    let mut rs = Map::new();
+    for (code, definition) in &op.responses {
+        let mut r = Map::new();
+        if let Some(d) = definition {
+            r.insert("content".into(), content_v3(op.produces, d));
+        }
+        r.insert("description".into(), json!(status_name(*code)));
+        rs.insert(code.to_string(), Value::Object(r));
+    }
+    m.insert("responses".into(), Value::Object(rs));
+    extensions(op, &mut m);
+    Value::Object(m)
+}
+
+fn render_paths(items: &[PathItem], v3: bool) -> Map<String, Value> {
+    let mut paths = Map::new();
+    for item in items {
+        let mut m = Map::new();
+        for op in &item.ops {
+            m.insert(
+                op.method.to_string(),
+                if v3 { op_v3(op) } else { op_v2(op) },
+            );
+        }
+        if !item.params.is_empty() {
+            let params = item
+                .params
+                .iter()
+                .map(|p| if v3 { param_v3(p) } else { param_v2(p) })
+                .collect();
+            m.insert("parameters".into(), Value::Array(params));
+        }
+        paths.insert(item.path.clone(), Value::Object(m));
+    }
+    paths
+}
+
+/// Every `$ref` target (with `prefix` stripped) under `v`.
+fn collect_refs(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(target) = m
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(prefix))
+            {
+                out.insert(target.to_string());
+            }
+            m.values().for_each(|v| collect_refs(v, prefix, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| collect_refs(v, prefix, out)),
+        _ => {}
+    }
+}
+
+/// The definitions `paths` reach, directly or through other definitions.
+fn reachable(paths: &Value, prefix: &str, definitions: &Map<String, Value>) -> BTreeSet<String> {
+    let mut pending = BTreeSet::new();
+    collect_refs(paths, prefix, &mut pending);
+    let mut seen = BTreeSet::new();
+    while let Some(name) = pending.pop_first() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        if let Some(def) = definitions.get(&name) {
+            let mut found = BTreeSet::new();
+            collect_refs(def, DEFINITIONS_REF, &mut found);
+            pending.extend(found.into_iter().filter(|n| !seen.contains(n)));
+        }
+    }
+    seen
+}
+
+/// Rewrites `#/definitions/` references to `#/components/schemas/`.
+fn rewrite_refs(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v.as_str()) {
+                        ("$ref", Some(r)) => match r.strip_prefix(DEFINITIONS_REF) {
+                            Some(name) => json!(format!("{SCHEMAS_REF}{name}")),
+                            None => v.clone(),
+                        },
+                        _ => rewrite_refs(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(rewrite_refs).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A v2 definition as an OpenAPI 3 schema. The two types that are a string
+/// or a number on the wire are published as `oneOf`, as kube does.
+fn schema_v3(name: &str, def: &Value) -> Value {
+    match name {
+        INT_OR_STRING => {
+            json!({"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]})
+        }
+        QUANTITY => json!({"oneOf": [{"type": "string"}, {"type": "number"}]}),
+        _ => rewrite_refs(def),
+    }
+}
+
+/// Sorts every object's keys, as Go's encoder does for maps.
+fn sort_keys(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut v) in entries {
+                sort_keys(&mut v);
+                m.insert(k, v);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
+}
+
+fn info() -> Value {
+    json!({"title": "Kubernetes", "version": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0")})
+}
+
+fn v3_document(items: &[PathItem], definitions: &Map<String, Value>) -> Value {
+    let paths = Value::Object(render_paths(items, true));
+    let schemas: Map<String, Value> = reachable(&paths, SCHEMAS_REF, definitions)
+        .into_iter()
+        .filter_map(|name| {
+            let def = definitions.get(&name)?;
+            Some((name.clone(), schema_v3(&name, def)))
+        })
+        .collect();
+    let mut doc = json!({
+        "openapi": "3.0.0",
+        "info": info(),
+        "paths": paths,
+        "components": {"schemas": schemas},
+    });
+    sort_keys(&mut doc);
+    doc
+}
+
+fn v2_document(items: &[PathItem], definitions: &Map<String, Value>) -> Value {
+    let paths = Value::Object(render_paths(items, false));
+    let used: Map<String, Value> = reachable(&paths, DEFINITIONS_REF, definitions)
+        .into_iter()
+        .filter_map(|name| Some((name.clone(), definitions.get(&name)?.clone())))
+        .collect();
+    let mut doc = json!({"swagger": "2.0", "info": info(), "paths": paths, "definitions": used});
+    sort_keys(&mut doc);
+    doc
+}
+
+// ---------------------------------------------------------------------------
+// The documents, built once
+// ---------------------------------------------------------------------------
+
+/// One encoded document and its content hash.
+pub(crate) struct Doc {
+    body: Bytes,
+    hash: String,
+}
+
+impl Doc {
+    fn new(doc: &Value) -> Self {
+        let body = Bytes::from(serde_json::to_vec(doc).unwrap_or_default());
+        let hash = content_hash(&body);
+        Doc { body, hash }
+    }
+
+    fn etag(&self) -> String {
+        format!("\"{}\"", self.hash)
+    }
+}
+
+/// Every OpenAPI document this server publishes.
+pub(crate) struct Documents {
+    v2: Doc,
+    v3_root: Doc,
+    /// v3 documents by discovery path: `api`, `api/v1`, `apis`,
+    /// `apis/{group}`, `apis/{group}/{version}`, `version`.
+    v3: HashMap<String, Doc>,
+}
+
+/// The v3 documents' path sets, in order.
+fn v3_path_sets(registry: &Registry, schema: &Schema) -> Vec<(String, Vec<PathItem>)> {
+    let simple = |path: &str, id: &str, tag: &str, types, definition: &str| {
+        discovery_item(path.into(), id.into(), tag.into(), types, definition.into())
+    };
+    let mut sets = vec![
+        (
+            "api".to_string(),
+            vec![simple(
+                "/api/",
+                "getCoreAPIVersions",
+                "core",
+                DISCOVERY_TYPES,
+                &meta("APIVersions"),
+            )],
+        ),
+        (
+            "apis".to_string(),
+            vec![simple(
+                "/apis/",
+                "getAPIVersions",
+                "apis",
+                DISCOVERY_TYPES,
+                &meta("APIGroupList"),
+            )],
+        ),
+        (
+            "version".to_string(),
+            vec![simple(
+                "/version/",
+                "getCodeVersion",
+                "version",
+                &[JSON],
+                "io.k8s.apimachinery.pkg.version.Info",
+            )],
+        ),
+    ];
+    let mut seen_groups = BTreeSet::new();
+    for (group, version) in group_versions(registry) {
+        if group.is_empty() {
+            sets.push((
+                format!("api/{version}"),
+                group_version_paths(registry, schema, group, version),
+            ));
+            continue;
+        }
+        if seen_groups.insert(group) {
+            let g = group_camel(group);
+            sets.push((
+                format!("apis/{group}"),
+                vec![discovery_item(
+                    format!("/apis/{group}/"),
+                    format!("get{g}APIGroup"),
+                    lower_first(&g),
+                    DISCOVERY_TYPES,
+                    meta("APIGroup"),
+                )],
+            ));
+        }
+        sets.push((
+            format!("apis/{group}/{version}"),
+            group_version_paths(registry, schema, group, version),
+        ));
+    }
+    sets
+}
+
+pub(crate) fn build(registry: &Registry, schema: &Schema) -> Documents {
+    let definitions = schema.definitions();
+    let sets = v3_path_sets(registry, schema);
+    let mut v3 = HashMap::new();
+    let mut root = Map::new();
+    for (key, items) in &sets {
+        let doc = Doc::new(&v3_document(items, definitions));
+        root.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
+        );
+        v3.insert(key.clone(), doc);
+    }
+    let mut root = json!({ "paths": root });
+    sort_keys(&mut root);
+    let all: Vec<PathItem> = sets.into_iter().flat_map(|(_, items)| items).collect();
+    Documents {
+        v2: Doc::new(&v2_document(&all, definitions)),
+        v3_root: Doc::new(&root),
+        v3,
+    }
+}
+
+static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
+
+fn documents_blocking(registry: Registry) -> &'static Documents {
+    DOCUMENTS.get_or_init(|| build(&registry, apimachinery::schema::builtin()))
+}
+
+/// Builds the documents now (they are otherwise built on first request);
+/// takes a moment, so call it from a blocking context.
+pub fn warm_up(registry: Registry) {
+    documents_blocking(registry);
+}
+
+async fn documents(registry: Registry) -> &'static Documents {
+    if let Some(d) = DOCUMENTS.get() {
+        return d;
+    }
+    // Building takes long enough not to run on a runtime thread.
+    match tokio::task::spawn_blocking(move || documents_blocking(registry)).await {
+        Ok(d) => d,
+        Err(_) => documents_blocking(registry),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------
+
+/// Whether the client takes JSON (protobuf, which kube also offers, is not
+/// served here).
+fn accepts_json(headers: &HeaderMap) -> bool {
+    match headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    {
+        None | Some("") => true,
+        Some(accept) => parse_accept(accept)
+            .iter()
+            .any(|c| c.q > 0.0 && c.matches("application", "json")),
+    }
+}
+
+fn not_acceptable() -> Response {
+    crate::error::status_response(&Status::not_acceptable(&[JSON]))
+}
+
+fn not_found() -> Response {
+    crate::error::status_response(&Status::path_not_found())
+}
+
+fn set(r: &mut Response, name: header::HeaderName, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        r.headers_mut().insert(name, v);
+    }
+}
+
+/// The document, or 304 when the client holds the current one.
+fn conditional(doc: &Doc, headers: &HeaderMap) -> Response {
+    let etag = doc.etag();
+    let current = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| etag_matches(v, &etag));
+    let mut r = if current {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = (StatusCode::OK, doc.body.clone()).into_response();
+        set(&mut r, header::CONTENT_TYPE, JSON);
+        r
+    };
+    set(&mut r, header::ETAG, &etag);
+    r
+}
+
+fn serve_v2(docs: &Documents, headers: &HeaderMap) -> Response {
+    if !accepts_json(headers) {
+        return not_acceptable();
+    }
+    let mut r = conditional(&docs.v2, headers);
+    set(&mut r, header::VARY, "Accept");
+    r
+}
+
+/// The `hash` query parameter.
+fn hash_param(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "hash")
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+fn serve_v3_doc(
+    docs: &Documents,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Response {
+    let key = path.trim_matches('/');
+    let Some(doc) = docs.v3.get(key) else {
+        return not_found();
+    };
+    if !accepts_json(headers) {
+        return not_acceptable();
+    }
+    let hash = hash_param(query);
+    if let Some(h) = hash {
+        if h != doc.hash {
+            let mut r = StatusCode::MOVED_PERMANENTLY.into_response();
+            set(
+                &mut r,
+                header::LOCATION,
+                &format!("/openapi/v3/{key}?hash={}", doc.hash),
+            );
+            return r;
+        }
+    }
+    let mut r = conditional(doc, headers);
+    set(&mut r, header::VARY, "Accept");
+    if hash.is_some() {
+        set(&mut r, header::CACHE_CONTROL, "public, immutable");
+        if let Some(expires) = chrono::Utc::now().checked_add_days(chrono::Days::new(365)) {
+            let expires = expires.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+            set(&mut r, header::EXPIRES, &expires);
+        }
+    }
+    r
+}
+
+/// `/openapi/v2`: JSON when acceptable, else 406 (kube would also offer
+/// protobuf; clients then use v3).
+pub async fn v2(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    serve_v2(documents(s.registry).await, &headers)
+}
+
+/// `/openapi/v3`: where each group-version's document is, with its hash.
+pub async fn v3_root(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    conditional(&documents(s.registry).await.v3_root, &headers)
+}
+
+/// `/openapi/v3/{api/v1 | apis/G/V | ...}`. With `?hash=` the answer is
+/// immutable; a stale hash is redirected to the current one.
+pub async fn v3_doc(
+    State(s): State<Arc<AppState>>,
+    Path(p): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    serve_v3_doc(documents(s.registry).await, &p, query.as_deref(), &headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::to_bytes;
+
+    fn docs() -> &'static Documents {
+        documents_blocking(Registry::builtin())
+    }
+
+    fn parse(doc: &Doc) -> Value {
+        serde_json::from_slice(&doc.body).unwrap()
+    }
+
+    fn v3(key: &str) -> Value {
+        parse(&docs().v3[key])
+    }
+
+    fn param_names(op: &Value) -> Vec<(String, String)> {
+        op["parameters"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| {
+                        (
+                            p["in"].as_str().unwrap().to_string(),
+                            p["name"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn root_lists_every_document_with_its_hash() {
+        let root = parse(&docs().v3_root);
+        let paths = root["paths"].as_object().unwrap();
+        let keys: Vec<&str> = paths.keys().map(String::as_str).collect();
+        for k in [
+            "api",
+            "api/v1",
+            "apis",
+            "apis/apps",
+            "apis/apps/v1",
+            "apis/autoscaling/v2",
+            "version",
+        ] {
+            assert!(keys.contains(&k), "{k} missing from {keys:?}");
+        }
+        assert_eq!(keys.len(), docs().v3.len());
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        for (k, v) in paths {
+            let url = v["serverRelativeURL"].as_str().unwrap();
+            assert_eq!(url, format!("/openapi/v3/{k}?hash={}", docs().v3[k].hash));
+        }
+    }
+
+    #[test]
+    fn deployment_patch_declares_field_validation() {
+        let doc = v3("apis/apps/v1");
+        assert_eq!(doc["openapi"], "3.0.0");
+        assert_eq!(doc["info"]["title"], "Kubernetes");
+        let item = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"];
+        let patch = &item["patch"];
+        assert_eq!(patch["operationId"], "patchAppsV1NamespacedDeployment");
+        assert_eq!(patch["x-kubernetes-action"], "patch");
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"],
+            json!({"group": "apps", "kind": "Deployment", "version": "v1"})
+        );
+        let q = |n: &str| ("query".to_string(), n.to_string());
+        assert_eq!(
+            param_names(patch),
+            [
+                q("dryRun"),
+                q("fieldManager"),
+                q("fieldValidation"),
+                q("force")
+            ]
+        );
+        assert_eq!(
+            patch["parameters"][2],
+            json!({"in": "query", "name": "fieldValidation", "schema": {"type": "string", "uniqueItems": true}})
+        );
+        let content = patch["requestBody"]["content"].as_object().unwrap();
+        assert!(content.contains_key("application/strategic-merge-patch+json"));
+        assert_eq!(
+            content["application/apply-patch+yaml"]["schema"]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+        );
+        assert_eq!(
+            patch["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/io.k8s.api.apps.v1.Deployment"
+        );
+        assert_eq!(
+            patch["responses"]["401"],
+            json!({"description": "Unauthorized"})
+        );
+        let p = |n: &str| ("path".to_string(), n.to_string());
+        assert_eq!(param_names(item), [p("name"), p("namespace"), q("pretty")]);
+        for method in ["post", "put"] {
+            let op = if method == "post" {
+                &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["post"]
+            } else {
+                &item["put"]
+            };
+            assert_eq!(
+                param_names(op),
+                [q("dryRun"), q("fieldManager"), q("fieldValidation")]
+            );
+            assert!(op["requestBody"]["content"]["*/*"].is_object());
+        }
+        // kubectl takes the first PATCH of a kind it meets: every one must do.
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            if let Some(patch) = item.get("patch") {
+                assert!(param_names(patch).contains(&q("fieldValidation")), "{path}");
+            }
+        }
+        let scale = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"];
+        assert_eq!(
+            scale["get"]["operationId"],
+            "readAppsV1NamespacedDeploymentScale"
+        );
+        assert_eq!(
+            scale["put"]["x-kubernetes-group-version-kind"],
+            json!({"group": "autoscaling", "kind": "Scale", "version": "v1"})
+        );
+    }
+
+    fn assert_refs_resolve(key: &str, doc: &Value, prefix: &str, defs: &Value) {
+        let mut refs = BTreeSet::new();
+        collect_refs(doc, prefix, &mut refs);
+        assert!(!refs.is_empty(), "{key}");
+        for r in &refs {
+            assert!(defs.get(r).is_some(), "{key}: {r} does not resolve");
+        }
+        let mut foreign = BTreeSet::new();
+        collect_refs(doc, "#/", &mut foreign);
+        assert_eq!(foreign.len(), refs.len(), "{key}: a $ref outside {prefix}");
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        for (key, doc) in &docs().v3 {
+            let doc = parse(doc);
+            assert_refs_resolve(key, &doc, SCHEMAS_REF, &doc["components"]["schemas"]);
+        }
+        let v2 = parse(&docs().v2);
+        assert_eq!(v2["swagger"], "2.0");
+        assert_refs_resolve("v2", &v2, DEFINITIONS_REF, &v2["definitions"]);
+    }
+
+    #[test]
+    fn schemas_keep_kube_extensions() {
+        let doc = v3("apis/apps/v1");
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(
+            schemas["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])
+        );
+        assert_eq!(
+            schemas["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["template"]["$ref"],
+            "#/components/schemas/io.k8s.api.core.v1.PodTemplateSpec"
+        );
+        let containers = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        assert_eq!(schemas[INT_OR_STRING]["format"], "int-or-string");
+        assert!(schemas[INT_OR_STRING].get("type").is_none());
+        assert!(schemas[QUANTITY]["oneOf"].is_array());
+        // Only what the paths reach.
+        assert!(schemas.get("io.k8s.api.batch.v1.Job").is_none());
+        // The small documents.
+        let version = v3("version");
+        assert_eq!(
+            version["paths"]["/version/"]["get"]["operationId"],
+            "getCodeVersion"
+        );
+        assert!(
+            version["components"]["schemas"]["io.k8s.apimachinery.pkg.version.Info"].is_object()
+        );
+        let group = v3("apis/rbac.authorization.k8s.io");
+        let op = &group["paths"]["/apis/rbac.authorization.k8s.io/"]["get"];
+        assert_eq!(op["operationId"], "getRbacAuthorizationAPIGroup");
+        assert_eq!(op["tags"], json!(["rbacAuthorization"]));
+    }
+
+    /// What `kubectl explain` needs: a collection path with the kind's GVK
+    /// and a schema carrying the same GVK.
+    #[test]
+    fn explain_finds_every_kind() {
+        for r in Registry::builtin().all() {
+            let key = if r.group.is_empty() {
+                format!("api/{}", r.version)
+            } else {
+                format!("apis/{}/{}", r.group, r.version)
+            };
+            let doc = v3(&key);
+            let prefix = format!("/{key}");
+            let candidates = [
+                format!("{prefix}/{}", r.plural),
+                format!("{prefix}/namespaces/{{namespace}}/{}", r.plural),
+            ];
+            let gvk = json!({"group": r.group, "kind": r.kind, "version": r.version});
+            let found = candidates
+                .iter()
+                .any(|p| doc["paths"][p]["get"]["x-kubernetes-group-version-kind"] == gvk);
+            assert!(found, "no list path for {} in {key}", r.kind);
+            let schema = doc["components"]["schemas"]
+                .as_object()
+                .unwrap()
+                .values()
+                .any(|s| {
+                    s["x-kubernetes-group-version-kind"]
+                        .as_array()
+                        .is_some_and(|l| l.contains(&gvk))
+                });
+            assert!(schema, "no schema for {} in {key}", r.kind);
+        }
+    }
+
+    /// Drops documentation and resolves shared parameters, for comparison.
+    fn normalize(v: &Value, shared: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                if let Some(name) = m
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.strip_prefix("#/parameters/"))
+                {
+                    return normalize(&shared[name], shared);
+                }
+                let mut out = Map::new();
+                for (k, v) in m {
+                    if k == "description" && v.is_string() {
+                        continue;
+                    }
+                    let mut v = normalize(v, shared);
+                    if k == "parameters" {
+                        if let Value::Array(a) = &mut v {
+                            a.sort_by_key(|p| (p["in"].to_string(), p["name"].to_string()));
+                        }
+                    }
+                    out.insert(k.clone(), v);
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(|v| normalize(v, shared)).collect()),
+            other => other.clone(),
+        }
+    }
+
+    /// Whether an upstream path belongs to a resource (or subresource) we
+    /// serve.
+    fn upstream_path_is_ours(path: &str, registry: &Registry) -> bool {
+        for (group, version) in group_versions(registry) {
+            let gv = GroupVersion::new(group, version);
+            let Some(rest) = path.strip_prefix(&format!("{}/", gv.prefix)) else {
+                continue;
+            };
+            let rest = rest.strip_prefix("watch/").unwrap_or(rest);
+            let rest = rest.strip_prefix("namespaces/{namespace}/").unwrap_or(rest);
+            let segs: Vec<&str> = rest.split('/').collect();
+            let Some(r) = registry.lookup(group, version, segs[0]) else {
+                return false;
+            };
+            return match segs.get(2) {
+                None => true,
+                Some(sub) => segs.len() == 3 && r.subresource(sub).is_some(),
+            };
+        }
+        false
+    }
+
+    #[test]
+    fn paths_match_upstream_swagger() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/k8s-api/openapi/swagger.json"
+        );
+        let Ok(text) = std::fs::read_to_string(file) else {
+            eprintln!("skipped: {file} is not there");
+            return;
+        };
+        let upstream: Value = serde_json::from_str(&text).unwrap();
+        let shared = &upstream["parameters"];
+        let ours = parse(&docs().v2);
+        let ours = ours["paths"].as_object().unwrap();
+        let registry = Registry::builtin();
+        for (path, item) in ours {
+            let theirs = &upstream["paths"][path];
+            assert!(theirs.is_object(), "{path} is not upstream");
+            assert_eq!(normalize(item, shared), normalize(theirs, shared), "{path}");
+        }
+        let mut missing = Vec::new();
+        for path in upstream["paths"].as_object().unwrap().keys() {
+            if upstream_path_is_ours(path, &registry) && !ours.contains_key(path) {
+                missing.push(path.clone());
+            }
+        }
+        assert!(missing.is_empty(), "not published: {missing:?}");
+    }
+
+    async fn read(r: Response) -> (StatusCode, HeaderMap, Bytes) {
+        let (parts, body) = r.into_parts();
+        (
+            parts.status,
+            parts.headers,
+            to_bytes(body, usize::MAX).await.unwrap(),
+        )
+    }
+
+    fn accept(value: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, HeaderValue::from_static(value));
+        h
+    }
+
+    #[tokio::test]
+    async fn v3_document_caching() {
+        let d = docs();
+        let hash = d.v3["apis/apps/v1"].hash.clone();
+        let query = format!("hash={hash}");
+        let (code, h, body) =
+            read(serve_v3_doc(d, "apis/apps/v1", Some(&query), &accept(JSON))).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], JSON);
+        assert_eq!(h[header::CACHE_CONTROL], "public, immutable");
+        assert!(h.contains_key(header::EXPIRES));
+        assert_eq!(h[header::ETAG], format!("\"{hash}\"").as_str());
+        assert_eq!(body, d.v3["apis/apps/v1"].body);
+        // Without a hash: no caching promise.
+        let (code, h, _) = read(serve_v3_doc(d, "/apis/apps/v1/", None, &HeaderMap::new())).await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(!h.contains_key(header::CACHE_CONTROL));
+        // A stale hash is redirected to the current one.
+        let (code, h, _) = read(serve_v3_doc(
+            d,
+            "apis/apps/v1",
+            Some("hash=OLD"),
+            &HeaderMap::new(),
+        ))
+        .await;
+        assert_eq!(code, StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(
+            h[header::LOCATION],
+            format!("/openapi/v3/apis/apps/v1?hash={hash}").as_str()
+        );
+        // Conditional GET.
+        let mut inm = accept("application/json");
+        inm.insert(
+            header::IF_NONE_MATCH,
+            HeaderValue::from_str(&format!("\"{hash}\"")).unwrap(),
+        );
+        let (code, _, body) = read(serve_v3_doc(d, "apis/apps/v1", None, &inm)).await;
+        assert_eq!(code, StatusCode::NOT_MODIFIED);
+        assert!(body.is_empty());
+    }
+
+    #[tokio::test]
+    async fn v3_negotiation_and_unknown_documents() {
+        let d = docs();
+        let proto = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
+        let (code, _, body) = read(serve_v3_doc(d, "api/v1", None, &accept(proto))).await;
+        assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+        let status: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["reason"], "NotAcceptable");
+        let both =
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf, application/json;q=0.9";
+        assert_eq!(
+            read(serve_v3_doc(d, "api/v1", None, &accept(both))).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            read(serve_v3_doc(d, "api/v1", None, &accept("*/*")))
+                .await
+                .0,
+            StatusCode::OK
+        );
+        for missing in ["apis/apps/v2", "apis/nope", "", "api/v1/pods"] {
+            let (code, _, _) = read(serve_v3_doc(d, missing, None, &HeaderMap::new())).await;
+            assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
+        }
+    }
+
+    #[tokio::test]
+    async fn v2_negotiation() {
+        let d = docs();
+        let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        assert_eq!(
+            read(serve_v2(d, &accept(proto))).await.0,
+            StatusCode::NOT_ACCEPTABLE
+        );
+        let (code, h, body) = read(serve_v2(d, &accept("application/json"))).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], JSON);
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert!(
+            doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/status"]["patch"].is_object()
+        );
+        assert!(doc["paths"]["/apis/"]["get"].is_object());
+        let (code, h, _) = read(conditional(&d.v3_root, &HeaderMap::new())).await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(h.contains_key(header::ETAG));
+    }
+
+    #[test]
+    fn names_follow_kube() {
+        assert_eq!(group_camel(""), "Core");
+        assert_eq!(
+            group_camel("rbac.authorization.k8s.io"),
+            "RbacAuthorization"
+        );
+        assert_eq!(
+            group_camel("flowcontrol.apiserver.k8s.io"),
+            "FlowcontrolApiserver"
+        );
+        let gv = GroupVersion::new("networking.k8s.io", "v1beta1");
+        assert_eq!(gv.id, "NetworkingV1beta1");
+        assert_eq!(gv.tag, "networking_v1beta1");
+        assert_eq!(gv.prefix, "/apis/networking.k8s.io/v1beta1");
+        assert_eq!(hash_param(Some("a=b&hash=XY")), Some("XY"));
+        assert_eq!(hash_param(Some("hash=")), None);
+        assert_eq!(hash_param(None), None);
+    }
+}
