@@ -1,1 +1,129 @@
-//! server
+//! A Kubernetes-compatible API server on etcd.
+//!
+//! Request path: `server::router` → `handlers::dispatch` (path and verb
+//! resolution through `request` and `registry`) → one verb module under
+//! `handlers` → the `watchcache::Storage` trait (the etcd store today, the
+//! watch cache next) → `response` for encoding, `error` for every failure.
+//! See ARCHITECTURE.md.
+
+pub mod bootstrap;
+pub mod config;
+pub mod discovery;
+pub mod error;
+pub mod etcd_process;
+pub mod handlers;
+pub mod health;
+pub mod object;
+pub mod openapi;
+pub mod registry;
+pub mod request;
+pub mod response;
+pub mod server;
+
+use config::Config;
+use etcd_process::{EtcdProcess, EtcdProcessError};
+use server::AppState;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use watchcache::etcd::EtcdStore;
+use watchcache::Storage;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    EtcdProcess(#[from] EtcdProcessError),
+    #[error("cannot reach etcd at {endpoints}: {source}")]
+    EtcdUnreachable {
+        endpoints: String,
+        #[source]
+        source: watchcache::StorageError,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Connects to etcd and proves it answers, within `timeout`.
+pub async fn connect_store(endpoints: &[String], timeout: Duration) -> Result<EtcdStore, StartError> {
+    let unreachable = |source| StartError::EtcdUnreachable {
+        endpoints: endpoints.join(","),
+        source,
+    };
+    let store = EtcdStore::connect(endpoints, timeout)
+        .await
+        .map_err(unreachable)?;
+    store.current_revision().await.map_err(unreachable)?;
+    Ok(store)
+}
+
+/// Runs the server until SIGINT/SIGTERM.
+pub async fn run(cfg: Config) -> Result<(), StartError> {
+    let mut embedded = None;
+    let endpoints = if cfg.etcd_servers.is_empty() {
+        let p = EtcdProcess::start(&cfg.data_dir).await?;
+        tracing::info!(endpoint = p.endpoint(), "started embedded etcd");
+        let eps = vec![p.endpoint().to_string()];
+        embedded = Some(p);
+        eps
+    } else {
+        cfg.etcd_servers.clone()
+    };
+    let timeout = Duration::from_secs(cfg.etcd_request_timeout.max(1));
+    let store = connect_store(&endpoints, timeout).await?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: cfg.listen,
+            source,
+        })?;
+    let state = Arc::new(AppState::with_address(
+        Arc::new(store),
+        &cfg.etcd_prefix,
+        &cfg.listen.to_string(),
+    ));
+    let registry = state.registry;
+    tokio::task::spawn_blocking(move || openapi::warm_up(registry));
+    tokio::spawn(bootstrap::run(Arc::clone(&state)));
+    tracing::info!(listen = %cfg.listen, "serving");
+    let app = server::router(Arc::clone(&state));
+    let shutdown_state = Arc::clone(&state);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            shutdown_state.shutting_down.store(true, Ordering::Release);
+            tracing::info!("shutting down");
+        })
+        .await;
+    if let Some(p) = embedded {
+        p.stop().await;
+    }
+    served.map_err(StartError::Serve)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -467,7 +467,8 @@ impl Storage for EtcdStore {
     /// `initial_events` decides whether `Added` events for the state come
     /// first: at `after_revision` when it is non-zero, else at the latest
     /// revision (quorum list). Without them, changes after `after_revision`
-    /// (or after the current revision when it is 0) are sent. No bookmarks.
+    /// (or after the current revision when it is 0) are sent. After the
+    /// initial state comes one `Bookmark` at the snapshot revision.
     ///
     /// A compacted start revision is reported as a stream whose only item is
     /// `Err(Compacted)`, as is a compaction that overtakes the watch later;
@@ -524,14 +525,28 @@ impl Storage for EtcdStore {
         }
 
         let (tx, rx) = mpsc::channel(WATCH_CHANNEL_CAPACITY);
+        let opts_initial_events = opts.initial_events;
         let predicate = opts.predicate;
         tokio::spawn(async move {
+            let sent_initial = opts_initial_events;
             for object in initial {
                 let event = WatchEvent {
                     kind: EventType::Added,
                     object,
                 };
                 if tx.send(Ok(event)).await.is_err() {
+                    return;
+                }
+            }
+            if sent_initial {
+                // Marks the end of the initial state: the revision the
+                // snapshot was read at. The HTTP layer turns it into the
+                // `k8s.io/initial-events-end` bookmark when asked for.
+                let mark = WatchEvent {
+                    kind: EventType::Bookmark,
+                    object: bookmark_object(start),
+                };
+                if tx.send(Ok(mark)).await.is_err() {
                     return;
                 }
             }
@@ -604,6 +619,21 @@ impl Storage for EtcdStore {
 }
 
 /// A stream that yields `err` and ends.
+/// A bookmark's object: only `metadata.resourceVersion` is meaningful.
+fn bookmark_object(revision: Revision) -> Object {
+    let mut meta = Map::new();
+    meta.insert(
+        "resourceVersion".into(),
+        Value::String(revision.to_string()),
+    );
+    let mut obj = Map::new();
+    obj.insert("metadata".into(), Value::Object(meta));
+    Object {
+        value: Arc::new(Value::Object(obj)),
+        revision,
+    }
+}
+
 fn error_stream(err: StorageError) -> WatchStream {
     Box::pin(futures_util::stream::iter([Err(err)]))
 }

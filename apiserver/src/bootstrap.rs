@@ -1,0 +1,80 @@
+//! Objects every cluster has from the start: the system namespaces and the
+//! `default/kubernetes` Service. Created once (idempotently) by whichever
+//! replica gets there first; readyz waits for it.
+
+use crate::object;
+use crate::server::AppState;
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use watchcache::StorageError;
+
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}})
+}
+
+fn kubernetes_service() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": "10.96.0.1",
+            "clusterIPs": ["10.96.0.1"],
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster",
+            "sessionAffinity": "None",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
+        }
+    })
+}
+
+async fn ensure(
+    state: &AppState,
+    group: &str,
+    plural: &str,
+    ns: Option<&str>,
+    mut obj: Value,
+) -> Result<(), StorageError> {
+    let Some(res) = state.registry.lookup(group, "v1", plural) else {
+        return Err(StorageError::Internal(format!("{plural} not in the registry")));
+    };
+    let name = object::meta_str(&obj, "name").unwrap_or("").to_string();
+    let now = object::now();
+    object::prepare_create(res, &mut obj, ns, &now);
+    match state.store.create(&state.key(res, ns, &name), &obj).await {
+        Ok(_) | Err(StorageError::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn bootstrap_once(state: &AppState) -> Result<(), StorageError> {
+    for ns in SYSTEM_NAMESPACES {
+        ensure(state, "", "namespaces", None, namespace(ns)).await?;
+    }
+    ensure(state, "", "services", Some("default"), kubernetes_service()).await
+}
+
+/// Retries until the bootstrap objects exist, then marks the state ready.
+pub async fn run(state: Arc<AppState>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match bootstrap_once(&state).await {
+            Ok(()) => {
+                state.bootstrapped.store(true, Ordering::Release);
+                tracing::info!("bootstrap objects present");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "bootstrap failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The one place where failures become a `Status` response.
+//!
+//! Handlers return `ApiError`: either a `Status` they built on purpose (bad
+//! input), a storage error with the resource and name it concerns, or an
+//! internal error. Anything this module does not recognise is logged and
+//! answered as a generic 500; internals never leak into messages.
+
+use crate::registry::Resource;
+use apimachinery::status::{GroupResource, Status};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use watchcache::StorageError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A failure already expressed as a Status.
+    #[error("{0}")]
+    Status(Box<Status>),
+    /// A storage failure concerning one object (or a collection when `name`
+    /// is empty).
+    #[error("storage error on {resource} {name:?}: {source}")]
+    Storage {
+        #[source]
+        source: StorageError,
+        resource: GroupResource<'static>,
+        name: String,
+    },
+    /// A bug or an unexpected condition; logged, answered as 500.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+impl From<Status> for ApiError {
+    fn from(s: Status) -> Self {
+        ApiError::Status(Box::new(s))
+    }
+}
+
+impl ApiError {
+    pub fn storage(source: StorageError, res: &'static Resource, name: &str) -> Self {
+        ApiError::Storage {
+            source,
+            resource: res.group_resource(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn internal(msg: impl Into<String>) -> Self {
+        ApiError::Internal(msg.into())
+    }
+
+    /// The Status a client sees.
+    pub fn to_status(&self) -> Status {
+        match self {
+            ApiError::Status(s) => (**s).clone(),
+            ApiError::Storage {
+                source,
+                resource,
+                name,
+            } => storage_status(source, *resource, name),
+            ApiError::Internal(msg) => {
+                tracing::error!(error = %msg, "internal error");
+                Status::internal("an unexpected error occurred; see the server log")
+            }
+        }
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Storage {
+                source: StorageError::Conflict { .. },
+                ..
+            }
+        ) || matches!(self, ApiError::Status(s) if s.is_conflict())
+    }
+}
+
+fn storage_status(err: &StorageError, gr: GroupResource<'static>, name: &str) -> Status {
+    match err {
+        StorageError::NotFound { .. } => Status::not_found(gr, name),
+        StorageError::AlreadyExists { .. } => Status::already_exists(gr, name),
+        StorageError::Conflict { .. } => Status::conflict(gr, name, Status::CONFLICT_MODIFIED),
+        StorageError::Compacted { .. } => {
+            Status::expired("The resourceVersion for the provided list is too old.")
+        }
+        StorageError::ContinueExpired { fresh_token } => {
+            let mut s = Status::expired(
+                "The provided continue parameter is too old to display a consistent list result. \
+                 You can start a new list without the continue parameter, or use the continue token \
+                 in this response to retrieve the remainder of the results. Continuing with the \
+                 provided token results in an inconsistent list - objects that were created, \
+                 modified, or deleted between the time the first chunk was returned and now may \
+                 show up in the list.",
+            );
+            s.metadata.continue_ = fresh_token.clone();
+            s
+        }
+        StorageError::TooLargeResourceVersion { requested, current } => {
+            Status::too_large_resource_version(*requested, *current, 1)
+        }
+        StorageError::InvalidContinue(msg) => Status::bad_request(msg.clone()),
+        StorageError::Unavailable(msg) => {
+            tracing::warn!(error = %msg, "storage unavailable");
+            Status::service_unavailable("etcd is unavailable; please retry")
+        }
+        StorageError::Corrupt { key, message } => {
+            tracing::error!(%key, %message, "stored object does not decode");
+            Status::internal(format!("object {name:?} in storage cannot be decoded"))
+        }
+        StorageError::Internal(msg) => {
+            tracing::error!(error = %msg, "internal storage error");
+            Status::internal("an unexpected storage error occurred; see the server log")
+        }
+    }
+}
+
+/// Serializes a Status as the response body with its code and headers.
+pub fn status_response(status: &Status) -> Response {
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = serde_json::to_vec(status).unwrap_or_default();
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(secs) = status.retry_after() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        status_response(&self.to_status())
+    }
+}

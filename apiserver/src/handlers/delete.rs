@@ -1,0 +1,210 @@
+//! DELETE of one object and of a collection. Objects with finalizers (and
+//! namespaces, and pods bound to a node with a grace period) get a
+//! deletionTimestamp and stay until their finalizers are gone; everything
+//! else is removed at once.
+
+use super::{list, write, Scope};
+use crate::error::Result;
+use crate::{object, response};
+use apimachinery::query::{self, DeleteParams};
+use apimachinery::read::Freshness;
+use apimachinery::Status;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use watchcache::{ListOptions, Object, StorageError};
+
+const MAX_RETRIES: usize = 16;
+
+enum Outcome {
+    /// Removed from storage; the object as it was.
+    Deleted(Value),
+    /// Marked for deletion (finalizers or grace period); the updated object.
+    Pending(Value),
+}
+
+fn delete_params(scope: &Scope, body: &[u8]) -> Result<DeleteParams> {
+    let opts: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let d = apimachinery::fieldvalidation::decode_json(body)
+            .map_err(|e| Status::bad_request(e.to_string()))?;
+        Some(d.value)
+    };
+    Ok(query::delete_params(&scope.query, opts.as_ref())?)
+}
+
+fn is_namespace(scope: &Scope) -> bool {
+    scope.res.group.is_empty() && scope.res.plural == "namespaces"
+}
+
+fn grace_period(scope: &Scope, obj: &Value, params: &DeleteParams) -> Option<i64> {
+    // Only pods bound to a node wait for their kubelet.
+    let bound = scope.res.group.is_empty()
+        && scope.res.plural == "pods"
+        && obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+    if !bound {
+        return None;
+    }
+    let g = params.grace_period_seconds.unwrap_or_else(|| {
+        obj.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    (g > 0).then_some(g)
+}
+
+async fn delete_one(
+    scope: &Scope,
+    key: &str,
+    current: &Object,
+    params: &DeleteParams,
+) -> std::result::Result<Outcome, StorageError> {
+    let obj = &current.value;
+    let grace = grace_period(scope, obj, params);
+    let pending = !object::finalizers(obj).is_empty() || grace.is_some() || is_namespace(scope);
+    if !pending {
+        if params.dry_run {
+            return Ok(Outcome::Deleted((**obj).clone()));
+        }
+        let gone = scope.state.store.delete(key, Some(current.revision)).await?;
+        return Ok(Outcome::Deleted((*gone.value).clone()));
+    }
+    if object::is_deleting(obj) {
+        return Ok(Outcome::Pending((**obj).clone()));
+    }
+    let mut v = (**obj).clone();
+    {
+        let m = object::meta_mut(&mut v);
+        m.insert("deletionTimestamp".into(), Value::String(object::now()));
+        m.insert(
+            "deletionGracePeriodSeconds".into(),
+            Value::from(grace.unwrap_or(0)),
+        );
+        m.remove("resourceVersion");
+    }
+    if is_namespace(scope) {
+        if let Some(o) = v.as_object_mut() {
+            o.insert("status".into(), json!({"phase": "Terminating"}));
+        }
+    }
+    if params.dry_run {
+        return Ok(Outcome::Pending(v));
+    }
+    let updated = scope.state.store.update(key, &v, current.revision).await?;
+    if is_namespace(scope) {
+        let state = Arc::clone(&scope.state);
+        let name = object::meta_str(&v, "name").unwrap_or("").to_string();
+        tokio::spawn(write::namespace_finalizer(state, name));
+    }
+    Ok(Outcome::Pending((*updated.value).clone()))
+}
+
+fn check_preconditions(scope: &Scope, current: &Object, params: &DeleteParams) -> Result<()> {
+    if let Some(uid) = &params.preconditions_uid {
+        let have = object::meta_str(&current.value, "uid").unwrap_or("");
+        if uid != have {
+            return Err(Status::conflict(
+                scope.res.group_resource(),
+                scope.name(),
+                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+            )
+            .into());
+        }
+    }
+    if let Some(rv) = &params.preconditions_resource_version {
+        let have = current.revision.to_string();
+        if *rv != have {
+            return Err(Status::conflict(
+                scope.res.group_resource(),
+                scope.name(),
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    let params = delete_params(scope, &body)?;
+    let key = scope.key();
+    for _ in 0..MAX_RETRIES {
+        let current = scope
+            .state
+            .store
+            .get(&key, Freshness::MostRecent)
+            .await
+            .map_err(|e| scope.storage_err(e))?
+            .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+        check_preconditions(scope, &current, &params)?;
+        match delete_one(scope, &key, &current, &params).await {
+            Ok(Outcome::Pending(v)) => return Ok(response::object(scope, StatusCode::OK, &v)),
+            Ok(Outcome::Deleted(v)) => {
+                if returns_deleted_object(scope) {
+                    return Ok(response::object(scope, StatusCode::OK, &v));
+                }
+                let status = write::delete_success(scope.res.group_resource(), &v);
+                let body = serde_json::to_value(&status).unwrap_or_default();
+                return Ok(response::bytes_response(
+                    StatusCode::OK,
+                    "application/json",
+                    response::encode(scope, &body),
+                ));
+            }
+            Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => continue,
+            Err(e) => return Err(scope.storage_err(e)),
+        }
+    }
+    Err(Status::conflict(scope.res.group_resource(), scope.name(), Status::CONFLICT_MODIFIED).into())
+}
+
+fn returns_deleted_object(scope: &Scope) -> bool {
+    scope.res.delete_returns_object
+}
+
+pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    let params = delete_params(scope, &body)?;
+    let lp = query::list_params(&scope.query)?;
+    let opts = ListOptions {
+        freshness: Freshness::MostRecent,
+        limit: None,
+        continue_from: None,
+        predicate: list::predicate(scope, &lp)?,
+    };
+    let listed = scope
+        .state
+        .store
+        .list(&scope.collection_prefix(), &opts)
+        .await
+        .map_err(|e| scope.storage_err(e))?;
+    let mut items = Vec::with_capacity(listed.items.len());
+    for item in &listed.items {
+        let ns = object::meta_str(&item.value, "namespace");
+        let name = object::meta_str(&item.value, "name").unwrap_or("");
+        let key = scope.state.key(scope.res, ns, name);
+        match delete_one(scope, &key, item, &params).await {
+            Ok(Outcome::Deleted(v)) | Ok(Outcome::Pending(v)) => items.push(v),
+            // Changed or gone since the list: someone else got there first.
+            Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => {}
+            Err(e) => return Err(scope.storage_err(e)),
+        }
+    }
+    let doc = json!({
+        "kind": scope.res.list_kind(),
+        "apiVersion": scope.res.api_version(),
+        "metadata": {"resourceVersion": listed.revision.to_string()},
+        "items": items,
+    });
+    Ok(response::bytes_response(
+        StatusCode::OK,
+        "application/json",
+        response::encode(scope, &doc),
+    ))
+}

@@ -1,0 +1,21 @@
+//! GET of one object (or its /status).
+
+use super::Scope;
+use crate::error::Result;
+use crate::response;
+use apimachinery::query;
+use apimachinery::Status;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+pub async fn get(scope: &Scope) -> Result<Response> {
+    let freshness = query::get_freshness(scope.query.get("resourceVersion"))?;
+    let obj = scope
+        .state
+        .store
+        .get(&scope.key(), freshness)
+        .await
+        .map_err(|e| scope.storage_err(e))?
+        .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+    Ok(response::object(scope, StatusCode::OK, &obj.value))
+}

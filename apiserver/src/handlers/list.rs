@@ -1,0 +1,51 @@
+//! LIST of a collection, with the spec's resourceVersion / limit / continue
+//! semantics decided by `apimachinery::query::list_plan`.
+
+use super::Scope;
+use crate::error::Result;
+use crate::response;
+use apimachinery::query::{self, ListParams};
+use apimachinery::read::{Predicate, COMMON_FIELD_ATTRS};
+use apimachinery::Status;
+use axum::response::Response;
+use watchcache::ListOptions;
+
+/// The storage predicate of a request, with field selectors checked against
+/// the fields this kind supports.
+pub fn predicate(scope: &Scope, params: &ListParams) -> Result<Predicate> {
+    for req in params.field_selector.requirements() {
+        let known = COMMON_FIELD_ATTRS
+            .iter()
+            .chain(scope.res.field_attrs.iter())
+            .any(|a| a.name == req.field);
+        if !known {
+            return Err(Status::bad_request(format!(
+                "field label not supported: {}",
+                req.field
+            ))
+            .into());
+        }
+    }
+    Ok(Predicate {
+        label: params.label_selector.clone(),
+        field: params.field_selector.clone(),
+        attrs: scope.res.field_attrs,
+    })
+}
+
+pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
+    let plan = query::list_plan(&params)?;
+    let opts = ListOptions {
+        freshness: plan.freshness,
+        limit: plan.limit,
+        continue_from: plan.continue_from,
+        predicate: predicate(scope, &params)?,
+    };
+    let result = scope
+        .state
+        .store
+        .list(&scope.collection_prefix(), &opts)
+        .await
+        .map_err(|e| scope.storage_err(e))?;
+    Ok(response::list(scope, scope.res, &result))
+}

@@ -1,0 +1,199 @@
+//! One generic handler per verb, driven by the registry. `dispatch` resolves
+//! the path and verb into a `Scope` (the request-scope struct every verb
+//! shares) and calls the verb's module; errors become Status in `error`.
+
+mod create;
+mod delete;
+mod get;
+mod list;
+mod patch;
+mod scale;
+mod update;
+mod watch;
+mod write;
+
+use crate::error::{status_response, ApiError, Result};
+use crate::registry::{Resource, Subresource};
+use crate::request::{self, ApiPath, ResourceRequest};
+use crate::server::AppState;
+use apimachinery::media::{self, Negotiated};
+use apimachinery::query::{self, Query};
+use apimachinery::status::MAX_REQUEST_BODY_BYTES;
+use apimachinery::Status;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+pub use write::namespace_finalizer;
+
+/// What every verb handler gets: the resolved resource and the request's
+/// negotiated output, query and identity.
+pub struct Scope {
+    pub state: Arc<AppState>,
+    pub res: &'static Resource,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<&'static Subresource>,
+    pub query: Query,
+    pub out: Negotiated,
+    pub pretty: bool,
+    pub headers: HeaderMap,
+}
+
+impl Scope {
+    /// The object name from the URL (verbs on one object only).
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+
+    /// The etcd key of the addressed object.
+    pub fn key(&self) -> String {
+        self.state
+            .key(self.res, self.namespace.as_deref(), self.name())
+    }
+
+    pub fn key_for(&self, name: &str) -> String {
+        self.state.key(self.res, self.namespace.as_deref(), name)
+    }
+
+    pub fn collection_prefix(&self) -> String {
+        self.state
+            .collection_prefix(self.res, self.namespace.as_deref())
+    }
+
+    pub fn header(&self, name: header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn user_agent(&self) -> &str {
+        self.header(header::USER_AGENT).unwrap_or("")
+    }
+
+    pub fn subresource_name(&self) -> Option<&'static str> {
+        self.subresource.map(|s| s.name())
+    }
+
+    pub fn storage_err(&self, e: watchcache::StorageError) -> ApiError {
+        ApiError::storage(e, self.res, self.name())
+    }
+}
+
+/// Entry point for every path the router does not name.
+pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    match request::parse(parts.uri.path()) {
+        None => status_response(&Status::path_not_found()),
+        Some(ApiPath::Resource(r)) => {
+            match resource(state, parts.method, parts.uri.query(), parts.headers, r, body).await {
+                Ok(resp) => resp,
+                Err(e) => e.into_response(),
+            }
+        }
+        Some(other) => {
+            if parts.method == Method::GET || parts.method == Method::HEAD {
+                state.discovery.serve_request(&other, &parts.headers)
+            } else {
+                status_response(&Status::method_not_allowed())
+            }
+        }
+    }
+}
+
+async fn read_body(body: Body) -> Result<Bytes> {
+    match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            // The only error a size-limited read reports besides I/O is the
+            // limit itself.
+            let too_large = std::error::Error::source(&e)
+                .map(|s| s.is::<http_body_util::LengthLimitError>())
+                .unwrap_or(false);
+            if too_large {
+                Err(Status::request_entity_too_large(MAX_REQUEST_BODY_BYTES).into())
+            } else {
+                Err(Status::bad_request(format!("unable to read the request body: {e}")).into())
+            }
+        }
+    }
+}
+
+async fn resource(
+    state: Arc<AppState>,
+    method: Method,
+    raw_query: Option<&str>,
+    headers: HeaderMap,
+    r: ResourceRequest,
+    body: Body,
+) -> Result<Response> {
+    let Some(res) = state.registry.lookup(&r.group, &r.version, &r.resource) else {
+        return Err(Status::path_not_found().into());
+    };
+    if r.namespace.is_some() && !res.namespaced {
+        return Err(Status::path_not_found().into());
+    }
+    let subresource = match r.subresource.as_deref() {
+        None => None,
+        Some(s) => match res.subresource(s) {
+            Some(sub) => Some(sub),
+            None => return Err(Status::path_not_found().into()),
+        },
+    };
+    if subresource.is_some() && r.name.is_none() {
+        return Err(Status::path_not_found().into());
+    }
+    let query = query::parse(raw_query)?;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let is_list = r.name.is_none() && method == Method::GET;
+    let watching = method == Method::GET
+        && r.name.is_none()
+        && (r.watch_prefix || query.contains("watch") && query.get("watch") != Some("false") && query.get("watch") != Some("0"));
+    let out = if watching {
+        media::negotiate_watch(accept)?
+    } else {
+        media::negotiate(accept, is_list)?
+    };
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let pretty = query::pretty(&query, ua) || out.pretty;
+    if out.target == media::Target::Table {
+        query::table_include_object(&query)?;
+    }
+    let scope = Scope {
+        state,
+        res,
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        subresource,
+        query,
+        out,
+        pretty,
+        headers,
+    };
+    let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
+    match (method, r.name.is_some()) {
+        (Method::GET, true) if is_scale => scale::get(&scope).await,
+        (Method::GET, true) => get::get(&scope).await,
+        (Method::GET, false) => {
+            let params = query::list_params(&scope.query)?;
+            if params.watch || r.watch_prefix {
+                watch::watch(&scope, params).await
+            } else {
+                list::list(&scope, params).await
+            }
+        }
+        (Method::POST, false) => create::create(&scope, read_body(body).await?).await,
+        (Method::PUT, true) if is_scale => scale::update(&scope, read_body(body).await?).await,
+        (Method::PUT, true) => update::update(&scope, read_body(body).await?).await,
+        (Method::PATCH, true) if is_scale => scale::patch(&scope, read_body(body).await?).await,
+        (Method::PATCH, true) => patch::patch(&scope, read_body(body).await?).await,
+        (Method::DELETE, true) => delete::delete(&scope, read_body(body).await?).await,
+        (Method::DELETE, false) if res.group.is_empty() && res.plural == "namespaces" => {
+            Err(Status::method_not_allowed().into())
+        }
+        (Method::DELETE, false) => {
+            delete::delete_collection(&scope, read_body(body).await?).await
+        }
+        _ => Err(Status::method_not_allowed().into()),
+    }
+}

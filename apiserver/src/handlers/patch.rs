@@ -1,0 +1,96 @@
+//! PATCH of one object or its /status: JSON patch, merge patch and strategic
+//! merge patch, applied to the current object inside a read-modify-write
+//! loop that retries on conflict (unless the patch carries a
+//! resourceVersion precondition).
+
+use super::{write, Scope};
+use crate::error::Result;
+use crate::response;
+use apimachinery::fieldvalidation::{self, Decoded};
+use apimachinery::media::{self, BodyFormat};
+use apimachinery::patch;
+use apimachinery::schema::TypeRef;
+use apimachinery::Status;
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use serde_json::Value;
+
+/// Content types a PATCH accepts (apply comes with server-side apply).
+pub const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+];
+
+/// Decodes the patch document of a PATCH request.
+pub fn decode_patch(scope: &Scope, body: &[u8]) -> Result<(BodyFormat, Decoded)> {
+    let ctype = scope.header(header::CONTENT_TYPE);
+    let format = media::request_body(ctype, true)?;
+    if format == BodyFormat::ApplyYaml {
+        return Err(Status::unsupported_media_type(ctype.unwrap_or(""), PATCH_TYPES).into());
+    }
+    let decoded = fieldvalidation::decode_json(body)
+        .map_err(|e| Status::bad_request(e.to_string()))?;
+    Ok((format, decoded))
+}
+
+/// Applies a decoded patch to `original`.
+pub fn apply(
+    format: BodyFormat,
+    original: &Value,
+    patch_doc: &Value,
+    ty: Option<TypeRef<'static>>,
+) -> Result<Value> {
+    let out = match format {
+        BodyFormat::JsonPatch => patch::apply_json_patch(original, patch_doc),
+        BodyFormat::MergePatch => patch::apply_merge_patch(original, patch_doc),
+        _ => patch::apply_strategic_merge_patch(original, patch_doc, ty),
+    };
+    out.map_err(|e| e.to_status().into())
+}
+
+pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    let (format, decoded) = decode_patch(scope, &body)?;
+    let params = write::write_params(scope, apimachinery::query::WriteVerb::Patch(format))?;
+    let manager = write::manager(scope, &params);
+    let ty = scope.res.schema();
+    let mut warnings = Vec::new();
+    let updated = write::guaranteed_update(scope, &params, &manager, |current| {
+        let current = current
+            .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+        let patched = apply(format, &current.value, &decoded.value, ty)?;
+        check_identity(scope, &current.value, &patched)?;
+        let check = Decoded {
+            value: patched,
+            duplicates: decoded.duplicates.clone(),
+        };
+        warnings = fieldvalidation::check(params.field_validation, ty, &check)?;
+        write::check_types(scope, &check.value)?;
+        Ok(check.value)
+    })
+    .await?;
+    let resp = response::object(scope, StatusCode::OK, &updated.object);
+    Ok(response::with_warnings(resp, &warnings))
+}
+
+/// A patch may not change kind, apiVersion, name or namespace.
+fn check_identity(scope: &Scope, before: &Value, after: &Value) -> Result<()> {
+    for f in ["kind", "apiVersion"] {
+        if before.get(f) != after.get(f) {
+            return Err(Status::bad_request(format!(
+                "the {f} of the object cannot be changed by a patch"
+            ))
+            .into());
+        }
+    }
+    let name = after.pointer("/metadata/name").and_then(Value::as_str);
+    if name != Some(scope.name()) {
+        return Err(Status::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({})",
+            name.unwrap_or(""),
+            scope.name()
+        ))
+        .into());
+    }
+    write::check_namespace(scope, after)
+}

@@ -1,0 +1,42 @@
+//! PUT of one object or its /status: replace, with the body's
+//! resourceVersion as precondition when given.
+
+use super::{write, Scope};
+use crate::error::Result;
+use crate::{object, response};
+use apimachinery::Status;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+
+pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    let params = write::write_params(scope, apimachinery::query::WriteVerb::Update)?;
+    let (mut obj, warnings) = write::decode_object(scope, &body, &params)?;
+    check_name(scope, &mut obj)?;
+    write::check_namespace(scope, &obj)?;
+    let manager = write::manager(scope, &params);
+    let updated = write::guaranteed_update(scope, &params, &manager, |_current| Ok(obj.clone())).await?;
+    let code = if updated.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let resp = response::object(scope, code, &updated.object);
+    Ok(response::with_warnings(resp, &warnings))
+}
+
+/// The body's name must match the URL's (an empty one takes the URL's).
+pub fn check_name(scope: &Scope, obj: &mut Value) -> Result<()> {
+    match object::meta_str(obj, "name") {
+        Some(n) if !n.is_empty() && n != scope.name() => Err(Status::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({})",
+            scope.name()
+        ))
+        .into()),
+        Some(n) if !n.is_empty() => Ok(()),
+        _ => {
+            object::meta_mut(obj).insert("name".into(), Value::String(scope.name().to_string()));
+            Ok(())
+        }
+    }
+}

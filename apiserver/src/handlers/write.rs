@@ -1,0 +1,551 @@
+//! The write pipeline shared by create, update, patch and the subresources:
+//! decode, check kind and namespace, validate, record managed fields, store
+//! (or not, under dryRun). Read-modify-write verbs go through
+//! `guaranteed_update`, which retries on conflict unless the client made the
+//! resourceVersion a precondition.
+
+use super::Scope;
+use crate::error::{ApiError, Result};
+use crate::object;
+use crate::registry::Resource;
+use crate::server::AppState;
+use apimachinery::fieldvalidation;
+use apimachinery::managedfields;
+use apimachinery::media::{self, BodyFormat};
+use apimachinery::query::{self, WriteParams, WriteVerb};
+use apimachinery::read::Freshness;
+use apimachinery::status::{cause, GroupResource, StatusCause};
+use apimachinery::Status;
+use axum::http::header;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use watchcache::{Object, StorageError};
+
+/// How many times an unconditional read-modify-write retries on conflict.
+const MAX_CONFLICT_RETRIES: usize = 16;
+
+pub fn write_params(scope: &Scope, verb: WriteVerb) -> Result<WriteParams> {
+    Ok(query::write_params(&scope.query, verb)?)
+}
+
+/// The field manager of a non-apply write: `fieldManager`, else derived from
+/// the User-Agent as kube-apiserver does.
+pub fn manager(scope: &Scope, params: &WriteParams) -> String {
+    query::manager_or_user_agent(params.field_manager.as_deref(), Some(scope.user_agent()))
+}
+
+/// Decodes a POST/PUT body (JSON or YAML) into an object of the scope's kind,
+/// applying the field validation level. Returns the object and the warnings.
+pub fn decode_object(
+    scope: &Scope,
+    body: &[u8],
+    params: &WriteParams,
+) -> Result<(Value, Vec<String>)> {
+    let format = media::request_body(scope.header(header::CONTENT_TYPE), false)?;
+    let decoded = match format {
+        BodyFormat::Yaml => fieldvalidation::decode_yaml(body),
+        _ => fieldvalidation::decode_json(body),
+    }
+    .map_err(|e| Status::bad_request(e.to_string()))?;
+    let (kind, api_version) = expected_kind(scope);
+    check_kind(&decoded.value, body, kind, &api_version)?;
+    let ty = schema_for(scope);
+    let warnings = fieldvalidation::check(params.field_validation, ty, &decoded)?;
+    let obj = decoded.value;
+    check_types(scope, &obj)?;
+    Ok((obj, warnings))
+}
+
+/// The kind a body must carry for this request (a Scale on /scale).
+fn expected_kind(scope: &Scope) -> (&'static str, String) {
+    match scope.subresource {
+        Some(crate::registry::Subresource::Scale { .. }) => ("Scale", "autoscaling/v1".into()),
+        _ => (scope.res.kind, scope.res.api_version()),
+    }
+}
+
+fn schema_for(scope: &Scope) -> Option<apimachinery::schema::TypeRef<'static>> {
+    match scope.subresource {
+        Some(crate::registry::Subresource::Scale { .. }) => {
+            apimachinery::schema::builtin().by_gvk("autoscaling", "v1", "Scale")
+        }
+        _ => scope.res.schema(),
+    }
+}
+
+/// Type errors against the schema are a 400, as kube's decoder reports them.
+pub fn check_types(scope: &Scope, obj: &Value) -> Result<()> {
+    let Some(ty) = schema_for(scope) else {
+        return Ok(());
+    };
+    let errs = fieldvalidation::type_errors(ty, obj);
+    if let Some(first) = errs.first() {
+        let (kind, api_version) = expected_kind(scope);
+        let version = api_version.rsplit('/').next().unwrap_or("v1").to_string();
+        return Err(Status::bad_request(fieldvalidation::type_error_message(kind, &version, first)).into());
+    }
+    Ok(())
+}
+
+/// The body's apiVersion and kind must name the resource's kind; kube
+/// requires both in a request body.
+fn check_kind(obj: &Value, body: &[u8], kind: &str, api_version: &str) -> Result<()> {
+    if !obj.is_object() {
+        return Err(Status::bad_request(format!(
+            "the body of the request was not a JSON or YAML object: {}",
+            snippet(body)
+        ))
+        .into());
+    }
+    let got_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let got_av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if got_kind.is_empty() {
+        return Err(Status::bad_request(format!(
+            "Object 'Kind' is missing in '{}'",
+            snippet(body)
+        ))
+        .into());
+    }
+    if got_av.is_empty() {
+        return Err(Status::bad_request(format!(
+            "Object 'apiVersion' is missing in '{}'",
+            snippet(body)
+        ))
+        .into());
+    }
+    if got_av != api_version {
+        return Err(Status::bad_request(format!(
+            "the API version in the data ({got_av}) does not match the expected API version ({api_version})"
+        ))
+        .into());
+    }
+    if got_kind != kind {
+        return Err(Status::bad_request(format!(
+            "the kind in the data ({got_kind}) does not match the expected kind ({kind})"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn snippet(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    let s = s.trim();
+    if s.len() > 256 {
+        let mut cut = 256;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}...", &s[..cut])
+    } else {
+        s.to_string()
+    }
+}
+
+/// The body's namespace must be empty or equal the request's.
+pub fn check_namespace(scope: &Scope, obj: &Value) -> Result<()> {
+    let ns = object::meta_str(obj, "namespace").unwrap_or("");
+    if !scope.res.namespaced {
+        return Ok(());
+    }
+    let want = scope.namespace.as_deref().unwrap_or("");
+    if !ns.is_empty() && ns != want {
+        return Err(Status::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Namespaced creates need an existing namespace that is not terminating.
+pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
+    let Some(ns) = scope.namespace.as_deref() else {
+        return Ok(());
+    };
+    let namespaces = scope
+        .state
+        .registry
+        .lookup("", "v1", "namespaces")
+        .ok_or_else(|| ApiError::internal("namespaces missing from the registry"))?;
+    let key = scope.state.key(namespaces, None, ns);
+    let found = scope
+        .state
+        .store
+        .get(&key, Freshness::MostRecent)
+        .await
+        .map_err(|e| ApiError::storage(e, namespaces, ns))?;
+    match found {
+        None => Err(Status::not_found(namespaces.group_resource(), ns).into()),
+        Some(o) if object::is_deleting(&o.value) => {
+            let gr = scope.res.group_resource();
+            let msg = format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            );
+            let mut s = Status::forbidden(format!("{gr} \"{name}\" is forbidden: {msg}"));
+            s.details = Some(apimachinery::status::StatusDetails {
+                name: name.to_string(),
+                group: gr.group.to_string(),
+                kind: gr.resource.to_string(),
+                causes: vec![StatusCause::new("NamespaceTerminating", msg, "metadata.namespace")],
+                ..Default::default()
+            });
+            Err(s.into())
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Metadata and immutability checks → 422 Invalid with every cause.
+pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
+    let mut causes = object::validate_meta(scope.res, obj);
+    if let Some(old) = old {
+        causes.extend(object::immutable_errors(scope.res, old, obj));
+        if object::is_deleting(old) {
+            let before = object::finalizers(old);
+            for f in object::finalizers(obj) {
+                if !before.contains(&f) {
+                    causes.push(StatusCause::new(
+                        cause::FIELD_VALUE_FORBIDDEN,
+                        "Forbidden: no new finalizers can be added if the object is being deleted",
+                        "metadata.finalizers",
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = object::meta_str(obj, "name").unwrap_or("");
+        Err(Status::invalid(scope.res.group_kind(), name, causes).into())
+    }
+}
+
+/// Records this write in `metadata.managedFields`.
+pub fn record_managed_fields(
+    scope: &Scope,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    now: &str,
+) -> Result<()> {
+    managedfields::update_managed_fields(
+        scope.res.schema(),
+        old,
+        new,
+        manager,
+        &scope.res.api_version(),
+        scope.subresource_name(),
+        now,
+    )
+    .map_err(|msg| {
+        Status::invalid(
+            scope.res.group_kind(),
+            object::meta_str(new, "name").unwrap_or(""),
+            vec![StatusCause::new(
+                cause::FIELD_VALUE_INVALID,
+                msg,
+                "metadata.managedFields",
+            )],
+        )
+        .into()
+    })
+}
+
+/// What a read-modify-write step produced.
+pub struct Updated {
+    pub object: Value,
+    /// 201 when the update created the object.
+    pub created: bool,
+}
+
+/// Reads the current object, lets `modify` build the new one, and writes it
+/// with the current revision as precondition; retries on conflict. `modify`
+/// gets `None` when the object does not exist (it may then create it for
+/// kinds that allow create-on-update, or answer NotFound). A
+/// `metadata.resourceVersion` in the new object is the client's precondition.
+pub async fn guaranteed_update<F>(
+    scope: &Scope,
+    params: &WriteParams,
+    manager: &str,
+    mut modify: F,
+) -> Result<Updated>
+where
+    F: FnMut(Option<&Object>) -> Result<Value>,
+{
+    let key = scope.key();
+    for _ in 0..MAX_CONFLICT_RETRIES {
+        let current = scope
+            .state
+            .store
+            .get(&key, Freshness::MostRecent)
+            .await
+            .map_err(|e| scope.storage_err(e))?;
+        let mut new = modify(current.as_ref())?;
+        let now = object::now();
+        let Some(current) = current else {
+            if !scope.res.create_on_update || scope.subresource.is_some() {
+                return Err(Status::not_found(scope.res.group_resource(), scope.name()).into());
+            }
+            let obj = create_object(scope, params, manager, new, &now).await?;
+            return Ok(Updated {
+                object: obj,
+                created: true,
+            });
+        };
+        if let Some(rv) = object::meta_str(&new, "resourceVersion") {
+            if !rv.is_empty() && rv != current.revision.to_string() {
+                return Err(Status::conflict(
+                    scope.res.group_resource(),
+                    scope.name(),
+                    Status::CONFLICT_MODIFIED,
+                )
+                .into());
+            }
+        }
+        if let Some(uid) = object::meta_str(&new, "uid") {
+            let cur_uid = object::meta_str(&current.value, "uid").unwrap_or("");
+            if !uid.is_empty() && uid != cur_uid {
+                return Err(Status::conflict(
+                    scope.res.group_resource(),
+                    scope.name(),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}"
+                    ),
+                )
+                .into());
+            }
+        }
+        object::prepare_update(scope.res, &current.value, &mut new, scope.subresource_name());
+        validate(scope, &new, Some(&current.value))?;
+        record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
+        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        if params.dry_run {
+            if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert(
+                    "resourceVersion".into(),
+                    Value::String(current.revision.to_string()),
+                );
+            }
+            return Ok(Updated {
+                object: new,
+                created: false,
+            });
+        }
+        if *current.value == new_with_rv(&new, current.revision) {
+            // A no-op write does not bump the resourceVersion.
+            return Ok(Updated {
+                object: (*current.value).clone(),
+                created: false,
+            });
+        }
+        let finalized = object::is_deleting(&new) && object::finalizers(&new).is_empty();
+        let result = if finalized {
+            // The last finalizer is gone: the object goes.
+            scope
+                .state
+                .store
+                .delete(&key, Some(current.revision))
+                .await
+                .map(|mut o| {
+                    o.value = Arc::new(new_with_rv(&new, o.revision));
+                    o
+                })
+        } else {
+            scope.state.store.update(&key, &new, current.revision).await
+        };
+        match result {
+            Ok(o) => {
+                return Ok(Updated {
+                    object: (*o.value).clone(),
+                    created: false,
+                })
+            }
+            Err(StorageError::Conflict { .. }) => continue,
+            Err(StorageError::NotFound { .. }) => continue,
+            Err(e) => return Err(scope.storage_err(e)),
+        }
+    }
+    Err(Status::conflict(
+        scope.res.group_resource(),
+        scope.name(),
+        Status::CONFLICT_MODIFIED,
+    )
+    .into())
+}
+
+fn new_with_rv(v: &Value, rv: i64) -> Value {
+    let mut v = v.clone();
+    object::meta_mut(&mut v).insert("resourceVersion".into(), Value::String(rv.to_string()));
+    v
+}
+
+/// Creates `obj` (already decoded and checked) under the scope's resource.
+/// Handles generateName retries, system fields, validation, managed fields,
+/// the namespace check and dryRun.
+pub async fn create_object(
+    scope: &Scope,
+    params: &WriteParams,
+    manager: &str,
+    mut obj: Value,
+    now: &str,
+) -> Result<Value> {
+    check_namespace(scope, &obj)?;
+    if let Some(m) = object::meta(&obj) {
+        if m
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+        {
+            return Err(
+                Status::bad_request("resourceVersion should not be set on objects to be created")
+                    .into(),
+            );
+        }
+    }
+    let generate = object::meta_str(&obj, "generateName")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let explicit_name = object::name(&obj).map(str::to_string);
+    let first_name = explicit_name
+        .clone()
+        .or_else(|| generate.as_deref().map(object::generate_name))
+        .unwrap_or_default();
+    object::meta_mut(&mut obj).insert("name".into(), Value::String(first_name.clone()));
+    object::prepare_create(scope.res, &mut obj, scope.namespace.as_deref(), now);
+    if scope.res.has_status() && !(scope.res.group.is_empty() && scope.res.plural == "namespaces") {
+        // Status is the controllers' to write; a create starts without it.
+        if let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    validate(scope, &obj, None)?;
+    ensure_namespace_open(scope, &first_name).await?;
+    record_managed_fields(scope, None, &mut obj, manager, now)?;
+    if params.dry_run {
+        return Ok(obj);
+    }
+    // Generated names retry on collision with a fresh suffix.
+    let attempts = if explicit_name.is_none() && generate.is_some() { 8 } else { 1 };
+    let mut name = first_name;
+    for attempt in 0..attempts {
+        if attempt > 0 {
+            if let Some(prefix) = &generate {
+                name = object::generate_name(prefix);
+                object::meta_mut(&mut obj).insert("name".into(), Value::String(name.clone()));
+            }
+        }
+        let key = scope.key_for(&name);
+        match scope.state.store.create(&key, &obj).await {
+            Ok(o) => return Ok((*o.value).clone()),
+            Err(StorageError::AlreadyExists { .. }) if attempt + 1 < attempts => continue,
+            Err(e) => return Err(ApiError::storage(e, scope.res, &name)),
+        }
+    }
+    Err(Status::already_exists(scope.res.group_resource(), &name).into())
+}
+
+/// Deletes everything in a terminating namespace, then the namespace itself.
+/// Runs in the background after a namespace delete; objects that carry
+/// finalizers are marked for deletion and waited for.
+pub async fn namespace_finalizer(state: Arc<AppState>, ns: String) {
+    let Some(namespaces) = state.registry.lookup("", "v1", "namespaces") else {
+        return;
+    };
+    let mut delay = Duration::from_millis(100);
+    for _ in 0..600 {
+        match drain_namespace(&state, &ns).await {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(namespace = %ns, error = %e, "namespace cleanup failed; retrying"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+    // Drop the namespace's spec finalizer, then the object if nothing else
+    // holds it.
+    let key = state.key(namespaces, None, &ns);
+    for _ in 0..MAX_CONFLICT_RETRIES {
+        let current = match state.store.get(&key, Freshness::MostRecent).await {
+            Ok(Some(c)) => c,
+            _ => return,
+        };
+        let mut v = (*current.value).clone();
+        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("finalizers".into(), Value::Array(vec![]));
+        }
+        let r = if object::finalizers(&v).is_empty() {
+            state.store.delete(&key, Some(current.revision)).await.map(|_| ())
+        } else {
+            state.store.update(&key, &v, current.revision).await.map(|_| ())
+        };
+        match r {
+            Ok(()) => return,
+            Err(StorageError::Conflict { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(namespace = %ns, error = %e, "cannot finalize namespace");
+                return;
+            }
+        }
+    }
+}
+
+/// One pass over every namespaced resource; true when nothing is left.
+async fn drain_namespace(state: &Arc<AppState>, ns: &str) -> Result<bool, StorageError> {
+    let mut empty = true;
+    for res in state.registry.all().iter().filter(|r| r.namespaced) {
+        let prefix = state.collection_prefix(res, Some(ns));
+        let opts = watchcache::ListOptions {
+            freshness: Freshness::MostRecent,
+            limit: None,
+            continue_from: None,
+            predicate: Default::default(),
+        };
+        let list = state.store.list(&prefix, &opts).await?;
+        for item in list.items {
+            empty = false;
+            delete_or_mark(state, res, &item).await?;
+        }
+    }
+    Ok(empty)
+}
+
+async fn delete_or_mark(
+    state: &Arc<AppState>,
+    res: &'static Resource,
+    item: &Object,
+) -> Result<(), StorageError> {
+    let ns = object::meta_str(&item.value, "namespace");
+    let name = object::meta_str(&item.value, "name").unwrap_or("");
+    let key = state.key(res, ns, name);
+    let r = if object::finalizers(&item.value).is_empty() {
+        state.store.delete(&key, Some(item.revision)).await.map(|_| ())
+    } else if !object::is_deleting(&item.value) {
+        let mut v = (*item.value).clone();
+        let m = object::meta_mut(&mut v);
+        m.insert("deletionTimestamp".into(), Value::String(object::now()));
+        m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+        m.remove("resourceVersion");
+        state.store.update(&key, &v, item.revision).await.map(|_| ())
+    } else {
+        Ok(())
+    };
+    match r {
+        Ok(()) | Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Status a successful immediate delete answers with.
+pub fn delete_success(gr: GroupResource<'static>, obj: &Value) -> Status {
+    Status::success(
+        gr,
+        object::meta_str(obj, "name").unwrap_or(""),
+        object::meta_str(obj, "uid").unwrap_or(""),
+    )
+}

@@ -1,0 +1,194 @@
+//! `/livez`, `/readyz`, `/healthz` as kube-apiserver serves them: named
+//! checks, `?verbose`, `?exclude=NAME`, and `/readyz/NAME` for one check.
+//! /livez never depends on etcd, so a replica with an etcd outage is taken
+//! out of the load balancer (readyz) but not restarted (livez).
+
+use crate::server::{etcd_ok, is_ready_flag, AppState};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    Livez,
+    Readyz,
+    Healthz,
+}
+
+impl Endpoint {
+    fn name(self) -> &'static str {
+        match self {
+            Endpoint::Livez => "livez",
+            Endpoint::Readyz => "readyz",
+            Endpoint::Healthz => "healthz",
+        }
+    }
+
+    fn checks(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::Livez => &["ping", "log"],
+            Endpoint::Readyz => &["ping", "log", "etcd", "shutdown", "poststarthook/bootstrap"],
+            Endpoint::Healthz => &["ping", "log", "etcd", "poststarthook/bootstrap"],
+        }
+    }
+}
+
+/// Runs one check; `Err` carries the reason shown with `?verbose`.
+async fn run_check(state: &AppState, name: &str) -> Result<(), &'static str> {
+    match name {
+        "ping" | "log" => Ok(()),
+        "etcd" => {
+            if etcd_ok(state).await {
+                Ok(())
+            } else {
+                Err("etcd is not reachable")
+            }
+        }
+        "shutdown" => {
+            if is_ready_flag(&state.shutting_down) {
+                Err("process is shutting down")
+            } else {
+                Ok(())
+            }
+        }
+        "poststarthook/bootstrap" => {
+            if is_ready_flag(&state.bootstrapped) {
+                Ok(())
+            } else {
+                Err("not finished")
+            }
+        }
+        _ => Err("unknown check"),
+    }
+}
+
+fn text(code: StatusCode, body: String) -> Response {
+    let mut r = (code, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+fn query_flags(query: Option<&str>) -> (bool, Vec<String>) {
+    let mut verbose = false;
+    let mut exclude = Vec::new();
+    for (k, v) in form_pairs(query.unwrap_or("")) {
+        match k.as_str() {
+            "verbose" => verbose = true,
+            "exclude" => exclude.push(v),
+            _ => {}
+        }
+    }
+    (verbose, exclude)
+}
+
+fn form_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let dec = |s: &str| {
+                percent_encoding::percent_decode_str(&s.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            (dec(k), dec(v))
+        })
+        .collect()
+}
+
+async fn all_checks(state: &AppState, ep: Endpoint, query: Option<&str>) -> Response {
+    let (verbose, exclude) = query_flags(query);
+    let mut out = String::new();
+    let mut failed = false;
+    for name in ep.checks() {
+        if exclude.iter().any(|e| e == name) {
+            if verbose {
+                out.push_str(&format!("[+]{name} excluded: ok\n"));
+            }
+            continue;
+        }
+        match run_check(state, name).await {
+            Ok(()) => out.push_str(&format!("[+]{name} ok\n")),
+            Err(reason) => {
+                failed = true;
+                if verbose {
+                    out.push_str(&format!("[-]{name} failed: {reason}\n"));
+                } else {
+                    out.push_str(&format!("[-]{name} failed: reason withheld\n"));
+                }
+            }
+        }
+    }
+    for e in &exclude {
+        if !ep.checks().contains(&e.as_str()) {
+            out.push_str(&format!(
+                "warn: some health checks cannot be excluded: no matches for \"{e}\"\n"
+            ));
+        }
+    }
+    let ep_name = ep.name();
+    if failed {
+        out.push_str(&format!("{ep_name} check failed\n"));
+        return text(StatusCode::INTERNAL_SERVER_ERROR, out);
+    }
+    if verbose {
+        out.push_str(&format!("{ep_name} check passed\n"));
+        text(StatusCode::OK, out)
+    } else {
+        text(StatusCode::OK, "ok".into())
+    }
+}
+
+async fn one_check(state: &AppState, ep: Endpoint, name: &str) -> Response {
+    if !ep.checks().contains(&name) {
+        return text(StatusCode::NOT_FOUND, "404 page not found\n".into());
+    }
+    match run_check(state, name).await {
+        Ok(()) => text(StatusCode::OK, "ok".into()),
+        Err(reason) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {reason}\n"),
+        ),
+    }
+}
+
+pub async fn livez(State(s): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Response {
+    all_checks(&s, Endpoint::Livez, q.as_deref()).await
+}
+pub async fn readyz(State(s): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Response {
+    all_checks(&s, Endpoint::Readyz, q.as_deref()).await
+}
+pub async fn healthz(State(s): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Response {
+    all_checks(&s, Endpoint::Healthz, q.as_deref()).await
+}
+pub async fn livez_check(State(s): State<Arc<AppState>>, Path(c): Path<String>) -> Response {
+    one_check(&s, Endpoint::Livez, &c).await
+}
+pub async fn readyz_check(State(s): State<Arc<AppState>>, Path(c): Path<String>) -> Response {
+    one_check(&s, Endpoint::Readyz, &c).await
+}
+pub async fn healthz_check(State(s): State<Arc<AppState>>, Path(c): Path<String>) -> Response {
+    one_check(&s, Endpoint::Healthz, &c).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags() {
+        let (v, ex) = query_flags(Some("verbose&exclude=etcd&exclude=log"));
+        assert!(v);
+        assert_eq!(ex, vec!["etcd", "log"]);
+        let (v, ex) = query_flags(None);
+        assert!(!v && ex.is_empty());
+    }
+}

@@ -1,0 +1,701 @@
+//! The resource registry: one table that drives every generic code path
+//! (routing, storage keys, discovery, OpenAPI, validation rules, field
+//! selectors). Adding a built-in kind is adding a row here; no handler code is
+//! per kind. Schemas come from the upstream OpenAPI facts in
+//! `apimachinery::schema`, looked up by group/version/kind.
+
+use apimachinery::read::FieldAttr;
+
+/// How `metadata.name` is validated for a kind (kube's ValidateNameFunc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// DNS-1123 subdomain (most kinds).
+    Subdomain,
+    /// DNS-1123 label (namespaces, services).
+    Label,
+    /// Any path segment name (RBAC kinds, events).
+    PathSegment,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    Status,
+    /// `/scale`, an autoscaling/v1 Scale mapped onto the kind's replicas.
+    Scale {
+        /// JSON pointer of the spec replica count.
+        spec_replicas: &'static str,
+        /// JSON pointer of the observed replica count.
+        status_replicas: &'static str,
+        /// JSON pointer of the label selector (a `LabelSelector` object or a
+        /// plain map, see `selector_is_map`).
+        selector: &'static str,
+        selector_is_map: bool,
+    },
+}
+
+impl Subresource {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale { .. } => "scale",
+        }
+    }
+}
+
+/// One REST resource.
+#[derive(Debug)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub namespaced: bool,
+    pub subresources: &'static [Subresource],
+    /// Kind-specific fields a field selector may use.
+    pub field_attrs: &'static [FieldAttr],
+    pub name_rule: NameRule,
+    /// JSON pointers that may not change after create.
+    pub immutable: &'static [&'static str],
+    /// Whether `metadata.generation` is tracked (kinds with a spec).
+    pub generation: bool,
+    /// Whether PUT of a missing object creates it (kube's AllowCreateOnUpdate).
+    pub create_on_update: bool,
+    /// Whether an immediate DELETE answers with the deleted object (kube's
+    /// ReturnDeletedObject) rather than a Success Status.
+    pub delete_returns_object: bool,
+}
+
+impl Resource {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    pub fn group_resource(&self) -> apimachinery::status::GroupResource<'static> {
+        apimachinery::status::GroupResource {
+            group: self.group,
+            resource: self.plural,
+        }
+    }
+
+    pub fn group_kind(&self) -> apimachinery::status::GroupKind<'static> {
+        apimachinery::status::GroupKind {
+            group: self.group,
+            kind: self.kind,
+        }
+    }
+
+    pub fn subresource(&self, name: &str) -> Option<&'static Subresource> {
+        self.subresources.iter().find(|s| s.name() == name)
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresource("status").is_some()
+    }
+
+    /// The etcd key segment of this resource under the storage prefix:
+    /// `pods` for the core group, `apps/deployments` otherwise, so kinds of
+    /// the same plural in different groups never share keys.
+    pub fn storage_segment(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}/{}", self.group, self.plural)
+        }
+    }
+
+    /// The upstream schema of this kind.
+    pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'static>> {
+        apimachinery::schema::builtin().by_gvk(self.group, self.version, self.kind)
+    }
+}
+
+const fn attr(name: &'static str, pointer: &'static str, default: &'static str) -> FieldAttr {
+    FieldAttr {
+        name,
+        pointer,
+        default,
+    }
+}
+
+const POD_FIELDS: &[FieldAttr] = &[
+    attr("spec.nodeName", "/spec/nodeName", ""),
+    attr("spec.restartPolicy", "/spec/restartPolicy", ""),
+    attr("spec.schedulerName", "/spec/schedulerName", ""),
+    attr("spec.serviceAccountName", "/spec/serviceAccountName", ""),
+    attr("spec.hostNetwork", "/spec/hostNetwork", "false"),
+    attr("status.phase", "/status/phase", ""),
+    attr("status.podIP", "/status/podIP", ""),
+    attr("status.nominatedNodeName", "/status/nominatedNodeName", ""),
+];
+
+const SECRET_FIELDS: &[FieldAttr] = &[attr("type", "/type", "")];
+
+const EVENT_FIELDS: &[FieldAttr] = &[
+    attr("involvedObject.kind", "/involvedObject/kind", ""),
+    attr("involvedObject.namespace", "/involvedObject/namespace", ""),
+    attr("involvedObject.name", "/involvedObject/name", ""),
+    attr("involvedObject.uid", "/involvedObject/uid", ""),
+    attr("involvedObject.apiVersion", "/involvedObject/apiVersion", ""),
+    attr(
+        "involvedObject.resourceVersion",
+        "/involvedObject/resourceVersion",
+        "",
+    ),
+    attr("involvedObject.fieldPath", "/involvedObject/fieldPath", ""),
+    attr("reason", "/reason", ""),
+    attr("reportingComponent", "/reportingComponent", ""),
+    attr("source", "/source/component", ""),
+    attr("type", "/type", ""),
+];
+
+const NODE_FIELDS: &[FieldAttr] = &[attr("spec.unschedulable", "/spec/unschedulable", "false")];
+const NAMESPACE_FIELDS: &[FieldAttr] = &[attr("status.phase", "/status/phase", "")];
+const REPLICAS_FIELDS: &[FieldAttr] = &[attr("status.replicas", "/status/replicas", "0")];
+const JOB_FIELDS: &[FieldAttr] = &[attr("status.successful", "/status/succeeded", "0")];
+
+const STATUS: &[Subresource] = &[Subresource::Status];
+const NONE: &[Subresource] = &[];
+const STATUS_SCALE: &[Subresource] = &[
+    Subresource::Status,
+    Subresource::Scale {
+        spec_replicas: "/spec/replicas",
+        status_replicas: "/status/replicas",
+        selector: "/spec/selector",
+        selector_is_map: false,
+    },
+];
+const RC_STATUS_SCALE: &[Subresource] = &[
+    Subresource::Status,
+    Subresource::Scale {
+        spec_replicas: "/spec/replicas",
+        status_replicas: "/status/replicas",
+        selector: "/spec/selector",
+        selector_is_map: true,
+    },
+];
+
+const ALL: &[&str] = &["all"];
+const WORKLOAD_IMMUTABLE: &[&str] = &["/spec/selector"];
+
+/// A row of the table with the common defaults filled in.
+const fn res(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+) -> Resource {
+    Resource {
+        group,
+        version,
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        categories: &[],
+        namespaced,
+        subresources: NONE,
+        field_attrs: &[],
+        name_rule: NameRule::Subdomain,
+        immutable: &[],
+        generation: false,
+        create_on_update: false,
+        delete_returns_object: false,
+    }
+}
+
+/// Every built-in resource this server serves, in discovery order.
+pub static RESOURCES: &[Resource] = &[
+    // core/v1
+    Resource {
+        short_names: &["ns"],
+        subresources: STATUS,
+        field_attrs: NAMESPACE_FIELDS,
+        name_rule: NameRule::Label,
+        ..res("", "v1", "Namespace", "namespaces", "namespace", false)
+    },
+    Resource {
+        short_names: &["cm"],
+        ..res("", "v1", "ConfigMap", "configmaps", "configmap", true)
+    },
+    Resource {
+        field_attrs: SECRET_FIELDS,
+        immutable: &["/type"],
+        ..res("", "v1", "Secret", "secrets", "secret", true)
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["po"],
+        categories: ALL,
+        subresources: STATUS,
+        field_attrs: POD_FIELDS,
+        generation: true,
+        ..res("", "v1", "Pod", "pods", "pod", true)
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["svc"],
+        categories: ALL,
+        subresources: STATUS,
+        name_rule: NameRule::Label,
+        ..res("", "v1", "Service", "services", "service", true)
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["sa"],
+        ..res(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            "serviceaccount",
+            true,
+        )
+    },
+    Resource {
+        create_on_update: true,
+        short_names: &["ep"],
+        ..res("", "v1", "Endpoints", "endpoints", "endpoints", true)
+    },
+    Resource {
+        create_on_update: true,
+        short_names: &["ev"],
+        field_attrs: EVENT_FIELDS,
+        name_rule: NameRule::PathSegment,
+        ..res("", "v1", "Event", "events", "event", true)
+    },
+    Resource {
+        short_names: &["no"],
+        subresources: STATUS,
+        field_attrs: NODE_FIELDS,
+        ..res("", "v1", "Node", "nodes", "node", false)
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["pv"],
+        subresources: STATUS,
+        ..res(
+            "",
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            "persistentvolume",
+            false,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["pvc"],
+        subresources: STATUS,
+        ..res(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            "persistentvolumeclaim",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["rc"],
+        categories: ALL,
+        subresources: RC_STATUS_SCALE,
+        field_attrs: REPLICAS_FIELDS,
+        generation: true,
+        ..res(
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            "replicationcontroller",
+            true,
+        )
+    },
+    Resource {
+        create_on_update: true,
+        short_names: &["limits"],
+        ..res("", "v1", "LimitRange", "limitranges", "limitrange", true)
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["quota"],
+        subresources: STATUS,
+        ..res(
+            "",
+            "v1",
+            "ResourceQuota",
+            "resourcequotas",
+            "resourcequota",
+            true,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        ..res("", "v1", "PodTemplate", "podtemplates", "podtemplate", true)
+    },
+    // apps/v1
+    Resource {
+        short_names: &["deploy"],
+        categories: ALL,
+        subresources: STATUS_SCALE,
+        immutable: WORKLOAD_IMMUTABLE,
+        generation: true,
+        ..res("apps", "v1", "Deployment", "deployments", "deployment", true)
+    },
+    Resource {
+        short_names: &["rs"],
+        categories: ALL,
+        subresources: STATUS_SCALE,
+        field_attrs: REPLICAS_FIELDS,
+        immutable: WORKLOAD_IMMUTABLE,
+        generation: true,
+        ..res("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true)
+    },
+    Resource {
+        short_names: &["sts"],
+        categories: ALL,
+        subresources: STATUS_SCALE,
+        immutable: WORKLOAD_IMMUTABLE,
+        generation: true,
+        ..res(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            "statefulset",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["ds"],
+        categories: ALL,
+        subresources: STATUS,
+        immutable: WORKLOAD_IMMUTABLE,
+        generation: true,
+        ..res("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true)
+    },
+    Resource {
+        immutable: &["/data"],
+        ..res(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            "controllerrevision",
+            true,
+        )
+    },
+    // batch/v1
+    Resource {
+        categories: ALL,
+        subresources: STATUS,
+        field_attrs: JOB_FIELDS,
+        immutable: &["/spec/selector", "/spec/template", "/spec/completions"],
+        generation: true,
+        ..res("batch", "v1", "Job", "jobs", "job", true)
+    },
+    Resource {
+        short_names: &["cj"],
+        categories: ALL,
+        subresources: STATUS,
+        generation: true,
+        ..res("batch", "v1", "CronJob", "cronjobs", "cronjob", true)
+    },
+    // coordination.k8s.io/v1
+    Resource {
+        create_on_update: true,
+        ..res("coordination.k8s.io", "v1", "Lease", "leases", "lease", true)
+    },
+    // events.k8s.io/v1
+    Resource {
+        create_on_update: true,
+        short_names: &["ev"],
+        name_rule: NameRule::PathSegment,
+        ..res("events.k8s.io", "v1", "Event", "events", "event", true)
+    },
+    // policy/v1
+    Resource {
+        short_names: &["pdb"],
+        subresources: STATUS,
+        generation: true,
+        ..res(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            "poddisruptionbudget",
+            true,
+        )
+    },
+    // networking.k8s.io/v1
+    Resource {
+        short_names: &["ing"],
+        subresources: STATUS,
+        generation: true,
+        ..res(
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "ingresses",
+            "ingress",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["netpol"],
+        generation: true,
+        ..res(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            "networkpolicy",
+            true,
+        )
+    },
+    Resource {
+        immutable: &["/spec/controller"],
+        generation: true,
+        ..res(
+            "networking.k8s.io",
+            "v1",
+            "IngressClass",
+            "ingressclasses",
+            "ingressclass",
+            false,
+        )
+    },
+    // discovery.k8s.io/v1
+    Resource {
+        immutable: &["/addressType"],
+        ..res(
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            "endpointslice",
+            true,
+        )
+    },
+    // autoscaling/v2
+    Resource {
+        short_names: &["hpa"],
+        categories: ALL,
+        subresources: STATUS,
+        generation: true,
+        ..res(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            "horizontalpodautoscaler",
+            true,
+        )
+    },
+    // scheduling.k8s.io/v1
+    Resource {
+        short_names: &["pc"],
+        immutable: &["/value", "/preemptionPolicy"],
+        ..res(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            "priorityclass",
+            false,
+        )
+    },
+    // storage.k8s.io/v1
+    Resource {
+        delete_returns_object: true,
+        short_names: &["sc"],
+        immutable: &["/provisioner", "/parameters", "/reclaimPolicy", "/volumeBindingMode"],
+        ..res(
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            "storageclass",
+            false,
+        )
+    },
+    // rbac.authorization.k8s.io/v1 (stored only; enforcement comes later)
+    Resource {
+        create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        ..res("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true)
+    },
+    Resource {
+        create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        immutable: &["/roleRef"],
+        ..res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            "rolebinding",
+            true,
+        )
+    },
+    Resource {
+        create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        ..res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            "clusterrole",
+            false,
+        )
+    },
+    Resource {
+        create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        immutable: &["/roleRef"],
+        ..res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            "clusterrolebinding",
+            false,
+        )
+    },
+];
+
+/// A group with its served versions (preferred first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupVersions {
+    pub group: &'static str,
+    pub versions: Vec<&'static str>,
+}
+
+/// The lookup side of the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry {
+    resources: &'static [Resource],
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::builtin()
+    }
+}
+
+impl Registry {
+    pub fn builtin() -> Self {
+        Registry {
+            resources: RESOURCES,
+        }
+    }
+
+    pub fn all(&self) -> &'static [Resource] {
+        self.resources
+    }
+
+    /// The resource served at `group/version/plural`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<&'static Resource> {
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.kind == kind)
+    }
+
+    /// Whether `group/version` is served at all.
+    pub fn serves(&self, group: &str, version: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|r| r.group == group && r.version == version)
+    }
+
+    /// Resources of one group-version, in table order.
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'static Resource> + 'a {
+        self.resources
+            .iter()
+            .filter(move |r| r.group == group && r.version == version)
+    }
+
+    /// Named groups (not core) in first-seen order, each with its versions.
+    pub fn groups(&self) -> Vec<GroupVersions> {
+        let mut out: Vec<GroupVersions> = Vec::new();
+        for r in self.resources.iter().filter(|r| !r.group.is_empty()) {
+            match out.iter_mut().find(|g| g.group == r.group) {
+                Some(g) if !g.versions.contains(&r.version) => g.versions.push(r.version),
+                Some(_) => {}
+                None => out.push(GroupVersions {
+                    group: r.group,
+                    versions: vec![r.version],
+                }),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_resource_has_an_upstream_schema() {
+        for r in RESOURCES {
+            assert!(
+                r.schema().is_some(),
+                "no schema for {}/{} {}",
+                r.group,
+                r.version,
+                r.kind
+            );
+        }
+    }
+
+    #[test]
+    fn plurals_are_unique_per_group_version() {
+        for (i, a) in RESOURCES.iter().enumerate() {
+            for b in &RESOURCES[i + 1..] {
+                assert!(
+                    !(a.group == b.group && a.version == b.version && a.plural == b.plural),
+                    "duplicate {}/{}",
+                    a.group,
+                    a.plural
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_and_groups() {
+        let reg = Registry::builtin();
+        let d = reg.lookup("apps", "v1", "deployments").unwrap();
+        assert_eq!(d.kind, "Deployment");
+        assert!(d.subresource("scale").is_some());
+        assert_eq!(d.storage_segment(), "apps/deployments");
+        assert!(reg.lookup("", "v1", "deployments").is_none());
+        let groups = reg.groups();
+        assert_eq!(groups[0].group, "apps");
+        assert!(groups.iter().any(|g| g.group == "rbac.authorization.k8s.io"));
+    }
+}

@@ -1,0 +1,189 @@
+//! Request paths to what they address, as kube-apiserver's RequestInfo
+//! resolver does. Pure, so it is property-tested.
+
+use percent_encoding::percent_decode_str;
+
+/// What an API path addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiPath {
+    /// `/api`
+    LegacyVersions,
+    /// `/apis`
+    Groups,
+    /// `/apis/{group}`
+    Group { group: String },
+    /// `/api/v1`, `/apis/{group}/{version}`
+    ResourceList { group: String, version: String },
+    /// A resource request.
+    Resource(ResourceRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResourceRequest {
+    pub group: String,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub resource: String,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    /// The deprecated `/watch/` path prefix was used.
+    pub watch_prefix: bool,
+}
+
+/// Subresources of a namespace reached as `/namespaces/{name}/{sub}`.
+const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
+
+/// Parses a request path. `None` means the path is not an API path (or has
+/// too many segments), which the caller answers with 404.
+pub fn parse(path: &str) -> Option<ApiPath> {
+    let trimmed = path.strip_prefix('/')?;
+    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    let mut segs = Vec::new();
+    for raw in trimmed.split('/') {
+        let seg = percent_decode_str(raw).decode_utf8().ok()?;
+        if seg.is_empty() {
+            return None;
+        }
+        segs.push(seg.into_owned());
+    }
+    let (group, version, rest) = match segs.first().map(String::as_str) {
+        Some("api") => match segs.len() {
+            1 => return Some(ApiPath::LegacyVersions),
+            _ => (String::new(), segs[1].clone(), &segs[2..]),
+        },
+        Some("apis") => match segs.len() {
+            1 => return Some(ApiPath::Groups),
+            2 => {
+                return Some(ApiPath::Group {
+                    group: segs[1].clone(),
+                })
+            }
+            _ => (segs[1].clone(), segs[2].clone(), &segs[3..]),
+        },
+        _ => return None,
+    };
+    if rest.is_empty() {
+        return Some(ApiPath::ResourceList { group, version });
+    }
+    let mut req = ResourceRequest {
+        group,
+        version,
+        ..Default::default()
+    };
+    let mut rest = rest;
+    if rest[0] == "watch" {
+        req.watch_prefix = true;
+        rest = &rest[1..];
+        if rest.is_empty() {
+            return None;
+        }
+    }
+    if rest[0] == "namespaces" && rest.len() > 1 {
+        let ns = rest[1].clone();
+        if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2].as_str()) {
+            req.namespace = Some(ns);
+            rest = &rest[2..];
+        } else if req.group.is_empty() || rest.len() <= 2 {
+            // The namespace object itself (or one of its subresources).
+            req.resource = "namespaces".into();
+            req.name = Some(ns);
+            req.subresource = rest.get(2).cloned();
+            return Some(ApiPath::Resource(req));
+        } else {
+            req.namespace = Some(ns);
+            rest = &rest[2..];
+        }
+    }
+    if rest.len() > 3 {
+        return None;
+    }
+    req.resource = rest[0].clone();
+    req.name = rest.get(1).cloned();
+    req.subresource = rest.get(2).cloned();
+    Some(ApiPath::Resource(req))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn res(path: &str) -> ResourceRequest {
+        match parse(path) {
+            Some(ApiPath::Resource(r)) => r,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn discovery_paths() {
+        assert_eq!(parse("/api"), Some(ApiPath::LegacyVersions));
+        assert_eq!(parse("/api/"), Some(ApiPath::LegacyVersions));
+        assert_eq!(parse("/apis"), Some(ApiPath::Groups));
+        assert_eq!(
+            parse("/apis/apps"),
+            Some(ApiPath::Group {
+                group: "apps".into()
+            })
+        );
+        assert_eq!(
+            parse("/api/v1"),
+            Some(ApiPath::ResourceList {
+                group: "".into(),
+                version: "v1".into()
+            })
+        );
+        assert_eq!(parse("/version"), None);
+        assert_eq!(parse("/api//v1"), None);
+    }
+
+    #[test]
+    fn resource_paths() {
+        let r = res("/api/v1/pods");
+        assert_eq!((r.resource.as_str(), r.namespace, r.name), ("pods", None, None));
+        let r = res("/api/v1/namespaces/default/pods/web/status");
+        assert_eq!(r.namespace.as_deref(), Some("default"));
+        assert_eq!(r.name.as_deref(), Some("web"));
+        assert_eq!(r.subresource.as_deref(), Some("status"));
+        let r = res("/apis/apps/v1/namespaces/ns1/deployments/d/scale");
+        assert_eq!(r.group, "apps");
+        assert_eq!(r.subresource.as_deref(), Some("scale"));
+        let r = res("/api/v1/namespaces");
+        assert_eq!((r.resource.as_str(), r.name), ("namespaces", None));
+        let r = res("/api/v1/namespaces/kube-system");
+        assert_eq!(r.resource, "namespaces");
+        assert_eq!(r.name.as_deref(), Some("kube-system"));
+        assert_eq!(r.namespace, None);
+        let r = res("/api/v1/namespaces/foo/status");
+        assert_eq!(r.resource, "namespaces");
+        assert_eq!(r.subresource.as_deref(), Some("status"));
+        let r = res("/api/v1/namespaces/foo/configmaps");
+        assert_eq!(r.namespace.as_deref(), Some("foo"));
+        assert_eq!(r.resource, "configmaps");
+        let r = res("/api/v1/watch/namespaces/foo/configmaps");
+        assert!(r.watch_prefix);
+        let r = res("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aadmin");
+        assert_eq!(r.name.as_deref(), Some("system:admin"));
+        assert_eq!(parse("/api/v1/namespaces/a/pods/b/status/extra"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(path in "\\PC*") {
+            let _ = parse(&path);
+        }
+
+        #[test]
+        fn segments_round_trip(
+            ns in "[a-z0-9]{1,10}",
+            res_name in "[a-z]{1,10}",
+            name in "[a-z0-9.:-]{1,20}",
+        ) {
+            let path = format!("/apis/g.io/v1/namespaces/{ns}/{res_name}/{name}");
+            let r = match parse(&path) { Some(ApiPath::Resource(r)) => r, _ => panic!() };
+            prop_assert_eq!(r.namespace, Some(ns));
+            prop_assert_eq!(r.resource, res_name);
+            prop_assert_eq!(r.name, Some(name));
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Encoding objects and lists for the negotiated representation: JSON or
+//! YAML, pretty or compact, the object itself, its PartialObjectMetadata, or
+//! a meta.k8s.io Table. Lists in compact JSON are written item by item from
+//! the shared stored values, without building a combined document.
+
+use crate::handlers::Scope;
+use crate::registry::Resource;
+use apimachinery::media::{Format, Target};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use watchcache::{ListResult, Object};
+
+pub use apimachinery::query::IncludeObject;
+
+/// `includeObject` of a Table request (validated in `handlers::dispatch`).
+pub fn include_object(scope: &Scope) -> IncludeObject {
+    apimachinery::query::table_include_object(&scope.query).unwrap_or_default()
+}
+
+fn content_type(format: Format) -> &'static str {
+    match format {
+        Format::Yaml => "application/yaml",
+        _ => "application/json",
+    }
+}
+
+/// Serializes a document in the scope's format.
+pub fn encode(scope: &Scope, v: &Value) -> Vec<u8> {
+    encode_as(scope.out.format, scope.pretty, v)
+}
+
+pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Vec<u8> {
+    match format {
+        Format::Yaml => serde_yaml_ng::to_string(v)
+            .map(String::into_bytes)
+            .unwrap_or_default(),
+        _ if pretty => {
+            let mut b = serde_json::to_vec_pretty(v).unwrap_or_default();
+            b.push(b'\n');
+            b
+        }
+        _ => serde_json::to_vec(v).unwrap_or_default(),
+    }
+}
+
+pub fn bytes_response(code: StatusCode, ctype: &str, body: Vec<u8>) -> Response {
+    let mut r = (code, body).into_response();
+    if let Ok(v) = HeaderValue::from_str(ctype) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// Adds one `Warning` header per message, as kube-apiserver does.
+pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::to_string(w).unwrap_or_default());
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+fn column_definitions() -> Value {
+    json!([
+        {"name": "Name", "type": "string", "format": "name",
+         "description": "Name must be unique within a namespace.", "priority": 0},
+        {"name": "Created At", "type": "date", "format": "",
+         "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
+         "priority": 0},
+    ])
+}
+
+fn table_row(obj: &Value, include: IncludeObject) -> Value {
+    let meta = obj.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+    let created = meta
+        .and_then(|m| m.get("creationTimestamp"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut row = Map::new();
+    row.insert("cells".into(), json!([name, created]));
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row.insert("object".into(), partial_metadata(obj));
+        }
+        IncludeObject::Object => {
+            row.insert("object".into(), obj.clone());
+        }
+    }
+    Value::Object(row)
+}
+
+/// A meta.k8s.io/v1 Table of `objs`.
+pub fn table<'a>(
+    objs: impl Iterator<Item = &'a Value>,
+    list_meta: Value,
+    include: IncludeObject,
+) -> Value {
+    let rows: Vec<Value> = objs.map(|o| table_row(o, include)).collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": column_definitions(),
+        "rows": rows,
+    })
+}
+
+/// The representation of one object the client asked for.
+pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
+    match scope.out.target {
+        Target::Object => None,
+        Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
+            Some(partial_metadata(obj))
+        }
+        Target::Table => {
+            let rv = obj
+                .pointer("/metadata/resourceVersion")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut meta = Map::new();
+            if !rv.is_null() {
+                meta.insert("resourceVersion".into(), rv);
+            }
+            Some(table(
+                std::iter::once(obj),
+                Value::Object(meta),
+                include_object(scope),
+            ))
+        }
+    }
+}
+
+/// Responds with one object.
+pub fn object(scope: &Scope, code: StatusCode, obj: &Value) -> Response {
+    let body = match represent(scope, obj) {
+        Some(v) => encode(scope, &v),
+        None => encode(scope, obj),
+    };
+    bytes_response(code, content_type(scope.out.format), body)
+}
+
+fn list_meta(result: &ListResult) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "resourceVersion".into(),
+        Value::String(result.revision.to_string()),
+    );
+    if let Some(c) = &result.continue_token {
+        m.insert("continue".into(), Value::String(c.clone()));
+    }
+    if let Some(n) = result.remaining_item_count {
+        m.insert("remainingItemCount".into(), Value::from(n));
+    }
+    Value::Object(m)
+}
+
+/// Responds with a list read from storage.
+pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
+    let meta = list_meta(result);
+    let ctype = content_type(scope.out.format);
+    match scope.out.target {
+        Target::Table => {
+            let t = table(
+                result.items.iter().map(|o| o.value.as_ref()),
+                meta,
+                include_object(scope),
+            );
+            bytes_response(StatusCode::OK, ctype, encode(scope, &t))
+        }
+        Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
+            let items: Vec<Value> = result
+                .items
+                .iter()
+                .map(|o| partial_metadata(&o.value))
+                .collect();
+            let doc = json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": meta,
+                "items": items,
+            });
+            bytes_response(StatusCode::OK, ctype, encode(scope, &doc))
+        }
+        Target::Object => {
+            if scope.pretty || scope.out.format != Format::Json {
+                let items: Vec<Value> =
+                    result.items.iter().map(|o| (*o.value).clone()).collect();
+                let doc = json!({
+                    "kind": res.list_kind(),
+                    "apiVersion": res.api_version(),
+                    "metadata": meta,
+                    "items": items,
+                });
+                return bytes_response(StatusCode::OK, ctype, encode(scope, &doc));
+            }
+            bytes_response(StatusCode::OK, ctype, compact_list(res, &meta, &result.items))
+        }
+    }
+}
+
+/// Compact JSON of a list, each stored item serialized straight into the
+/// output buffer.
+pub fn compact_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + items.len() * 512);
+    out.extend_from_slice(b"{\"kind\":");
+    let _ = serde_json::to_writer(&mut out, &res.list_kind());
+    out.extend_from_slice(b",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut out, &res.api_version());
+    out.extend_from_slice(b",\"metadata\":");
+    let _ = serde_json::to_writer(&mut out, meta);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut out, item.value.as_ref());
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+    use std::sync::Arc;
+
+    #[test]
+    fn compact_list_is_valid_json() {
+        let res = Registry::builtin().lookup("", "v1", "configmaps").unwrap();
+        let items = vec![
+            Object {
+                value: Arc::new(json!({"metadata": {"name": "a"}})),
+                revision: 2,
+            },
+            Object {
+                value: Arc::new(json!({"metadata": {"name": "b"}})),
+                revision: 3,
+            },
+        ];
+        let bytes = compact_list(res, &json!({"resourceVersion": "3"}), &items);
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["kind"], "ConfigMapList");
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["items"][1]["metadata"]["name"], "b");
+    }
+
+    #[test]
+    fn table_rows_carry_name_and_metadata() {
+        let o = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}, "data": {}});
+        let t = table(std::iter::once(&o), json!({}), IncludeObject::Metadata);
+        assert_eq!(t["rows"][0]["cells"][0], "x");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        assert!(t["rows"][0]["object"].get("data").is_none());
+    }
+}

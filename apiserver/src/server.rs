@@ -1,0 +1,164 @@
+//! The HTTP server: shared state, the router, and the non-resource endpoints
+//! (/version, health). Resource paths go to `handlers::dispatch`.
+
+use crate::registry::{Registry, Resource};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
+use tower_http::compression::CompressionLayer;
+use watchcache::Storage;
+
+/// Kubernetes version this server reports and implements.
+pub const KUBE_MAJOR: &str = "1";
+pub const KUBE_MINOR: &str = "35";
+
+/// Everything a request handler needs; one per server, shared by `Arc`.
+pub struct AppState {
+    pub store: Arc<dyn Storage>,
+    pub registry: Registry,
+    /// etcd key prefix, without trailing slash (e.g. `/registry`).
+    pub prefix: String,
+    /// Set once the default namespaces and objects exist.
+    pub bootstrapped: AtomicBool,
+    /// Set on shutdown: readyz fails from then on.
+    pub shutting_down: AtomicBool,
+    pub discovery: crate::discovery::Discovery,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Storage>, prefix: &str) -> Self {
+        Self::with_address(store, prefix, "127.0.0.1:8080")
+    }
+
+    /// `address` is what `/api` advertises in serverAddressByClientCIDRs.
+    pub fn with_address(store: Arc<dyn Storage>, prefix: &str, address: &str) -> Self {
+        let registry = Registry::builtin();
+        AppState {
+            store,
+            registry,
+            prefix: prefix.trim_end_matches('/').to_string(),
+            bootstrapped: AtomicBool::new(false),
+            shutting_down: AtomicBool::new(false),
+            discovery: crate::discovery::Discovery::new(registry).with_server_address(address),
+        }
+    }
+
+    /// The etcd key of one object.
+    pub fn key(&self, res: &Resource, namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) if res.namespaced => {
+                format!("{}/{}/{}/{}", self.prefix, res.storage_segment(), ns, name)
+            }
+            _ => format!("{}/{}/{}", self.prefix, res.storage_segment(), name),
+        }
+    }
+
+    /// The etcd key prefix of a collection (all namespaces when `None`).
+    pub fn collection_prefix(&self, res: &Resource, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if res.namespaced => {
+                format!("{}/{}/{}/", self.prefix, res.storage_segment(), ns)
+            }
+            _ => format!("{}/{}/", self.prefix, res.storage_segment()),
+        }
+    }
+}
+
+/// A response extension that keeps a response out of gzip (watch streams
+/// must reach the client event by event).
+#[derive(Debug, Clone, Copy)]
+pub struct NoCompression;
+
+#[derive(Clone, Copy)]
+struct CompressUnlessStreaming;
+
+impl Predicate for CompressUnlessStreaming {
+    fn should_compress<B>(&self, response: &axum::http::Response<B>) -> bool
+    where
+        B: axum::body::HttpBody,
+    {
+        response.extensions().get::<NoCompression>().is_none()
+            && DefaultPredicate::new().should_compress(response)
+    }
+}
+
+/// Builds the whole router; tests drive it in-process with `oneshot`.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/version", get(version))
+        .route("/version/", get(version))
+        .route("/healthz", get(crate::health::healthz))
+        .route("/healthz/{*check}", get(crate::health::healthz_check))
+        .route("/livez", get(crate::health::livez))
+        .route("/livez/{*check}", get(crate::health::livez_check))
+        .route("/readyz", get(crate::health::readyz))
+        .route("/readyz/{*check}", get(crate::health::readyz_check))
+        .route("/openapi/v2", get(crate::openapi::v2))
+        .route("/openapi/v3", get(crate::openapi::v3_root))
+        .route("/openapi/v3/{*path}", get(crate::openapi::v3_doc))
+        .fallback(api)
+        .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
+        .with_state(state)
+}
+
+async fn api(State(state): State<Arc<AppState>>, req: Request<Body>) -> Response {
+    crate::handlers::dispatch(state, req).await
+}
+
+async fn version() -> Response {
+    let body = serde_json::json!({
+        "major": KUBE_MAJOR,
+        "minor": KUBE_MINOR,
+        "emulationMajor": KUBE_MAJOR,
+        "emulationMinor": KUBE_MINOR,
+        "minCompatibilityMajor": KUBE_MAJOR,
+        "minCompatibilityMinor": "34",
+        "gitVersion": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": concat!("rust (apiserver ", env!("CARGO_PKG_VERSION"), ")"),
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// A small JSON response (discovery, version): not for objects, which go
+/// through `response`.
+pub fn json_response(code: StatusCode, body: &serde_json::Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut r = (code, bytes).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Waits until etcd answers, for readiness checks.
+pub async fn etcd_ok(state: &AppState) -> bool {
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), state.store.current_revision()).await,
+        Ok(Ok(_))
+    )
+}
+
+pub fn is_ready_flag(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::Acquire)
+}
