@@ -1,0 +1,112 @@
+//! Hostile input never panics.
+
+use k8s_proto::{decode_object, decode_to_json, decode_unknown, encode_from_json, MAGIC};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+const MESSAGES: &[&str] = &[
+    "k8s.io.api.core.v1.ConfigMap",
+    "k8s.io.api.core.v1.Secret",
+    "k8s.io.api.core.v1.Pod",
+    "k8s.io.api.apps.v1.Deployment",
+    "k8s.io.api.apps.v1.ControllerRevision",
+    "k8s.io.api.coordination.v1.Lease",
+    "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Duration",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.APIResource",
+    "k8s.io.api.scheduling.v1beta1.CompositePodGroupTemplate",
+];
+
+fn sample_pod() -> Vec<u8> {
+    encode_from_json(
+        "k8s.io.api.core.v1.Pod",
+        &json!({
+            "metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"cpu": "1"}},
+                "livenessProbe": {"httpGet": {"port": 80}}}],
+                "securityContext": {"supplementalGroups": [1, 2]}}
+        }),
+    )
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn decode_unknown_never_panics(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode_unknown(&body);
+        let mut prefixed = MAGIC.to_vec();
+        prefixed.extend_from_slice(&body);
+        let _ = decode_unknown(&prefixed);
+        let _ = decode_object(&prefixed);
+    }
+
+    #[test]
+    fn decode_to_json_never_panics(
+        which in 0..MESSAGES.len(),
+        raw in proptest::collection::vec(any::<u8>(), 0..512),
+    ) {
+        let _ = decode_to_json(MESSAGES[which], &raw);
+    }
+
+    #[test]
+    fn mutated_valid_bodies_never_panic(
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        cut in any::<usize>(),
+    ) {
+        let mut raw = sample_pod();
+        for (pos, byte) in edits {
+            let n = raw.len();
+            raw[pos % n] = byte;
+        }
+        let _ = decode_to_json("k8s.io.api.core.v1.Pod", &raw);
+        let n = raw.len();
+        let _ = decode_to_json("k8s.io.api.core.v1.Pod", &raw[..cut % n]);
+    }
+
+    #[test]
+    fn configmap_data_round_trips(
+        data in proptest::collection::btree_map("[a-zA-Z0-9._-]{1,12}", ".{0,20}", 0..8),
+        name in "[a-z0-9-]{1,20}",
+    ) {
+        let mut v = json!({"metadata": {"name": name}});
+        if !data.is_empty() {
+            v["data"] = json!(data);
+        }
+        let bytes = encode_from_json("k8s.io.api.core.v1.ConfigMap", &v).unwrap();
+        let back = decode_to_json("k8s.io.api.core.v1.ConfigMap", &bytes).unwrap();
+        prop_assert_eq!(back.to_string(), v.to_string());
+    }
+
+    #[test]
+    fn int_or_string_round_trips(n in any::<i32>(), s in "[0-9]{1,3}%") {
+        for v in [Value::from(n), Value::from(s.clone())] {
+            let m = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
+            let bytes = encode_from_json(m, &v).unwrap();
+            prop_assert_eq!(decode_to_json(m, &bytes).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn times_round_trip(secs in -62_135_596_799i64..253_402_300_799, micros in 0u32..1_000_000) {
+        let m = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
+        let nanos_field = {
+            let mut out = vec![0x08];
+            let mut v = secs as u64;
+            while v >= 0x80 { out.push((v as u8) | 0x80); v >>= 7; }
+            out.push(v as u8);
+            out.push(0x10);
+            let mut n = u64::from(micros * 1000);
+            while n >= 0x80 { out.push((n as u8) | 0x80); n >>= 7; }
+            out.push(n as u8);
+            out
+        };
+        let s = decode_to_json(m, &nanos_field).unwrap();
+        let bytes = encode_from_json(m, &s).unwrap();
+        prop_assert_eq!(bytes, nanos_field);
+    }
+}
