@@ -17,7 +17,8 @@
 //!   fall back to a later range). `stream=watch` is accepted for JSON,
 //!   `pretty=1` asks for indented output, other parameters are ignored.
 //! * Protobuf (`application/vnd.kubernetes.protobuf`) and CBOR are not served:
-//!   such ranges are skipped, so `protobuf, json` gives JSON.
+//!   such ranges are skipped, so `protobuf, json` gives JSON. Protobuf
+//!   request bodies of built-in kinds are accepted (`BodyFormat::Protobuf`).
 //! * Every representation is answered with the plain media type of its
 //!   encoding (`application/json` for a Table too), as kube-apiserver does.
 //!
@@ -37,7 +38,7 @@ pub const SUPPORTED: &[&str] = &[JSON, YAML];
 /// Media types watch streams are served in.
 pub const SUPPORTED_STREAM: &[&str] = &["application/json;stream=watch"];
 /// Media types accepted for the body of a create or update.
-pub const SUPPORTED_BODY: &[&str] = &[JSON, YAML];
+pub const SUPPORTED_BODY: &[&str] = &[JSON, YAML, PROTOBUF];
 /// Media types accepted for the body of a patch of a built-in resource.
 pub const SUPPORTED_PATCH: &[&str] = &[JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_YAML];
 /// Media types accepted for the body of a patch of a custom resource
@@ -46,6 +47,7 @@ pub const SUPPORTED_CUSTOM_RESOURCE_PATCH: &[&str] = &[JSON_PATCH, MERGE_PATCH, 
 
 pub const JSON: &str = "application/json";
 pub const YAML: &str = "application/yaml";
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 pub const JSON_PATCH: &str = "application/json-patch+json";
 pub const MERGE_PATCH: &str = "application/merge-patch+json";
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -198,6 +200,9 @@ pub fn negotiate_watch(accept: Option<&str>) -> Result<Negotiated, Status> {
 pub enum BodyFormat {
     Json,
     Yaml,
+    /// `application/vnd.kubernetes.protobuf`: the `k8s\0` envelope around a
+    /// protobuf message (built-in kinds only).
+    Protobuf,
     JsonPatch,
     MergePatch,
     StrategicMergePatch,
@@ -209,6 +214,7 @@ impl BodyFormat {
         match self {
             BodyFormat::Json => JSON,
             BodyFormat::Yaml => YAML,
+            BodyFormat::Protobuf => PROTOBUF,
             BodyFormat::JsonPatch => JSON_PATCH,
             BodyFormat::MergePatch => MERGE_PATCH,
             BodyFormat::StrategicMergePatch => STRATEGIC_MERGE_PATCH,
@@ -217,7 +223,10 @@ impl BodyFormat {
     }
 
     pub fn is_patch(self) -> bool {
-        !matches!(self, BodyFormat::Json | BodyFormat::Yaml)
+        !matches!(
+            self,
+            BodyFormat::Json | BodyFormat::Yaml | BodyFormat::Protobuf
+        )
     }
 
     /// Server-side apply (`application/apply-patch+yaml`).
@@ -255,6 +264,7 @@ fn write_body(content_type: Option<&str>) -> Result<BodyFormat, Status> {
     match parse_media_type(raw).as_deref() {
         Some(JSON) => Ok(BodyFormat::Json),
         Some(YAML) => Ok(BodyFormat::Yaml),
+        Some(PROTOBUF) => Ok(BodyFormat::Protobuf),
         _ => Err(Status::unsupported_media_type(raw, SUPPORTED_BODY)),
     }
 }
