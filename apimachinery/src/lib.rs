@@ -7,6 +7,7 @@
 
 pub mod continue_token;
 pub mod fieldvalidation;
+pub mod managedfields;
 pub mod media;
 pub mod patch;
 pub mod query;
