@@ -72,7 +72,7 @@ impl Server {
             .spawn()
             .expect("start apiserver");
         let url = format!("http://127.0.0.1:{port}");
-        let server = Server {
+        let mut server = Server {
             child,
             url,
             etcd_endpoint: etcd.to_string(),
@@ -92,14 +92,20 @@ impl Server {
         std::fs::write(self.home.path().join("kubeconfig"), cfg).expect("kubeconfig");
     }
 
-    async fn wait_ready(&self) {
+    async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = self.url.trim_start_matches("http://").to_string();
+        let addr = self.addr().to_string();
         loop {
             if let Ok(body) = http_get(&addr, "/readyz").await {
                 if body.ends_with("ok") {
                     return;
                 }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "server exited ({status}) before it was ready; log:\n{}",
+                    self.log()
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -118,7 +124,10 @@ impl Server {
         self.home.path()
     }
 
-    fn kubectl_cmd(&self, args: &[&str]) -> Command {
+    /// A kubectl command against this server (private HOME, kubeconfig and
+    /// discovery cache), stdin closed. For long-running children such as
+    /// `get -w`; `kubectl()` and friends run it to completion.
+    pub fn kubectl_cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("kubectl");
         cmd.args(args)
             .env("HOME", self.home.path())
@@ -129,27 +138,15 @@ impl Server {
         cmd
     }
 
-    /// Runs kubectl against this server.
+    /// Runs kubectl against this server. A kubectl that has not finished
+    /// within `KUBECTL_TIMEOUT` is killed and fails the test.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        self.kubectl_cmd(args).output().expect("run kubectl")
+        run_bounded(self.kubectl_cmd(args), None, args)
     }
 
     /// Runs kubectl with `input` on stdin (for `-f -`).
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .kubectl_cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("kubectl output")
+        run_bounded(self.kubectl_cmd(args), Some(input), args)
     }
 
     /// kubectl that must succeed; returns stdout.
@@ -158,10 +155,33 @@ impl Server {
         assert!(
             out.status.success(),
             "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
+            stderr(&out),
+            stdout(&out)
         );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout(&out)
+    }
+
+    /// kubectl with `input` on stdin that must succeed; returns stdout.
+    pub fn kubectl_stdin_ok(&self, args: &[&str], input: &str) -> String {
+        let out = self.kubectl_stdin(args, input);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        stdout(&out)
+    }
+
+    /// kubectl that must fail; returns (exit code, stderr).
+    pub fn kubectl_err(&self, args: &[&str]) -> (i32, String) {
+        let out = self.kubectl(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded but should have failed: {}",
+            stdout(&out)
+        );
+        (out.status.code().unwrap_or(-1), stderr(&out))
     }
 
     /// `kubectl get -o json`, parsed.
@@ -169,7 +189,32 @@ impl Server {
         let mut a = vec!["get"];
         a.extend_from_slice(args);
         a.extend_from_slice(&["-o", "json"]);
-        serde_json::from_str(&self.kubectl_ok(&a)).expect("kubectl json")
+        let text = self.kubectl_ok(&a);
+        match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => panic!("kubectl {a:?} printed invalid JSON ({e}):\n{text}"),
+        }
+    }
+
+    /// One raw HTTP request to this server: (status code, headers, body).
+    pub async fn http(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<HttpResponse> {
+        http_request(self.addr(), method, path, headers, body).await
+    }
+
+    /// `host:port` of this server.
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    /// The server process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Stops the server with SIGTERM and waits for it to exit.
@@ -197,15 +242,205 @@ impl Drop for Server {
     }
 }
 
-/// A minimal HTTP/1.1 GET over a raw socket, for readiness polling (no
-/// client library needed for that).
-pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+/// Polls `check` every 50 ms until it returns `Some`, or fails the test
+/// with `what` after `timeout` (for conditions that settle asynchronously;
+/// never a fixed sleep).
+pub async fn eventually<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How long one kubectl run may take before the test fails.
+pub const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// stdout of a finished command, as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr of a finished command, as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `cmd` to completion with `input` on stdin (if any), killing it and
+/// failing the test when it outlives `KUBECTL_TIMEOUT`.
+fn run_bounded(mut cmd: Command, input: Option<&str>, args: &[&str]) -> Output {
+    if input.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    if let (Some(input), Some(mut pipe)) = (input, child.stdin.take()) {
+        // A child that exits without reading its input closes the pipe:
+        // the write error is not the test's concern, its output is.
+        let _ = pipe.write_all(input.as_bytes());
+    }
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(KUBECTL_TIMEOUT) {
+        Ok(out) => out.expect("kubectl output"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+            let partial = rx
+                .recv_timeout(Duration::from_secs(5))
+                .ok()
+                .and_then(Result::ok)
+                .map(|o| format!("{}\n{}", stdout(&o), stderr(&o)))
+                .unwrap_or_default();
+            panic!("kubectl {args:?} did not finish within {KUBECTL_TIMEOUT:?}; output:\n{partial}")
+        }
+    }
+}
+
+/// An HTTP response read by `http_request`.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// Header names lower-cased, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A minimal HTTP/1.1 request over a raw socket (`Connection: close`,
+/// chunked responses decoded), for checks kubectl cannot express.
+pub async fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<HttpResponse> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await?;
+    s.write_all(body).await?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    Ok(text.split("\r\n\r\n").nth(1).unwrap_or("").trim().to_string())
+    parse_response(&buf)
+}
+
+fn parse_response(buf: &[u8]) -> std::io::Result<HttpResponse> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no end of headers"))?;
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("bad status line"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let raw = &buf[split + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        dechunk(raw).ok_or_else(|| bad("bad chunked body"))?
+    } else {
+        raw.to_vec()
+    };
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let eol = raw.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = String::from_utf8_lossy(&raw[..eol]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        raw = &raw[eol + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(raw.get(..size)?);
+        raw = raw.get(size + 2..)?;
+    }
+}
+
+/// GET `path` and return the body, trimmed (for readiness polling).
+pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    let resp = http_request(addr, "GET", path, &[], b"").await?;
+    Ok(resp.text().trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plain_and_chunked_responses() {
+        let plain =
+            b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n\r\n{\"code\":404}";
+        let r = parse_response(plain).expect("plain");
+        assert_eq!(r.status, 404);
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.text(), "{\"code\":404}");
+
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n3;x=y\r\n!!!\r\n0\r\n\r\n";
+        let r = parse_response(chunked).expect("chunked");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), "ok!!!");
+    }
+
+    #[test]
+    fn rejects_truncated_responses() {
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err());
+        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab";
+        assert!(parse_response(cut).is_err());
+    }
 }

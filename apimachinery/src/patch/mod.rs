@@ -35,7 +35,7 @@ pub const UNPROCESSABLE_MESSAGE: &str =
 pub enum PatchErrorKind {
     /// 400 `BadRequest`: the patch body is malformed.
     BadRequest,
-    /// 422 `Invalid` with the generic message and empty details
+    /// 422 `Invalid` with the generic message and the error as a cause
     /// (`NewGenericServerResponse(422, ...)`): a JSON patch operation does not
     /// apply, or a strategic patch has lists of lists.
     Unprocessable,
@@ -110,8 +110,18 @@ impl PatchError {
         match self.kind {
             PatchErrorKind::BadRequest => Status::bad_request(self.message.clone()),
             PatchErrorKind::Unprocessable => {
+                // kube's NewGenericServerResponse: the generic message, and
+                // the underlying error as an UnexpectedServerResponse cause.
                 let mut s = Status::failure(422, status::reason::INVALID, self.message.clone());
-                s.details = Some(StatusDetails::default());
+                let mut details = StatusDetails::default();
+                if let Some(d) = self.detail.as_ref().filter(|d| !d.is_empty()) {
+                    details.causes.push(StatusCause::new(
+                        status::cause::UNEXPECTED_SERVER_RESPONSE,
+                        d.clone(),
+                        "",
+                    ));
+                }
+                s.details = Some(details);
                 s
             }
             PatchErrorKind::Invalid => {
@@ -336,7 +346,12 @@ mod tests {
             json!({
                 "kind": "Status", "apiVersion": "v1", "metadata": {},
                 "status": "Failure", "message": UNPROCESSABLE_MESSAGE,
-                "reason": "Invalid", "details": {}, "code": 422
+                "reason": "Invalid",
+                "details": {"causes": [{
+                    "reason": "UnexpectedServerResponse",
+                    "message": "operation '/0' failed at path '/missing': path is invalid"
+                }]},
+                "code": 422
             })
         );
     }

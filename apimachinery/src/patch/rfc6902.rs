@@ -46,9 +46,8 @@ pub fn apply_json_patch(original: &Value, patch: &Value) -> Result<Value, PatchE
         ));
     }
     let mut doc = original.clone();
-    for (i, op) in ops.iter().enumerate() {
-        apply_operation(&mut doc, op)
-            .map_err(|why| PatchError::unprocessable(format!("operation {i}: {why}")))?;
+    for op in ops {
+        apply_operation(&mut doc, op).map_err(PatchError::unprocessable)?;
     }
     Ok(doc)
 }
