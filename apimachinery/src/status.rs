@@ -194,8 +194,11 @@ impl Status {
     }
 
     pub fn not_found(gr: GroupResource<'_>, name: &str) -> Self {
-        Status::failure(404, reason::NOT_FOUND, format!("{gr} \"{name}\" not found"))
-            .with_details(name, gr.group, gr.resource)
+        Status::failure(404, reason::NOT_FOUND, format!("{gr} \"{name}\" not found")).with_details(
+            name,
+            gr.group,
+            gr.resource,
+        )
     }
 
     /// 404 for a URL that names no resource.
@@ -210,8 +213,12 @@ impl Status {
     }
 
     pub fn already_exists(gr: GroupResource<'_>, name: &str) -> Self {
-        Status::failure(409, reason::ALREADY_EXISTS, format!("{gr} \"{name}\" already exists"))
-            .with_details(name, gr.group, gr.resource)
+        Status::failure(
+            409,
+            reason::ALREADY_EXISTS,
+            format!("{gr} \"{name}\" already exists"),
+        )
+        .with_details(name, gr.group, gr.resource)
     }
 
     /// 409 for an optimistic-concurrency failure.
@@ -316,9 +323,7 @@ impl Status {
         let mut s = Status::failure(
             504,
             reason::TIMEOUT,
-            format!(
-                "Timeout: Too large resource version: {minimum}, current: {current}"
-            ),
+            format!("Timeout: Too large resource version: {minimum}, current: {current}"),
         );
         s.details = Some(StatusDetails {
             causes: vec![StatusCause::new(

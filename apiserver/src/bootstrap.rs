@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use watchcache::StorageError;
 
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}})
@@ -42,7 +43,9 @@ async fn ensure(
     mut obj: Value,
 ) -> Result<(), StorageError> {
     let Some(res) = state.registry.lookup(group, "v1", plural) else {
-        return Err(StorageError::Internal(format!("{plural} not in the registry")));
+        return Err(StorageError::Internal(format!(
+            "{plural} not in the registry"
+        )));
     };
     let name = object::meta_str(&obj, "name").unwrap_or("").to_string();
     let now = object::now();

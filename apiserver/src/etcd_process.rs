@@ -75,7 +75,10 @@ impl EtcdProcess {
             if let Some(status) = child.try_wait().map_err(EtcdProcessError::Spawn)? {
                 return Err(EtcdProcessError::Exited(status, log_path));
             }
-            if tokio::net::TcpStream::connect(("127.0.0.1", client)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", client))
+                .await
+                .is_ok()
+            {
                 break;
             }
             if start.elapsed() > deadline {

@@ -51,7 +51,10 @@ pub enum StartError {
 }
 
 /// Connects to etcd and proves it answers, within `timeout`.
-pub async fn connect_store(endpoints: &[String], timeout: Duration) -> Result<EtcdStore, StartError> {
+pub async fn connect_store(
+    endpoints: &[String],
+    timeout: Duration,
+) -> Result<EtcdStore, StartError> {
     let unreachable = |source| StartError::EtcdUnreachable {
         endpoints: endpoints.join(","),
         source,

@@ -2,6 +2,7 @@
 //! create, what an update may and may not change, metadata validation.
 
 use crate::registry::{NameRule, Resource};
+use apimachinery::schema::{Shape, TypeRef};
 use apimachinery::status::{cause, StatusCause};
 use apimachinery::validation;
 use rand::Rng;
@@ -16,9 +17,7 @@ const MAX_GENERATE_NAME_PREFIX: usize = 63 - SUFFIX_LEN;
 
 /// The current time as metav1.Time serializes it (RFC 3339, seconds, UTC).
 pub fn now() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `generateName` plus a random suffix, the prefix cut so the whole fits 63.
@@ -84,6 +83,18 @@ pub fn is_deleting(obj: &Value) -> bool {
 /// labels, annotations, finalizers).
 pub fn validate_meta(res: &Resource, obj: &Value) -> Vec<StatusCause> {
     let mut causes = Vec::new();
+    // kube validates generateName as a name prefix, before the name
+    // generated from it.
+    if let Some(prefix) = meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
+        let errs = match res.name_rule {
+            NameRule::Subdomain => validation::name_is_dns_subdomain(prefix, true),
+            NameRule::Label => validation::name_is_dns_label(prefix, true),
+            NameRule::PathSegment => validation::name_is_path_segment(prefix, true),
+        };
+        for e in errs {
+            causes.push(validation::invalid("metadata.generateName", prefix, &e));
+        }
+    }
     let name = meta_str(obj, "name").unwrap_or("");
     if name.is_empty() {
         causes.push(StatusCause::new(
@@ -110,7 +121,10 @@ pub fn validate_meta(res: &Resource, obj: &Value) -> Vec<StatusCause> {
             causes.extend(validation::validate_labels(labels, "metadata.labels"));
         }
         if let Some(ann) = m.get("annotations").filter(|v| !v.is_null()) {
-            causes.extend(validation::validate_annotations(ann, "metadata.annotations"));
+            causes.extend(validation::validate_annotations(
+                ann,
+                "metadata.annotations",
+            ));
         }
         if let Some(fins) = m.get("finalizers").and_then(Value::as_array) {
             for (i, f) in fins.iter().enumerate() {
@@ -172,9 +186,7 @@ pub fn prepare_create(res: &Resource, obj: &mut Value, namespace: Option<&str>, 
         // A new namespace is Active and carries the namespace finalizer.
         if let Some(o) = obj.as_object_mut() {
             o.insert("status".into(), serde_json::json!({"phase": "Active"}));
-            let spec = o
-                .entry("spec")
-                .or_insert_with(|| Value::Object(Map::new()));
+            let spec = o.entry("spec").or_insert_with(|| Value::Object(Map::new()));
             if let Some(spec) = spec.as_object_mut() {
                 spec.insert("finalizers".into(), serde_json::json!(["kubernetes"]));
             }
@@ -266,13 +278,56 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
         v.as_object()
             .map(|o| {
                 o.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                    })
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
             })
             .unwrap_or_default()
     };
     strip(old) != strip(new)
+}
+
+/// Removes the fields the schema does not know, as decoding a body into
+/// kube's Go types does (objects that preserve unknown fields and untyped
+/// nodes keep everything).
+pub fn prune_unknown_fields(ty: TypeRef<'_>, value: &mut Value) {
+    prune(ty, value, 0);
+}
+
+fn prune(ty: TypeRef<'_>, value: &mut Value, depth: usize) {
+    // Decoded values nest at most 128 deep; this bounds patched ones.
+    if depth > 512 {
+        return;
+    }
+    match (ty.shape(), value) {
+        (Shape::Object, Value::Object(obj)) => {
+            if !ty.preserves_unknown_fields() {
+                obj.retain(|k, _| ty.field(k).is_some());
+            }
+            for (k, child) in obj.iter_mut() {
+                if let Some(f) = ty.field(k) {
+                    prune(f.ty, child, depth + 1);
+                }
+            }
+        }
+        (Shape::Map, Value::Object(obj)) => {
+            if let Some(vt) = ty.values() {
+                for child in obj.values_mut() {
+                    prune(vt, child, depth + 1);
+                }
+            }
+        }
+        (Shape::Array, Value::Array(items)) => {
+            if let Some(it) = ty.items() {
+                for child in items {
+                    prune(it, child, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Field errors for immutable fields an update changed.
@@ -318,11 +373,17 @@ mod tests {
         prepare_update(deploy, &old, &mut new, None);
         assert_eq!(new["metadata"]["uid"], "u1");
         assert_eq!(new["metadata"]["generation"], 4);
-        assert_eq!(new["status"]["replicas"], 1, "status is ignored on the main resource");
+        assert_eq!(
+            new["status"]["replicas"], 1,
+            "status is ignored on the main resource"
+        );
 
         let mut status_write = json!({"metadata": {"name": "d", "resourceVersion": "5"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
         prepare_update(deploy, &old, &mut status_write, Some("status"));
-        assert_eq!(status_write["spec"]["replicas"], 1, "status write keeps spec");
+        assert_eq!(
+            status_write["spec"]["replicas"], 1,
+            "status write keeps spec"
+        );
         assert_eq!(status_write["status"]["replicas"], 2);
         assert_eq!(status_write["metadata"]["generation"], 3);
         assert_eq!(status_write["metadata"]["resourceVersion"], "5");

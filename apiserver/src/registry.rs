@@ -146,7 +146,11 @@ const EVENT_FIELDS: &[FieldAttr] = &[
     attr("involvedObject.namespace", "/involvedObject/namespace", ""),
     attr("involvedObject.name", "/involvedObject/name", ""),
     attr("involvedObject.uid", "/involvedObject/uid", ""),
-    attr("involvedObject.apiVersion", "/involvedObject/apiVersion", ""),
+    attr(
+        "involvedObject.apiVersion",
+        "/involvedObject/apiVersion",
+        "",
+    ),
     attr(
         "involvedObject.resourceVersion",
         "/involvedObject/resourceVersion",
@@ -352,7 +356,14 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS_SCALE,
         immutable: WORKLOAD_IMMUTABLE,
         generation: true,
-        ..res("apps", "v1", "Deployment", "deployments", "deployment", true)
+        ..res(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            "deployment",
+            true,
+        )
     },
     Resource {
         short_names: &["rs"],
@@ -361,7 +372,14 @@ pub static RESOURCES: &[Resource] = &[
         field_attrs: REPLICAS_FIELDS,
         immutable: WORKLOAD_IMMUTABLE,
         generation: true,
-        ..res("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true)
+        ..res(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            "replicaset",
+            true,
+        )
     },
     Resource {
         short_names: &["sts"],
@@ -416,7 +434,14 @@ pub static RESOURCES: &[Resource] = &[
     // coordination.k8s.io/v1
     Resource {
         create_on_update: true,
-        ..res("coordination.k8s.io", "v1", "Lease", "leases", "lease", true)
+        ..res(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            "lease",
+            true,
+        )
     },
     // events.k8s.io/v1
     Resource {
@@ -521,7 +546,12 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         delete_returns_object: true,
         short_names: &["sc"],
-        immutable: &["/provisioner", "/parameters", "/reclaimPolicy", "/volumeBindingMode"],
+        immutable: &[
+            "/provisioner",
+            "/parameters",
+            "/reclaimPolicy",
+            "/volumeBindingMode",
+        ],
         ..res(
             "storage.k8s.io",
             "v1",
@@ -535,7 +565,14 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         name_rule: NameRule::PathSegment,
-        ..res("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true)
+        ..res(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "roles",
+            "role",
+            true,
+        )
     },
     Resource {
         create_on_update: true,
@@ -696,6 +733,8 @@ mod tests {
         assert!(reg.lookup("", "v1", "deployments").is_none());
         let groups = reg.groups();
         assert_eq!(groups[0].group, "apps");
-        assert!(groups.iter().any(|g| g.group == "rbac.authorization.k8s.io"));
+        assert!(groups
+            .iter()
+            .any(|g| g.group == "rbac.authorization.k8s.io"));
     }
 }

@@ -140,7 +140,10 @@ mod tests {
     #[test]
     fn resource_paths() {
         let r = res("/api/v1/pods");
-        assert_eq!((r.resource.as_str(), r.namespace, r.name), ("pods", None, None));
+        assert_eq!(
+            (r.resource.as_str(), r.namespace, r.name),
+            ("pods", None, None)
+        );
         let r = res("/api/v1/namespaces/default/pods/web/status");
         assert_eq!(r.namespace.as_deref(), Some("default"));
         assert_eq!(r.name.as_deref(), Some("web"));

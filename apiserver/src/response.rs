@@ -32,7 +32,9 @@ pub fn encode(scope: &Scope, v: &Value) -> Vec<u8> {
 
 pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Vec<u8> {
     match format {
-        Format::Yaml => serde_yaml_ng::to_string(v)
+        // kube's YAML is its JSON through sigs.k8s.io/yaml, which sorts the
+        // keys of every mapping.
+        Format::Yaml => serde_yaml_ng::to_string(&sorted_keys(v))
             .map(String::into_bytes)
             .unwrap_or_default(),
         _ if pretty => {
@@ -41,6 +43,24 @@ pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Vec<u8> {
             b
         }
         _ => serde_json::to_vec(v).unwrap_or_default(),
+    }
+}
+
+/// `v` with the keys of every object in byte order.
+fn sorted_keys(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
+        other => other.clone(),
     }
 }
 
@@ -83,7 +103,10 @@ fn column_definitions() -> Value {
 
 fn table_row(obj: &Value, include: IncludeObject) -> Value {
     let meta = obj.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .cloned()
+        .unwrap_or(Value::Null);
     let created = meta
         .and_then(|m| m.get("creationTimestamp"))
         .cloned()
@@ -196,8 +219,7 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
         }
         Target::Object => {
             if scope.pretty || scope.out.format != Format::Json {
-                let items: Vec<Value> =
-                    result.items.iter().map(|o| (*o.value).clone()).collect();
+                let items: Vec<Value> = result.items.iter().map(|o| (*o.value).clone()).collect();
                 let doc = json!({
                     "kind": res.list_kind(),
                     "apiVersion": res.api_version(),
@@ -206,7 +228,11 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
                 });
                 return bytes_response(StatusCode::OK, ctype, encode(scope, &doc));
             }
-            bytes_response(StatusCode::OK, ctype, compact_list(res, &meta, &result.items))
+            bytes_response(
+                StatusCode::OK,
+                ctype,
+                compact_list(res, &meta, &result.items),
+            )
         }
     }
 }

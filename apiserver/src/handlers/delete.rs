@@ -71,7 +71,11 @@ async fn delete_one(
         if params.dry_run {
             return Ok(Outcome::Deleted((**obj).clone()));
         }
-        let gone = scope.state.store.delete(key, Some(current.revision)).await?;
+        let gone = scope
+            .state
+            .store
+            .delete(key, Some(current.revision))
+            .await?;
         return Ok(Outcome::Deleted((*gone.value).clone()));
     }
     if object::is_deleting(obj) {
@@ -111,7 +115,9 @@ fn check_preconditions(scope: &Scope, current: &Object, params: &DeleteParams) -
             return Err(Status::conflict(
                 scope.res.group_resource(),
                 scope.name(),
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                ),
             )
             .into());
         }
@@ -144,6 +150,7 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             .map_err(|e| scope.storage_err(e))?
             .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         check_preconditions(scope, &current, &params)?;
+        check_immortal(scope)?;
         match delete_one(scope, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => return Ok(response::object(scope, StatusCode::OK, &v)),
             Ok(Outcome::Deleted(v)) => {
@@ -151,7 +158,12 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
                     return Ok(response::object(scope, StatusCode::OK, &v));
                 }
                 let status = write::delete_success(scope.res.group_resource(), &v);
-                let body = serde_json::to_value(&status).unwrap_or_default();
+                let mut body = serde_json::to_value(&status).unwrap_or_default();
+                // kube's registry answers a Status without a code here
+                // (`code` is omitempty in metav1.Status).
+                if let Some(o) = body.as_object_mut() {
+                    o.remove("code");
+                }
                 return Ok(response::bytes_response(
                     StatusCode::OK,
                     "application/json",
@@ -162,7 +174,33 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             Err(e) => return Err(scope.storage_err(e)),
         }
     }
-    Err(Status::conflict(scope.res.group_resource(), scope.name(), Status::CONFLICT_MODIFIED).into())
+    Err(Status::conflict(
+        scope.res.group_resource(),
+        scope.name(),
+        Status::CONFLICT_MODIFIED,
+    )
+    .into())
+}
+
+/// Namespaces kube's NamespaceLifecycle admission never lets go.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+fn check_immortal(scope: &Scope) -> Result<()> {
+    if is_namespace(scope) && IMMORTAL_NAMESPACES.contains(&scope.name()) {
+        let gr = scope.res.group_resource();
+        let mut s = Status::forbidden(format!(
+            "{gr} \"{}\" is forbidden: this namespace may not be deleted",
+            scope.name()
+        ));
+        s.details = Some(apimachinery::status::StatusDetails {
+            name: scope.name().to_string(),
+            group: gr.group.to_string(),
+            kind: gr.resource.to_string(),
+            ..Default::default()
+        });
+        return Err(s.into());
+    }
+    Ok(())
 }
 
 fn returns_deleted_object(scope: &Scope) -> bool {

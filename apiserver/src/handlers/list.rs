@@ -19,11 +19,18 @@ pub fn predicate(scope: &Scope, params: &ListParams) -> Result<Predicate> {
             .chain(scope.res.field_attrs.iter())
             .any(|a| a.name == req.field);
         if !known {
-            return Err(Status::bad_request(format!(
-                "field label not supported: {}",
-                req.field
-            ))
-            .into());
+            // Kinds without field selectors of their own answer with kube's
+            // DefaultMetaV1FieldSelectorConversion; the others with their
+            // conversion function's wording.
+            let msg = if scope.res.field_attrs.is_empty() {
+                format!(
+                    "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+                    apimachinery::validation::go_quote(&req.field)
+                )
+            } else {
+                format!("field label not supported: {}", req.field)
+            };
+            return Err(Status::bad_request(msg).into());
         }
     }
     Ok(Predicate {

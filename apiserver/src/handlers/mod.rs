@@ -86,7 +86,16 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
         Some(ApiPath::Resource(r)) => {
-            match resource(state, parts.method, parts.uri.query(), parts.headers, r, body).await {
+            match resource(
+                state,
+                parts.method,
+                parts.uri.query(),
+                parts.headers,
+                r,
+                body,
+            )
+            .await
+            {
                 Ok(resp) => resp,
                 Err(e) => e.into_response(),
             }
@@ -148,13 +157,18 @@ async fn resource(
     let is_list = r.name.is_none() && method == Method::GET;
     let watching = method == Method::GET
         && r.name.is_none()
-        && (r.watch_prefix || query.contains("watch") && query.get("watch") != Some("false") && query.get("watch") != Some("0"));
+        && (r.watch_prefix
+            || query.contains("watch")
+                && query.get("watch") != Some("false")
+                && query.get("watch") != Some("0"));
     let out = if watching {
         media::negotiate_watch(accept)?
     } else {
         media::negotiate(accept, is_list)?
     };
-    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
     let pretty = query::pretty(&query, ua) || out.pretty;
     if out.target == media::Target::Table {
         query::table_include_object(&query)?;
@@ -191,9 +205,7 @@ async fn resource(
         (Method::DELETE, false) if res.group.is_empty() && res.plural == "namespaces" => {
             Err(Status::method_not_allowed().into())
         }
-        (Method::DELETE, false) => {
-            delete::delete_collection(&scope, read_body(body).await?).await
-        }
+        (Method::DELETE, false) => delete::delete_collection(&scope, read_body(body).await?).await,
         _ => Err(Status::method_not_allowed().into()),
     }
 }

@@ -29,9 +29,45 @@ pub fn decode_patch(scope: &Scope, body: &[u8]) -> Result<(BodyFormat, Decoded)>
     if format == BodyFormat::ApplyYaml {
         return Err(Status::unsupported_media_type(ctype.unwrap_or(""), PATCH_TYPES).into());
     }
-    let decoded = fieldvalidation::decode_json(body)
-        .map_err(|e| Status::bad_request(e.to_string()))?;
+    if format == BodyFormat::JsonPatch {
+        return Ok((format, decode_json_patch(body)?));
+    }
+    let decoded = fieldvalidation::decode_json(body).map_err(|e| {
+        // kube decodes a merge patch into a map ("error decoding patch: "
+        // and Go's error) and a strategic one likewise, without the prefix.
+        let go = go_decode_error(e.message());
+        match format {
+            BodyFormat::MergePatch => Status::bad_request(format!("error decoding patch: {go}")),
+            _ => Status::bad_request(go),
+        }
+    })?;
     Ok((format, decoded))
+}
+
+/// A JSON patch is an array of operations, which the object decoder (it
+/// wants an object with a kind) refuses. Any JSON value is passed on:
+/// `patch::apply_json_patch` answers a non-array the way kube's jsonpatch
+/// decoding does. Syntax errors read as Go's decoder words them.
+fn decode_json_patch(body: &[u8]) -> Result<Decoded> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(value) => Ok(Decoded {
+            value,
+            duplicates: Vec::new(),
+        }),
+        Err(e) => {
+            let message = fieldvalidation::decode_json(body)
+                .err()
+                .map(|d| go_decode_error(d.message()).to_string())
+                .unwrap_or_else(|| e.to_string());
+            Err(Status::bad_request(message).into())
+        }
+    }
+}
+
+/// Go's own error in a body decoding error, without the prefix the object
+/// decoder adds while looking for the kind.
+fn go_decode_error(message: &str) -> &str {
+    message.trim_start_matches("couldn't get version/kind; json parse error: ")
 }
 
 /// Applies a decoded patch to `original`.
@@ -56,8 +92,8 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
     let ty = scope.res.schema();
     let mut warnings = Vec::new();
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
-        let current = current
-            .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+        let current =
+            current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         let patched = apply(format, &current.value, &decoded.value, ty)?;
         check_identity(scope, &current.value, &patched)?;
         let check = Decoded {
@@ -66,7 +102,11 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         };
         warnings = fieldvalidation::check(params.field_validation, ty, &check)?;
         write::check_types(scope, &check.value)?;
-        Ok(check.value)
+        let mut patched = check.value;
+        if let Some(ty) = ty {
+            crate::object::prune_unknown_fields(ty, &mut patched);
+        }
+        Ok(patched)
     })
     .await?;
     let resp = response::object(scope, StatusCode::OK, &updated.object);

@@ -62,7 +62,13 @@ fn selector_string(p: &Pointers, obj: &Value) -> String {
 /// The Scale view of a workload object.
 fn to_scale(p: &Pointers, obj: &Value) -> Value {
     let mut meta = Map::new();
-    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
         if let Some(v) = obj.pointer(&format!("/metadata/{f}")) {
             meta.insert(f.into(), v.clone());
         }
@@ -92,17 +98,17 @@ fn to_scale(p: &Pointers, obj: &Value) -> Value {
 /// Writes the Scale's replicas (and its resourceVersion as precondition)
 /// into the workload object.
 fn from_scale(p: &Pointers, current: &Value, scale: &Value) -> Result<Value> {
-    let replicas = scale
-        .pointer("/spec/replicas")
-        .cloned()
-        .unwrap_or(json!(0));
+    let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
     if replicas.as_i64().is_none_or(|r| r < 0) {
         return Err(Status::invalid(
             apimachinery::status::GroupKind {
                 group: "autoscaling",
                 kind: "Scale",
             },
-            scale.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""),
+            scale
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
             vec![apimachinery::StatusCause::new(
                 apimachinery::status::cause::FIELD_VALUE_INVALID,
                 format!("Invalid value: {replicas}: must be greater than or equal to 0"),
@@ -152,7 +158,11 @@ pub async fn get(scope: &Scope) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?
         .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-    Ok(response::object(scope, StatusCode::OK, &to_scale(&p, &obj.value)))
+    Ok(response::object(
+        scope,
+        StatusCode::OK,
+        &to_scale(&p, &obj.value),
+    ))
 }
 
 pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
@@ -162,8 +172,8 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     update::check_name(scope, &mut scale)?;
     let manager = write::manager(scope, &params);
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
-        let current = current
-            .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+        let current =
+            current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         from_scale(&p, &current.value, &scale)
     })
     .await?;
@@ -179,19 +189,15 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
     let scale_ty = apimachinery::schema::builtin().by_gvk("autoscaling", "v1", "Scale");
     let mut warnings = Vec::new();
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
-        let current = current
-            .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+        let current =
+            current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         let scale = to_scale(&p, &current.value);
         let patched = patch::apply(format, &scale, &decoded.value, scale_ty)?;
         let check = Decoded {
             value: patched,
             duplicates: decoded.duplicates.clone(),
         };
-        warnings = apimachinery::fieldvalidation::check(
-            params.field_validation,
-            scale_ty,
-            &check,
-        )?;
+        warnings = apimachinery::fieldvalidation::check(params.field_validation, scale_ty, &check)?;
         write::check_types(scope, &check.value)?;
         from_scale(&p, &current.value, &check.value)
     })

@@ -15,7 +15,11 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     check_name(scope, &mut obj)?;
     write::check_namespace(scope, &obj)?;
     let manager = write::manager(scope, &params);
-    let updated = write::guaranteed_update(scope, &params, &manager, |_current| Ok(obj.clone())).await?;
+    let updated = write::guaranteed_update(scope, &params, &manager, |current| {
+        check_uid_precondition(scope, current, &obj)?;
+        Ok(obj.clone())
+    })
+    .await?;
     let code = if updated.created {
         StatusCode::CREATED
     } else {
@@ -23,6 +27,28 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     };
     let resp = response::object(scope, code, &updated.object);
     Ok(response::with_warnings(resp, &warnings))
+}
+
+/// A uid in a PUT body is a precondition on the stored object (kube's
+/// `DefaultUpdatedObjectInfo.Preconditions`): 409 when it differs.
+fn check_uid_precondition(
+    scope: &Scope,
+    current: Option<&watchcache::Object>,
+    obj: &Value,
+) -> Result<()> {
+    let (Some(current), Some(uid)) = (current, object::meta_str(obj, "uid")) else {
+        return Ok(());
+    };
+    let have = object::meta_str(&current.value, "uid").unwrap_or("");
+    if uid.is_empty() || uid == have {
+        return Ok(());
+    }
+    Err(Status::conflict(
+        scope.res.group_resource(),
+        scope.name(),
+        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+    )
+    .into())
 }
 
 /// The body's name must match the URL's (an empty one takes the URL's).

@@ -76,7 +76,11 @@ fn encode_event(
                     .pointer("/metadata/resourceVersion")
                     .cloned()
                     .unwrap_or(Value::Null);
-                response::table(std::iter::once(obj), json!({"resourceVersion": rv}), include)
+                response::table(
+                    std::iter::once(obj),
+                    json!({"resourceVersion": rv}),
+                    include,
+                )
             }
         },
     };
@@ -91,13 +95,16 @@ fn error_event(err: &StorageError) -> Bytes {
         StorageError::Compacted {
             requested,
             compacted,
-        } => Status::expired(format!("too old resource version: {requested} ({compacted})")),
+        } => Status::expired(format!(
+            "too old resource version: {requested} ({compacted})"
+        )),
         other => {
             tracing::warn!(error = %other, "watch ended with an error");
             Status::internal("the watch stream ended unexpectedly; please retry")
         }
     };
-    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": status})).unwrap_or_default();
+    let mut line =
+        serde_json::to_vec(&json!({"type": "ERROR", "object": status})).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }
@@ -137,30 +144,57 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
     // (failed, initial state finished)
     let stream = events
         .take_until(tokio::time::sleep(timeout))
-        .scan((false, !initial_events), move |st, item: watchcache::storage::Result<WatchEvent>| {
-            if st.0 {
-                return std::future::ready(None);
-            }
-            let out = match item {
-                Ok(ev) if ev.kind == EventType::Bookmark => {
-                    let initial_end = !st.1;
-                    st.1 = true;
-                    if initial_end && want_initial_end {
-                        encode_event(ev.kind, &ev.object.value, target, include, res_kind, &api_version, true)
-                    } else if want_bookmarks {
-                        encode_event(ev.kind, &ev.object.value, target, include, res_kind, &api_version, false)
-                    } else {
-                        Bytes::new()
+        .scan(
+            (false, !initial_events),
+            move |st, item: watchcache::storage::Result<WatchEvent>| {
+                if st.0 {
+                    return std::future::ready(None);
+                }
+                let out = match item {
+                    Ok(ev) if ev.kind == EventType::Bookmark => {
+                        let initial_end = !st.1;
+                        st.1 = true;
+                        if initial_end && want_initial_end {
+                            encode_event(
+                                ev.kind,
+                                &ev.object.value,
+                                target,
+                                include,
+                                res_kind,
+                                &api_version,
+                                true,
+                            )
+                        } else if want_bookmarks {
+                            encode_event(
+                                ev.kind,
+                                &ev.object.value,
+                                target,
+                                include,
+                                res_kind,
+                                &api_version,
+                                false,
+                            )
+                        } else {
+                            Bytes::new()
+                        }
                     }
-                }
-                Ok(ev) => encode_event(ev.kind, &ev.object.value, target, include, res_kind, &api_version, false),
-                Err(e) => {
-                    st.0 = true;
-                    error_event(&e)
-                }
-            };
-            std::future::ready(Some(Ok::<_, std::convert::Infallible>(out)))
-        })
+                    Ok(ev) => encode_event(
+                        ev.kind,
+                        &ev.object.value,
+                        target,
+                        include,
+                        res_kind,
+                        &api_version,
+                        false,
+                    ),
+                    Err(e) => {
+                        st.0 = true;
+                        error_event(&e)
+                    }
+                };
+                std::future::ready(Some(Ok::<_, std::convert::Infallible>(out)))
+            },
+        )
         .filter(|b| std::future::ready(!matches!(b, Ok(b) if b.is_empty())));
     let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
     resp.headers_mut().insert(

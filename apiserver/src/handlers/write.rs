@@ -43,18 +43,24 @@ pub fn decode_object(
     params: &WriteParams,
 ) -> Result<(Value, Vec<String>)> {
     let format = media::request_body(scope.header(header::CONTENT_TYPE), false)?;
-    let decoded = match format {
-        BodyFormat::Yaml => fieldvalidation::decode_yaml(body).map_err(|e| e.to_string()),
-        BodyFormat::Protobuf => decode_protobuf(body),
-        _ => fieldvalidation::decode_json(body).map_err(|e| e.to_string()),
-    }
-    .map_err(Status::bad_request)?;
     let (kind, api_version) = expected_kind(scope);
-    check_kind(&decoded.value, body, kind, &api_version)?;
+    // An undecodable JSON/YAML body is reported the way kube's create and
+    // update handlers do: "the object provided is unrecognized (must be of
+    // type <Kind>): <error> (<summary of the body>)".
+    let mut decoded = match format {
+        BodyFormat::Yaml => fieldvalidation::decode_yaml(body).map_err(|e| e.to_status(kind, body)),
+        BodyFormat::Protobuf => decode_protobuf(body).map_err(Status::bad_request),
+        _ => fieldvalidation::decode_json(body).map_err(|e| e.to_status(kind, body)),
+    }?;
+    check_kind(&mut decoded.value, kind, &api_version)?;
     let ty = schema_for(scope);
     let warnings = fieldvalidation::check(params.field_validation, ty, &decoded)?;
-    let obj = decoded.value;
+    let mut obj = decoded.value;
     check_types(scope, &obj)?;
+    // Decoding into the Go type drops unknown fields: they are never stored.
+    if let Some(ty) = ty {
+        object::prune_unknown_fields(ty, &mut obj);
+    }
     Ok((obj, warnings))
 }
 
@@ -95,64 +101,47 @@ pub fn check_types(scope: &Scope, obj: &Value) -> Result<()> {
     if let Some(first) = errs.first() {
         let (kind, api_version) = expected_kind(scope);
         let version = api_version.rsplit('/').next().unwrap_or("v1").to_string();
-        return Err(Status::bad_request(fieldvalidation::type_error_message(kind, &version, first)).into());
+        return Err(Status::bad_request(fieldvalidation::type_error_message(
+            kind, &version, first,
+        ))
+        .into());
     }
     Ok(())
 }
 
-/// The body's apiVersion and kind must name the resource's kind; kube
-/// requires both in a request body.
-fn check_kind(obj: &Value, body: &[u8], kind: &str, api_version: &str) -> Result<()> {
-    if !obj.is_object() {
-        return Err(Status::bad_request(format!(
-            "the body of the request was not a JSON or YAML object: {}",
-            snippet(body)
-        ))
-        .into());
-    }
-    let got_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let got_av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if got_kind.is_empty() {
-        return Err(Status::bad_request(format!(
-            "Object 'Kind' is missing in '{}'",
-            snippet(body)
-        ))
-        .into());
-    }
+/// The body's apiVersion and kind must name the resource's kind; missing
+/// ones default to the endpoint's, as kube's decoder does.
+fn check_kind(obj: &mut Value, kind: &str, api_version: &str) -> Result<()> {
+    let Some(map) = obj.as_object_mut() else {
+        return Err(Status::bad_request("the request body must be an object").into());
+    };
+    let got_kind = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let got_av = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if got_av.is_empty() {
-        return Err(Status::bad_request(format!(
-            "Object 'apiVersion' is missing in '{}'",
-            snippet(body)
-        ))
-        .into());
-    }
-    if got_av != api_version {
+        map.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    } else if got_av != api_version {
         return Err(Status::bad_request(format!(
             "the API version in the data ({got_av}) does not match the expected API version ({api_version})"
         ))
         .into());
     }
-    if got_kind != kind {
+    if got_kind.is_empty() {
+        map.insert("kind".into(), Value::String(kind.to_string()));
+    } else if got_kind != kind {
         return Err(Status::bad_request(format!(
             "the kind in the data ({got_kind}) does not match the expected kind ({kind})"
         ))
         .into());
     }
     Ok(())
-}
-
-fn snippet(body: &[u8]) -> String {
-    let s = String::from_utf8_lossy(body);
-    let s = s.trim();
-    if s.len() > 256 {
-        let mut cut = 256;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}...", &s[..cut])
-    } else {
-        s.to_string()
-    }
 }
 
 /// The body's namespace must be empty or equal the request's.
@@ -200,7 +189,11 @@ pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
                 name: name.to_string(),
                 group: gr.group.to_string(),
                 kind: gr.resource.to_string(),
-                causes: vec![StatusCause::new("NamespaceTerminating", msg, "metadata.namespace")],
+                causes: vec![StatusCause::new(
+                    "NamespaceTerminating",
+                    msg,
+                    "metadata.namespace",
+                )],
                 ..Default::default()
             });
             Err(s.into())
@@ -216,15 +209,27 @@ pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
         causes.extend(object::immutable_errors(scope.res, old, obj));
         if object::is_deleting(old) {
             let before = object::finalizers(old);
-            for f in object::finalizers(obj) {
-                if !before.contains(&f) {
-                    causes.push(StatusCause::new(
-                        cause::FIELD_VALUE_FORBIDDEN,
-                        "Forbidden: no new finalizers can be added if the object is being deleted",
-                        "metadata.finalizers",
-                    ));
-                    break;
-                }
+            // kube lists the new ones, sorted and deduplicated, as Go's %#v
+            // of a []string.
+            let mut added: Vec<String> = object::finalizers(obj)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
+            added.sort();
+            added.dedup();
+            if !added.is_empty() {
+                let listed: Vec<String> = added
+                    .iter()
+                    .map(|f| apimachinery::validation::go_quote(f))
+                    .collect();
+                causes.push(StatusCause::new(
+                    cause::FIELD_VALUE_FORBIDDEN,
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        listed.join(", ")
+                    ),
+                    "metadata.finalizers",
+                ));
             }
         }
     }
@@ -319,19 +324,29 @@ where
             }
         }
         if let Some(uid) = object::meta_str(&new, "uid") {
+            // A PUT's uid is a precondition (409, checked by `update`); any
+            // other change of it (a patch) fails metadata validation, as in
+            // kube's ValidateObjectMetaUpdate.
             let cur_uid = object::meta_str(&current.value, "uid").unwrap_or("");
             if !uid.is_empty() && uid != cur_uid {
-                return Err(Status::conflict(
-                    scope.res.group_resource(),
+                return Err(Status::invalid(
+                    scope.res.group_kind(),
                     scope.name(),
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}"
-                    ),
+                    vec![StatusCause::new(
+                        cause::FIELD_VALUE_INVALID,
+                        apimachinery::validation::invalid_message(uid, "field is immutable"),
+                        "metadata.uid",
+                    )],
                 )
                 .into());
             }
         }
-        object::prepare_update(scope.res, &current.value, &mut new, scope.subresource_name());
+        object::prepare_update(
+            scope.res,
+            &current.value,
+            &mut new,
+            scope.subresource_name(),
+        );
         validate(scope, &new, Some(&current.value))?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -409,15 +424,14 @@ pub async fn create_object(
 ) -> Result<Value> {
     check_namespace(scope, &obj)?;
     if let Some(m) = object::meta(&obj) {
-        if m
-            .get("resourceVersion")
+        if m.get("resourceVersion")
             .and_then(Value::as_str)
             .is_some_and(|s| !s.is_empty())
         {
-            return Err(
-                Status::bad_request("resourceVersion should not be set on objects to be created")
-                    .into(),
-            );
+            return Err(Status::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            )
+            .into());
         }
     }
     let generate = object::meta_str(&obj, "generateName")
@@ -440,10 +454,24 @@ pub async fn create_object(
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     if params.dry_run {
+        // kube's dry-run storage still refuses a name that is taken.
+        let taken = scope
+            .state
+            .store
+            .get(&scope.key_for(&first_name), Freshness::MostRecent)
+            .await
+            .map_err(|e| ApiError::storage(e, scope.res, &first_name))?;
+        if taken.is_some() {
+            return Err(Status::already_exists(scope.res.group_resource(), &first_name).into());
+        }
         return Ok(obj);
     }
     // Generated names retry on collision with a fresh suffix.
-    let attempts = if explicit_name.is_none() && generate.is_some() { 8 } else { 1 };
+    let attempts = if explicit_name.is_none() && generate.is_some() {
+        8
+    } else {
+        1
+    };
     let mut name = first_name;
     for attempt in 0..attempts {
         if attempt > 0 {
@@ -474,7 +502,9 @@ pub async fn namespace_finalizer(state: Arc<AppState>, ns: String) {
         match drain_namespace(&state, &ns).await {
             Ok(true) => break,
             Ok(false) => {}
-            Err(e) => tracing::warn!(namespace = %ns, error = %e, "namespace cleanup failed; retrying"),
+            Err(e) => {
+                tracing::warn!(namespace = %ns, error = %e, "namespace cleanup failed; retrying")
+            }
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
@@ -492,9 +522,17 @@ pub async fn namespace_finalizer(state: Arc<AppState>, ns: String) {
             spec.insert("finalizers".into(), Value::Array(vec![]));
         }
         let r = if object::finalizers(&v).is_empty() {
-            state.store.delete(&key, Some(current.revision)).await.map(|_| ())
+            state
+                .store
+                .delete(&key, Some(current.revision))
+                .await
+                .map(|_| ())
         } else {
-            state.store.update(&key, &v, current.revision).await.map(|_| ())
+            state
+                .store
+                .update(&key, &v, current.revision)
+                .await
+                .map(|_| ())
         };
         match r {
             Ok(()) => return,
@@ -536,14 +574,22 @@ async fn delete_or_mark(
     let name = object::meta_str(&item.value, "name").unwrap_or("");
     let key = state.key(res, ns, name);
     let r = if object::finalizers(&item.value).is_empty() {
-        state.store.delete(&key, Some(item.revision)).await.map(|_| ())
+        state
+            .store
+            .delete(&key, Some(item.revision))
+            .await
+            .map(|_| ())
     } else if !object::is_deleting(&item.value) {
         let mut v = (*item.value).clone();
         let m = object::meta_mut(&mut v);
         m.insert("deletionTimestamp".into(), Value::String(object::now()));
         m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
         m.remove("resourceVersion");
-        state.store.update(&key, &v, item.revision).await.map(|_| ())
+        state
+            .store
+            .update(&key, &v, item.revision)
+            .await
+            .map(|_| ())
     } else {
         Ok(())
     };

@@ -1,0 +1,22 @@
+//! In-process tests of the HTTP API against a real etcd: every verb, the
+//! bad-input answers kube-apiserver gives (code, reason, message), and that a
+//! rejected request leaves storage unchanged.
+//!
+//! One etcd per test binary (`TestEtcd::shared`); each test has its own key
+//! prefix, its own store and its own bootstrapped server state. The
+//! compaction test runs on an etcd of its own.
+
+mod common;
+
+#[path = "api/crud.rs"]
+mod crud;
+#[path = "api/health.rs"]
+mod health;
+#[path = "api/input.rs"]
+mod input;
+#[path = "api/lists.rs"]
+mod lists;
+#[path = "api/watch.rs"]
+mod watch;
+#[path = "api/writes.rs"]
+mod writes;
