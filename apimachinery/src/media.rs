@@ -862,9 +862,12 @@ mod tests {
             request_body(Some("application/yaml"), false).unwrap(),
             BodyFormat::Yaml
         );
+        assert_eq!(
+            request_body(Some("application/vnd.kubernetes.protobuf"), false).unwrap(),
+            BodyFormat::Protobuf
+        );
         for bad in [
             "text/plain",
-            "application/vnd.kubernetes.protobuf",
             "application/cbor",
             "application/merge-patch+json",
             "application/json;charset",
@@ -877,7 +880,7 @@ mod tests {
             assert_eq!(e.reason, "UnsupportedMediaType");
             assert_eq!(
                 e.message,
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
             );
         }
     }
