@@ -1,11 +1,13 @@
 //! Storage for the API server: the `Storage` trait, the etcd store that
-//! implements it, and (next) the per-replica watch cache implementing it too.
+//! implements it, and the per-replica watch cache implementing it too.
 
+pub mod cache;
 pub mod etcd;
 pub mod storage;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use cache::{CacheStats, Cacher, CacherConfig, Phase as CachePhase};
 pub use storage::{
     EventType, ListOptions, ListResult, Object, Revision, Storage, StorageError, WatchEvent,
     WatchOptions, WatchStream,

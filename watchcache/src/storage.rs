@@ -1,5 +1,5 @@
-//! The one storage trait. The etcd store (`etcd`) implements it now; the watch
-//! cache implements it later, and the same conformance suite runs against both.
+//! The one storage trait. The etcd store (`etcd`) and the watch cache
+//! (`cache`) implement it, and the same conformance suite runs against both.
 //!
 //! Keys are full etcd keys (`/registry/pods/default/web`). Values handed to and
 //! returned from storage are JSON objects; `metadata.resourceVersion` is never
@@ -21,6 +21,48 @@ pub struct Object {
     pub value: Arc<Value>,
     /// The etcd mod revision of the key.
     pub revision: Revision,
+}
+
+impl Object {
+    /// `value` (as stored, without a resourceVersion) at `revision`: sets
+    /// `metadata.resourceVersion` to the revision.
+    pub fn at_revision(mut value: Value, revision: Revision) -> Object {
+        set_resource_version(&mut value, revision);
+        Object {
+            value: Arc::new(value),
+            revision,
+        }
+    }
+
+    /// A copy of this object carrying `revision` (as a `DELETED` event
+    /// carries the last state at the deletion's revision).
+    pub fn with_revision(&self, revision: Revision) -> Object {
+        let mut value = (*self.value).clone();
+        set_resource_version(&mut value, revision);
+        Object {
+            value: Arc::new(value),
+            revision,
+        }
+    }
+
+    /// The object of a `Bookmark` event: only `metadata.resourceVersion`.
+    pub fn bookmark(revision: Revision) -> Object {
+        Object::at_revision(Value::Object(serde_json::Map::new()), revision)
+    }
+}
+
+fn set_resource_version(value: &mut Value, revision: Revision) {
+    if let Value::Object(map) = value {
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(revision.to_string()),
+            );
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -1,0 +1,612 @@
+//! The per-replica watch cache: a `Storage` that serves reads and watches
+//! from memory and sends writes to the etcd store it wraps.
+//!
+//! # Design
+//!
+//! **One etcd watch per replica, one global map.** A reflector task lists
+//! every key under the prefix (`/registry/`) at one revision, then follows a
+//! single etcd watch over the whole prefix from the next revision. Every
+//! change of every resource arrives on that one ordered stream, so the cache
+//! always knows the exact revision it has applied (`revision`), with no
+//! reliance on etcd progress notifications (unreliable on etcd 3.4.23).
+//! The objects live in one persistent ordered map keyed by etcd key
+//! (`imbl::OrdMap`): `list(prefix)` is a range scan, and a snapshot of the
+//! whole cache is an O(1) clone. Per-resource partitions were rejected: a
+//! key does not say where its resource ends (`/registry/apps/deployments/..`
+//! and `/registry/pods/..` look alike without the registry), a watch prefix
+//! may be any key range (one namespace, one object), and one map with one
+//! sequence of changes makes "the state at revision N" a single notion.
+//! The cost is that every watcher examines every change (a prefix compare,
+//! no copy); an index of watchers by prefix is the next step if that shows.
+//!
+//! **Freshness of consistent reads.** A consistent list asks etcd for its
+//! current revision `X` with a quorum read *after* the request arrived, waits
+//! (bounded, `consistent_read_wait`) until the cache has applied `X`, then
+//! serves the cache's current state (revision `R >= X`). Proof: a write `W`
+//! that completed before the read began has revision `<= X` (the quorum read
+//! is linearizable and started after `W` was acknowledged); the etcd watch
+//! delivers every change of the prefix in revision order without gaps from
+//! the list's revision on, so the state at `R >= X` includes `W`. This holds
+//! on every replica, whatever its neighbours do. If the cache does not reach
+//! `X` in time (watch broken, or writes outside the prefix moved etcd's
+//! revision: nothing is watched there, so the cache cannot prove it has seen
+//! them), the read goes to etcd: slower, never stale. Consistent gets go to
+//! etcd directly: one key costs etcd the same round trip the proof would.
+//!
+//! Reads with `NotOlderThan(n)` (and `"0"`, "any") are served from the
+//! current state once it has reached `n` (and the last revision this replica
+//! wrote: a client reads its own writes on the replica it wrote through).
+//! After `not_older_than_wait`, a revision etcd has not reached either is
+//! `TooLargeResourceVersion` (504 with Retry-After); otherwise etcd answers.
+//! `Exact(n)` and continue tokens are served from the state at `n`, rebuilt
+//! from the newest checkpoint (a map clone taken every `checkpoint_every`
+//! changes) plus the changes after it, while `n` is retained; below the
+//! known etcd compaction revision they are `Compacted` / `ContinueExpired`
+//! as etcd would say; otherwise etcd answers.
+//!
+//! **Memory.** The map holds the current objects once (`Arc<Value>`, shared
+//! with every list result and watch event). The event window holds recent
+//! changes (with the previous object, for DELETED and selector transitions):
+//! changes younger than `window_retention` are kept, and the window never
+//! exceeds `window_max_events` changes nor `window_max_bytes` (the encoded
+//! sizes of the object versions it references); it shrinks as changes age.
+//! Checkpoints share structure with the map and cost the path copies of the
+//! changes since (at most `window_max_events / checkpoint_every + 1` of
+//! them). A watcher is a cursor into the window plus at most one batch of
+//! events; a watcher too slow to keep inside the window is ended (clean end
+//! of stream; the client resumes from its last resourceVersion) and counted
+//! in [`Cacher::terminated_watchers`]. Nothing grows with slow clients.
+//!
+//! **History after a (re)list.** The watch after a list at `X` starts
+//! `backfill_revisions` earlier (not below etcd's compaction) with previous
+//! values; those older changes fill the window without touching the map,
+//! and once the stream passes `X` watches may start anywhere in them. A
+//! client resuming with a resourceVersion from before this replica started
+//! (from another replica, or before a restart) gets its missed events
+//! instead of a 410, so a rolling restart causes no relist storm.
+//!
+//! **Lifecycle.** See [`Phase`]: `Pending` until the first list completes
+//! (reads go to etcd, `is_ready()` is false), then `Ready`. A broken etcd
+//! watch resumes from the last applied revision (nobody notices but
+//! consistent reads, which fall back to etcd meanwhile). When etcd has
+//! compacted past the last applied revision the cache lists again
+//! (`Relisting`, reads go to etcd) and rebuilds; its watchers cannot be
+//! continued (the changes in between are gone) and end with `Compacted`,
+//! which the HTTP layer sends as a 410 ERROR event.
+
+mod config;
+mod read;
+mod reflector;
+mod state;
+#[cfg(feature = "test-util")]
+pub mod testing;
+mod watcher;
+
+pub use config::{CacheStats, CacherConfig};
+pub use state::Phase;
+
+use crate::etcd::EtcdStore;
+use crate::storage::{
+    ListOptions, ListResult, Object, Result, Revision, Storage, StorageError, WatchOptions,
+    WatchStream,
+};
+use apimachinery::continue_token;
+use apimachinery::read::Freshness;
+use async_trait::async_trait;
+use read::Route;
+use serde_json::Value;
+use state::{replay, CacheState, Incoming, Objects, WindowLimits};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+use tokio::sync::watch as notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use watcher::{error_stream, Start, Target};
+
+/// What the reflector, the watchers and the `Cacher` share.
+pub(crate) struct Shared {
+    state: RwLock<CacheState>,
+    /// The applied revision, sent after every change of the state: wakes the
+    /// watchers and the readers waiting for a revision.
+    applied: notify::Sender<Revision>,
+    config: CacherConfig,
+    limits: WindowLimits,
+    terminated: AtomicU64,
+    fallbacks: AtomicU64,
+    delegated: AtomicU64,
+    watchers: AtomicUsize,
+    /// While true, the reflector keeps no etcd watch open (failure injection
+    /// for tests: `Cacher::hold_etcd_watch`).
+    hold: notify::Sender<bool>,
+}
+
+impl Shared {
+    fn read(&self) -> RwLockReadGuard<'_, CacheState> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, CacheState> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn publish(&self, revision: Revision) {
+        self.applied.send_replace(revision);
+    }
+
+    fn install(&self, objects: Objects, revision: Revision) {
+        self.write().install(objects, revision);
+        self.publish(revision);
+    }
+
+    fn apply(&self, batch: Vec<Incoming>) {
+        let revision = {
+            let mut state = self.write();
+            state.apply(batch, Instant::now(), &self.limits);
+            state.revision
+        };
+        self.publish(revision);
+    }
+
+    fn evict(&self) {
+        self.write().evict(Instant::now(), &self.limits);
+    }
+
+    fn backfill(&self, changes: Vec<state::Change>) {
+        if !changes.is_empty() {
+            self.write().backfill(changes, &self.limits);
+        }
+    }
+
+    fn backfilled(&self, from: Revision) {
+        let revision = {
+            let mut state = self.write();
+            state.backfilled(from);
+            state.revision
+        };
+        self.publish(revision);
+    }
+
+    fn relisting(&self, compacted: Revision) {
+        let revision = {
+            let mut state = self.write();
+            state.phase = Phase::Relisting;
+            state.compacted = state.compacted.max(compacted);
+            state.revision
+        };
+        self.publish(revision);
+    }
+
+    fn note_compacted(&self, compacted: Revision) -> Revision {
+        let mut state = self.write();
+        state.compacted = state.compacted.max(compacted);
+        state.compacted
+    }
+
+    fn serving(&self) -> bool {
+        self.read().phase == Phase::Ready
+    }
+
+    /// Waits until the cache serves at `revision` or later; false after
+    /// `timeout` (or when it stops serving).
+    async fn wait_applied(&self, revision: Revision, timeout: Duration) -> bool {
+        let mut applied = self.applied.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let state = self.read();
+                if state.phase == Phase::Ready && state.revision >= revision {
+                    return true;
+                }
+                if state.phase == Phase::Stopped {
+                    return false;
+                }
+            }
+            match tokio::time::timeout_at(deadline, applied.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return false,
+            }
+        }
+    }
+}
+
+/// The watch cache. Cheap to clone; the reflector stops when the last clone
+/// is dropped (and the open watchers end with `Unavailable`).
+#[derive(Clone)]
+pub struct Cacher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: EtcdStore,
+    shared: Arc<Shared>,
+    reflector: JoinHandle<()>,
+    /// The highest revision written through this replica.
+    last_write: AtomicI64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.reflector.abort();
+        let revision = {
+            let mut state = self.shared.write();
+            state.phase = Phase::Stopped;
+            state.revision
+        };
+        self.shared.publish(revision);
+    }
+}
+
+impl std::fmt::Debug for Cacher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cacher")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cacher {
+    /// Starts the cache over `store` (spawns its reflector on the current
+    /// tokio runtime). Reads and watches go to etcd until the first list
+    /// completes; see [`Cacher::is_ready`].
+    pub fn new(store: EtcdStore, config: CacherConfig) -> Cacher {
+        let (applied, _) = notify::channel(0);
+        let shared = Arc::new(Shared {
+            state: RwLock::new(CacheState::new()),
+            applied,
+            limits: config.limits(),
+            config,
+            terminated: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+            delegated: AtomicU64::new(0),
+            watchers: AtomicUsize::new(0),
+            hold: notify::channel(false).0,
+        });
+        let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
+        Cacher {
+            inner: Arc::new(Inner {
+                store,
+                shared,
+                reflector,
+                last_write: AtomicI64::new(0),
+            }),
+        }
+    }
+
+    /// The wrapped etcd store.
+    pub fn store(&self) -> &EtcdStore {
+        &self.inner.store
+    }
+
+    /// True once the first list has completed (for `/readyz`). Stays true
+    /// while relisting: reads are then served by etcd.
+    pub fn is_ready(&self) -> bool {
+        !matches!(self.phase(), Phase::Pending | Phase::Stopped)
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.shared().read().phase
+    }
+
+    /// Waits until the cache serves from memory; false after `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        self.shared().wait_applied(0, timeout).await
+    }
+
+    /// Watchers ended because they fell behind the event window.
+    pub fn terminated_watchers(&self) -> u64 {
+        self.shared().terminated.load(Ordering::Relaxed)
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let shared = self.shared();
+        let state = shared.read();
+        CacheStats {
+            phase: state.phase,
+            revision: state.revision,
+            objects: state.objects.len(),
+            window_events: state.window.len(),
+            window_bytes: state.window.bytes(),
+            window_floor: state.window.floor(),
+            compacted: state.compacted,
+            watchers: shared.watchers.load(Ordering::Relaxed),
+            terminated_watchers: shared.terminated.load(Ordering::Relaxed),
+            consistent_fallbacks: shared.fallbacks.load(Ordering::Relaxed),
+            etcd_reads: shared.delegated.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Asks etcd now whether it compacted history the cache serves (also
+    /// done every `compaction_check_interval`); returns the compaction
+    /// revision known afterwards.
+    pub async fn check_compaction(&self) -> Result<Revision> {
+        reflector::check_compaction(self.shared(), &self.inner.store.client()).await
+    }
+
+    /// Failure injection for tests: `true` drops the cache's etcd watch and
+    /// keeps it closed (as a lost connection would), `false` lets the
+    /// reflector resume from the last applied revision.
+    #[cfg(feature = "test-util")]
+    pub fn hold_etcd_watch(&self, hold: bool) {
+        self.shared().hold.send_replace(hold);
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    fn config(&self) -> &CacherConfig {
+        &self.shared().config
+    }
+
+    fn wrote(&self, revision: Revision) {
+        self.inner.last_write.fetch_max(revision, Ordering::Relaxed);
+    }
+
+    /// The current state, if serving.
+    fn current(&self) -> Option<(Objects, Revision)> {
+        let state = self.shared().read();
+        (state.phase == Phase::Ready).then(|| (state.objects.clone(), state.revision))
+    }
+
+    /// Waits for the cache to apply etcd's current revision (true), or gives
+    /// up after `consistent_read_wait` (false, counted).
+    async fn catch_up_with_etcd(&self) -> Result<Option<Revision>> {
+        let target = self.inner.store.current_revision().await?;
+        if self
+            .shared()
+            .wait_applied(target, self.config().consistent_read_wait)
+            .await
+        {
+            return Ok(Some(target));
+        }
+        self.shared().fallbacks.fetch_add(1, Ordering::Relaxed);
+        Ok(None)
+    }
+
+    /// Waits for revision `n` (and this replica's own writes). `Ok(false)`
+    /// when etcd should answer instead; `TooLargeResourceVersion` when etcd
+    /// has not reached `n` either.
+    async fn reach(&self, n: Revision) -> Result<bool> {
+        let wanted = n.max(self.inner.last_write.load(Ordering::Relaxed));
+        if self
+            .shared()
+            .wait_applied(wanted, self.config().not_older_than_wait)
+            .await
+        {
+            return Ok(true);
+        }
+        let current = self.inner.store.current_revision().await?;
+        if current < n {
+            return Err(StorageError::TooLargeResourceVersion {
+                requested: n,
+                current,
+            });
+        }
+        Ok(false)
+    }
+
+    /// The state at exactly `n`, when the cache retains it: `Ok(None)` when
+    /// etcd should answer.
+    async fn state_at(&self, n: Revision) -> Result<Option<Objects>> {
+        if self.shared().read().revision < n
+            && !self
+                .shared()
+                .wait_applied(n, self.config().not_older_than_wait)
+                .await
+        {
+            return Ok(None);
+        }
+        let rebuilt = {
+            let state = self.shared().read();
+            if state.phase != Phase::Ready {
+                return Ok(None);
+            }
+            if n < state.compacted {
+                return Err(StorageError::Compacted {
+                    requested: n,
+                    compacted: state.compacted,
+                });
+            }
+            state.state_at(n)
+        };
+        Ok(rebuilt.map(|(base, changes)| replay(base, &changes)))
+    }
+
+    async fn list_exact(
+        &self,
+        prefix: &str,
+        opts: &ListOptions,
+        n: Revision,
+    ) -> Result<ListResult> {
+        let start = opts.continue_from.as_ref().map(|c| c.start_key.as_str());
+        match self.state_at(n).await {
+            Ok(Some(objects)) => Ok(read::list_snapshot(
+                &objects,
+                n,
+                prefix,
+                start,
+                opts.limit,
+                &opts.predicate,
+            )),
+            Ok(None) => self.list_etcd(prefix, opts).await,
+            Err(StorageError::Compacted { .. }) if start.is_some() => {
+                Err(StorageError::ContinueExpired {
+                    fresh_token: continue_token::encode(start.unwrap_or_default(), -1),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A watch the cache cannot serve goes to etcd.
+    async fn watch_etcd(&self, key: &str, opts: WatchOptions) -> Result<WatchStream> {
+        self.delegated();
+        self.inner.store.watch(key, opts).await
+    }
+
+    async fn get_etcd(&self, key: &str, freshness: Freshness) -> Result<Option<Object>> {
+        self.delegated();
+        self.inner.store.get(key, freshness).await
+    }
+
+    async fn list_etcd(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+        self.delegated();
+        self.inner.store.list(prefix, opts).await
+    }
+
+    fn delegated(&self) {
+        self.shared().delegated.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[async_trait]
+impl Storage for Cacher {
+    async fn get(&self, key: &str, freshness: Freshness) -> Result<Option<Object>> {
+        match read::route_get(freshness, self.shared().serving()) {
+            Route::Etcd | Route::Consistent => self.get_etcd(key, freshness).await,
+            Route::AtLeast(n) => {
+                if !self.reach(n).await? {
+                    return self.get_etcd(key, freshness).await;
+                }
+                match self.current() {
+                    Some((objects, _)) => Ok(objects.get(key).map(|c| c.object.clone())),
+                    None => self.get_etcd(key, freshness).await,
+                }
+            }
+            Route::Exact(n) => match self.state_at(n).await? {
+                Some(objects) => Ok(objects.get(key).map(|c| c.object.clone())),
+                None => self.get_etcd(key, freshness).await,
+            },
+        }
+    }
+
+    async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+        let start = opts.continue_from.as_ref().map(|c| c.start_key.as_str());
+        let ready = match read::route_list(opts, self.shared().serving()) {
+            Route::Etcd => false,
+            Route::Consistent => self.catch_up_with_etcd().await?.is_some(),
+            Route::AtLeast(n) => self.reach(n).await?,
+            Route::Exact(n) => return self.list_exact(prefix, opts, n).await,
+        };
+        match self.current().filter(|_| ready) {
+            Some((objects, revision)) => Ok(read::list_snapshot(
+                &objects,
+                revision,
+                prefix,
+                start,
+                opts.limit,
+                &opts.predicate,
+            )),
+            None => self.list_etcd(prefix, opts).await,
+        }
+    }
+
+    async fn create(&self, key: &str, value: &Value) -> Result<Object> {
+        let created = self.inner.store.create(key, value).await?;
+        self.wrote(created.revision);
+        Ok(created)
+    }
+
+    async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object> {
+        let updated = self.inner.store.update(key, value, expected).await?;
+        self.wrote(updated.revision);
+        Ok(updated)
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
+        let deleted = self.inner.store.delete(key, expected).await?;
+        self.wrote(deleted.revision);
+        Ok(deleted)
+    }
+
+    /// Same contract as the etcd store: `initial_events` sends the state
+    /// (consistent when `after_revision` is 0, else exactly at it) as
+    /// `Added`, then a `Bookmark` at its revision, then the changes after
+    /// it; without, the changes after `after_revision` (0 = after etcd's
+    /// current revision). A start older than the window or below etcd's
+    /// compaction is a stream whose only item is `Err(Compacted)`. Idle
+    /// watchers get a `Bookmark` every `bookmark_interval`.
+    async fn watch(&self, key_or_prefix: &str, opts: WatchOptions) -> Result<WatchStream> {
+        if !self.shared().serving() {
+            return self.watch_etcd(key_or_prefix, opts).await;
+        }
+        let target = Target {
+            key: Arc::from(key_or_prefix),
+            is_prefix: key_or_prefix.ends_with('/'),
+            predicate: opts.predicate.clone(),
+        };
+        let n = opts.after_revision;
+        if n <= 0 {
+            let Some(target_revision) = self.catch_up_with_etcd().await? else {
+                return self.watch_etcd(key_or_prefix, opts).await;
+            };
+            let start = {
+                let state = self.shared().read();
+                if state.phase != Phase::Ready {
+                    None
+                } else if opts.initial_events {
+                    Some(Start::Initial {
+                        snapshot: state.objects.clone(),
+                        revision: state.revision,
+                        cursor: state.window.next_seq(),
+                        generation: state.generation,
+                    })
+                } else {
+                    let after = target_revision.max(state.window.floor());
+                    Some(Start::Live {
+                        after,
+                        cursor: state.window.seq_after(after),
+                        generation: state.generation,
+                    })
+                }
+            };
+            return match start {
+                Some(start) => Ok(watcher::stream(self.shared().clone(), target, start)),
+                None => self.watch_etcd(key_or_prefix, opts).await,
+            };
+        }
+
+        if opts.initial_events {
+            let snapshot = match self.state_at(n).await {
+                Ok(Some(snapshot)) => snapshot,
+                Ok(None) => return self.watch_etcd(key_or_prefix, opts).await,
+                Err(e @ StorageError::Compacted { .. }) => return Ok(error_stream(e)),
+                Err(e) => return Err(e),
+            };
+            let start = {
+                let state = self.shared().read();
+                // The window may have moved on while the state was rebuilt.
+                (state.phase == Phase::Ready && n >= state.window.floor()).then(|| Start::Initial {
+                    snapshot,
+                    revision: n,
+                    cursor: state.window.seq_after(n),
+                    generation: state.generation,
+                })
+            };
+            return match start {
+                Some(start) => Ok(watcher::stream(self.shared().clone(), target, start)),
+                None => self.watch_etcd(key_or_prefix, opts).await,
+            };
+        }
+
+        let state = self.shared().read();
+        if n.saturating_add(1) < state.compacted || n < state.window.floor() {
+            return Ok(error_stream(StorageError::Compacted {
+                requested: n,
+                compacted: state.compacted.max(state.window.floor()),
+            }));
+        }
+        let start = Start::Live {
+            after: n,
+            cursor: state.window.seq_after(n),
+            generation: state.generation,
+        };
+        drop(state);
+        Ok(watcher::stream(self.shared().clone(), target, start))
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        self.inner.store.current_revision().await
+    }
+}
