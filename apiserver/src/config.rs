@@ -31,4 +31,22 @@ pub struct Config {
     /// Timeout of a single etcd request, in seconds.
     #[arg(long, default_value_t = 10)]
     pub etcd_request_timeout: u64,
+
+    /// Serve reads and watches from the per-replica watch cache (false:
+    /// every read and watch goes to etcd).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
+
+    /// How long the watch cache keeps recent changes for resuming watches,
+    /// in seconds (at least 75, as kube-apiserver keeps).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(75..))]
+    pub watch_cache_window_seconds: u64,
+
+    /// Upper bound on the number of changes the watch cache window holds.
+    #[arg(long, default_value_t = 100_000)]
+    pub watch_cache_max_events: usize,
+
+    /// Upper bound on the bytes of the objects the watch cache window refers to.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub watch_cache_max_bytes: usize,
 }

@@ -28,7 +28,14 @@ impl Endpoint {
     fn checks(self) -> &'static [&'static str] {
         match self {
             Endpoint::Livez => &["ping", "log"],
-            Endpoint::Readyz => &["ping", "log", "etcd", "shutdown", "poststarthook/bootstrap"],
+            Endpoint::Readyz => &[
+                "ping",
+                "log",
+                "etcd",
+                "watch-cache",
+                "shutdown",
+                "poststarthook/bootstrap",
+            ],
             Endpoint::Healthz => &["ping", "log", "etcd", "poststarthook/bootstrap"],
         }
     }
@@ -45,6 +52,10 @@ async fn run_check(state: &AppState, name: &str) -> Result<(), &'static str> {
                 Err("etcd is not reachable")
             }
         }
+        "watch-cache" => match &state.cache {
+            Some(c) if !c.is_ready() => Err("the watch cache has not finished its first list"),
+            _ => Ok(()),
+        },
         "shutdown" => {
             if is_ready_flag(&state.shutting_down) {
                 Err("process is shutting down")

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use watchcache::etcd::EtcdStore;
-use watchcache::Storage;
+use watchcache::{Cacher, CacherConfig, Storage};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -86,11 +86,25 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
             addr: cfg.listen,
             source,
         })?;
-    let state = Arc::new(AppState::with_address(
-        Arc::new(store),
+    let mut state = AppState::with_address(
+        Arc::new(store.clone()),
         &cfg.etcd_prefix,
         &cfg.listen.to_string(),
-    ));
+    );
+    if cfg.watch_cache {
+        let cache = Cacher::new(
+            store,
+            CacherConfig {
+                prefix: format!("{}/", cfg.etcd_prefix.trim_end_matches('/')),
+                window_retention: Duration::from_secs(cfg.watch_cache_window_seconds),
+                window_max_events: cfg.watch_cache_max_events,
+                window_max_bytes: cfg.watch_cache_max_bytes,
+                ..CacherConfig::default()
+            },
+        );
+        state = state.with_cache(cache);
+    }
+    let state = Arc::new(state);
     let registry = state.registry;
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));

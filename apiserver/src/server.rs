@@ -30,6 +30,8 @@ pub struct AppState {
     /// Set on shutdown: readyz fails from then on.
     pub shutting_down: AtomicBool,
     pub discovery: crate::discovery::Discovery,
+    /// The watch cache behind `store`, when enabled (for readiness).
+    pub cache: Option<watchcache::Cacher>,
 }
 
 impl AppState {
@@ -47,7 +49,15 @@ impl AppState {
             bootstrapped: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
             discovery: crate::discovery::Discovery::new(registry).with_server_address(address),
+            cache: None,
         }
+    }
+
+    /// Serves reads and watches through `cache` (which wraps the etcd store).
+    pub fn with_cache(mut self, cache: watchcache::Cacher) -> Self {
+        self.store = Arc::new(cache.clone());
+        self.cache = Some(cache);
+        self
     }
 
     /// The etcd key of one object.

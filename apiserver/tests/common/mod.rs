@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower::ServiceExt;
 use watchcache::testing::TestEtcd;
+use watchcache::{Cacher, CacherConfig};
 
 /// How long a test waits for something that happens in the background.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -104,7 +105,16 @@ impl Api {
     /// A server on the given etcd, bootstrapped.
     pub async fn on(etcd: &TestEtcd, name: &str) -> Api {
         let store = etcd.store().await;
-        let state = Arc::new(AppState::new(Arc::new(store), &unique_prefix(name)));
+        let prefix = unique_prefix(name);
+        // The production path: reads and watches through the watch cache.
+        let cache = Cacher::new(
+            store.clone(),
+            CacherConfig {
+                prefix: format!("{prefix}/"),
+                ..CacherConfig::default()
+            },
+        );
+        let state = Arc::new(AppState::new(Arc::new(store), &prefix).with_cache(cache));
         apiserver::bootstrap::run(Arc::clone(&state)).await;
         let router = router(Arc::clone(&state));
         Api { state, router }
