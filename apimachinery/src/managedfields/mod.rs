@@ -11,15 +11,23 @@
 //! - [`ManagedFieldsEntry`], [`decode_managed_fields`],
 //!   [`encode_managed_fields`]: the `metadata.managedFields` list;
 //! - [`update_managed_fields`]: what kube's field manager does on create,
-//!   update and non-apply patch, giving changed fields to the writer.
+//!   update and non-apply patch, giving changed fields to the writer;
+//! - [`apply`]: server-side apply (merge, conflicts, removal of fields the
+//!   applier gave up, the client-side apply upgrade), with the schema walks
+//!   it needs in `merge` and the `/scale` entry mapping in `scale`.
 //!
 //! Known differences from kube are listed on [`update_managed_fields`] and
 //! [`empty_object`].
 
+mod apply;
 mod entry;
 mod fieldset;
+mod merge;
+mod scale;
 mod typed;
 
+#[cfg(test)]
+mod apply_tests;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +41,13 @@ pub use entry::{
 };
 pub use fieldset::{path_to_string, FieldSet, Path, PathElement};
 pub use typed::{compare, compare_detailed, empty_object, field_set, Comparison};
+
+pub use apply::{
+    apply, apply_with, display_element, display_path, ApplyError, ApplyOptions, Conflict,
+    BEFORE_FIRST_APPLY_MANAGER, KUBECTL_MANAGER, LAST_APPLIED_ANNOTATION,
+};
+pub use merge::{fill_defaulted_keys, merge, remove_fields, schema_errors};
+pub use scale::{scale_entries_to_parent, scale_entries_to_subresource, SCALE_API_VERSION};
 
 use entry::{identifier, is_reset, to_managed, Managed};
 

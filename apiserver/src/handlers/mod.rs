@@ -2,6 +2,7 @@
 //! the path and verb into a `Scope` (the request-scope struct every verb
 //! shares) and calls the verb's module; errors become Status in `error`.
 
+mod apply;
 mod create;
 mod delete;
 mod get;

@@ -86,6 +86,9 @@ pub fn apply(
 }
 
 pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    if super::apply::is_apply(scope) {
+        return super::apply::patch(scope, body).await;
+    }
     let (format, decoded) = decode_patch(scope, &body)?;
     let params = write::write_params(scope, apimachinery::query::WriteVerb::Patch(format))?;
     let manager = write::manager(scope, &params);

@@ -182,6 +182,9 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
 }
 
 pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    if super::apply::is_apply(scope) {
+        return super::apply::patch(scope, body).await;
+    }
     let p = pointers(scope)?;
     let (format, decoded) = patch::decode_patch(scope, &body)?;
     let params = write::write_params(scope, apimachinery::query::WriteVerb::Patch(format))?;

@@ -249,6 +249,10 @@ pub fn record_managed_fields(
     manager: &str,
     now: &str,
 ) -> Result<()> {
+    if super::apply::is_apply(scope) {
+        // Server-side apply computed managedFields with the object.
+        return Ok(());
+    }
     managedfields::update_managed_fields(
         scope.res.schema(),
         old,

@@ -1,0 +1,422 @@
+//! Server-side apply: PATCH with `application/apply-patch+yaml` (a JSON body
+//! is YAML too). Reads top to bottom: options (`fieldManager` required,
+//! `force`, `dryRun`, `fieldValidation`), decode, then either create (the
+//! object does not exist: the create pipeline of POST) or a read-modify-write
+//! through `guaranteed_update`, where `apimachinery::managedfields::apply`
+//! merges the configuration and computes `metadata.managedFields` (so
+//! `write::record_managed_fields` leaves applies alone). `/status` applies
+//! own status fields only; `/scale` applies work on the Scale view, with the
+//! workload's entries mapped to it and back.
+
+use super::{write, Scope};
+use crate::error::{ApiError, Result};
+use crate::registry::Subresource;
+use crate::response;
+use apimachinery::fieldvalidation::{self, Decoded, FieldValidationLevel};
+use apimachinery::managedfields::{self, ApplyError, ApplyOptions, FieldSet, PathElement};
+use apimachinery::media::{self, BodyFormat};
+use apimachinery::query::{WriteParams, WriteVerb};
+use apimachinery::schema::TypeRef;
+use apimachinery::selector::LabelSelector;
+use apimachinery::Status;
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
+
+/// How often an apply that races with a create or a delete starts over.
+const MAX_ATTEMPTS: usize = 4;
+
+/// Whether the request is a server-side apply (its content type).
+pub fn is_apply(scope: &Scope) -> bool {
+    media::request_body(scope.header(header::CONTENT_TYPE), true)
+        .is_ok_and(|f| f == BodyFormat::ApplyYaml)
+}
+
+/// What every apply carries from the request.
+struct Request {
+    params: WriteParams,
+    manager: String,
+    force: bool,
+    config: Value,
+    warnings: Vec<String>,
+}
+
+/// PATCH with an apply configuration, on the object, its `/status` or its
+/// `/scale`.
+pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    let params = write::write_params(scope, WriteVerb::Patch(BodyFormat::ApplyYaml))?;
+    let decoded = fieldvalidation::decode_yaml(&body)
+        .map_err(|e| Status::bad_request(format!("error decoding YAML: {}", e.message())))?;
+    let warnings = duplicates(params.field_validation, &decoded)?;
+    let req = Request {
+        manager: params.field_manager.clone().unwrap_or_default(),
+        force: params.force.unwrap_or(false),
+        params,
+        config: decoded.value,
+        warnings,
+    };
+    let resp = match scope.subresource {
+        Some(Subresource::Scale { .. }) => apply_scale(scope, &req).await?,
+        _ => apply_object(scope, &req).await?,
+    };
+    Ok(response::with_warnings(resp, &req.warnings))
+}
+
+/// kube checks an apply body for duplicate keys only (the schema check of
+/// the configuration rejects unknown fields whatever the level).
+fn duplicates(level: FieldValidationLevel, decoded: &Decoded) -> Result<Vec<String>> {
+    if decoded.duplicates.is_empty() || level == FieldValidationLevel::Ignore {
+        return Ok(Vec::new());
+    }
+    let text = format!(
+        "error converting YAML to JSON: yaml: unmarshal errors:\n  {}",
+        decoded.duplicates.join("\n  ")
+    );
+    if level == FieldValidationLevel::Strict {
+        return Err(Status::bad_request(format!("error strict decoding YAML: {text}")).into());
+    }
+    Ok(vec![text])
+}
+
+fn apply_error(e: ApplyError) -> ApiError {
+    match e {
+        ApplyError::Internal(msg) => ApiError::internal(msg),
+        other => other.to_status().into(),
+    }
+}
+
+/// The fields an apply to the main resource or `/status` may not change.
+fn reset_fields(scope: &Scope) -> Option<FieldSet> {
+    match scope.subresource {
+        None if scope.res.has_status() => Some(FieldSet::from_paths([[PathElement::Field(
+            "status".into(),
+        )]])),
+        None => Some(FieldSet::new()),
+        // `/status`: everything but status (the library's default).
+        Some(_) => None,
+    }
+}
+
+async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
+    let ty = scope.res.schema();
+    let api_version = scope.res.api_version();
+    check_kind(scope.res.kind, &api_version, &req.config)?;
+    let reset = reset_fields(scope);
+    let run = |live: Option<&Value>, now: &str| -> Result<Value> {
+        let opts = ApplyOptions {
+            manager: &req.manager,
+            api_version: &api_version,
+            subresource: scope.subresource_name(),
+            force: req.force,
+            now,
+            reset: reset.as_ref(),
+        };
+        let obj = managedfields::apply_with(ty, live, &req.config, &opts).map_err(apply_error)?;
+        check_name(scope, &obj)?;
+        write::check_types(scope, &obj)?;
+        Ok(obj)
+    };
+    let key = scope.key();
+    for _ in 0..MAX_ATTEMPTS {
+        let current = scope
+            .state
+            .store
+            .get(&key, apimachinery::read::Freshness::MostRecent)
+            .await
+            .map_err(|e| scope.storage_err(e))?;
+        if current.is_none() {
+            if scope.subresource.is_some() {
+                return Err(Status::not_found(scope.res.group_resource(), scope.name()).into());
+            }
+            let now = crate::object::now();
+            let obj = run(None, &now)?;
+            match write::create_object(scope, &req.params, &req.manager, obj, &now).await {
+                Ok(created) => return Ok(response::object(scope, StatusCode::CREATED, &created)),
+                // Created meanwhile: apply to it.
+                Err(e) if e.to_status().reason == apimachinery::status::reason::ALREADY_EXISTS => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let updated = write::guaranteed_update(scope, &req.params, &req.manager, |current| {
+            let current = current
+                .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+            run(Some(&current.value), &crate::object::now())
+        })
+        .await;
+        match updated {
+            Ok(u) => {
+                let code = if u.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                return Ok(response::object(scope, code, &u.object));
+            }
+            // Deleted meanwhile: create it.
+            Err(e) if e.to_status().is_not_found() && scope.subresource.is_none() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Status::conflict(
+        scope.res.group_resource(),
+        scope.name(),
+        Status::CONFLICT_MODIFIED,
+    )
+    .into())
+}
+
+/// The configuration must be of the endpoint's kind. (A wrong or missing
+/// `apiVersion` is reported by the apply itself, first, as kube does.)
+fn check_kind(kind: &str, api_version: &str, config: &Value) -> Result<()> {
+    let got = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if got == kind || config.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
+        return Ok(());
+    }
+    let meta = |f: &str| {
+        config
+            .get("metadata")
+            .and_then(|m| m.get(f))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let gv = if api_version.contains('/') {
+        api_version.to_string()
+    } else {
+        format!("/{api_version}")
+    };
+    let message = if got.is_empty() {
+        format!(
+            "failed to create typed patch object ({}/{}; {gv}, Kind=): no corresponding type for {gv}, Kind=",
+            meta("namespace"),
+            meta("name")
+        )
+    } else {
+        format!("the kind in the data ({got}) does not match the expected kind ({kind})")
+    };
+    Err(Status::bad_request(message).into())
+}
+
+/// The applied object must name the object of the URL (kube's `checkName`).
+fn check_name(scope: &Scope, obj: &Value) -> Result<()> {
+    let meta = |f: &str| {
+        obj.get("metadata")
+            .and_then(|m| m.get(f))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    if meta("name") != scope.name() {
+        return Err(Status::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({})",
+            meta("name"),
+            scope.name()
+        ))
+        .into());
+    }
+    if let Some(ns) = scope.namespace.as_deref() {
+        let got = meta("namespace");
+        if !got.is_empty() && got != ns {
+            return Err(Status::bad_request(format!(
+                "the namespace of the object ({got}) does not match the namespace on the URL ({ns})"
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// /scale
+
+/// Where a workload keeps what its Scale shows.
+struct ScalePointers {
+    spec: &'static str,
+    status: &'static str,
+    selector: &'static str,
+    selector_is_map: bool,
+}
+
+fn scale_pointers(scope: &Scope) -> Result<ScalePointers> {
+    match scope.subresource {
+        Some(Subresource::Scale {
+            spec_replicas,
+            status_replicas,
+            selector,
+            selector_is_map,
+        }) => Ok(ScalePointers {
+            spec: spec_replicas,
+            status: status_replicas,
+            selector,
+            selector_is_map: *selector_is_map,
+        }),
+        _ => Err(Status::path_not_found().into()),
+    }
+}
+
+/// The field path of a JSON pointer.
+fn pointer_path(ptr: &str) -> Vec<PathElement> {
+    ptr.trim_start_matches('/')
+        .split('/')
+        .map(|s| PathElement::Field(s.replace("~1", "/").replace("~0", "~")))
+        .collect()
+}
+
+/// The autoscaling/v1 Scale view of a workload (as `GET .../scale` shows it).
+fn scale_view(p: &ScalePointers, obj: &Value) -> Value {
+    let mut meta = Map::new();
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = obj.get("metadata").and_then(|m| m.get(f)) {
+            meta.insert(f.into(), v.clone());
+        }
+    }
+    let mut spec = Map::new();
+    if let Some(r) = obj.pointer(p.spec) {
+        spec.insert("replicas".into(), r.clone());
+    }
+    let mut status = Map::new();
+    status.insert(
+        "replicas".into(),
+        obj.pointer(p.status).cloned().unwrap_or(json!(0)),
+    );
+    let selector = match obj.pointer(p.selector) {
+        Some(Value::Object(m)) if p.selector_is_map => {
+            let mut pairs: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            pairs.sort();
+            pairs.join(",")
+        }
+        Some(sel) if !p.selector_is_map => LabelSelector::from_label_selector(sel)
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    if !selector.is_empty() {
+        status.insert("selector".into(), Value::String(selector));
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": managedfields::SCALE_API_VERSION,
+        "metadata": meta,
+        "spec": spec,
+        "status": status,
+    })
+}
+
+async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
+    let p = scale_pointers(scope)?;
+    check_kind("Scale", managedfields::SCALE_API_VERSION, &req.config)?;
+    let scale_ty: Option<TypeRef<'static>> =
+        apimachinery::schema::builtin().by_gvk("autoscaling", "v1", "Scale");
+    let replicas = pointer_path(p.spec);
+    let reset = FieldSet::from_paths([[PathElement::Field("status".into())]]);
+    let parent_version = scope.res.api_version();
+    let updated = write::guaranteed_update(scope, &req.params, &req.manager, |current| {
+        let current =
+            current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+        let parent = &*current.value;
+        let parent_entries = managedfields::decode_managed_fields(parent).unwrap_or_default();
+        let mut live = scale_view(&p, parent);
+        let entries = managedfields::scale_entries_to_subresource(&parent_entries, &replicas);
+        if !entries.is_empty() {
+            live["metadata"]["managedFields"] = managedfields::encode_managed_fields(&entries);
+        }
+        let now = crate::object::now();
+        let opts = ApplyOptions {
+            manager: &req.manager,
+            api_version: managedfields::SCALE_API_VERSION,
+            subresource: Some("scale"),
+            force: req.force,
+            now: &now,
+            reset: Some(&reset),
+        };
+        let scale = managedfields::apply_with(scale_ty, Some(&live), &req.config, &opts)
+            .map_err(apply_error)?;
+        check_name(scope, &scale)?;
+        let mut new = parent.clone();
+        if let Some(r) = scale.pointer("/spec/replicas") {
+            if r.as_i64().is_none_or(|n| n < 0) {
+                return Err(Status::invalid(
+                    apimachinery::status::GroupKind {
+                        group: "autoscaling",
+                        kind: "Scale",
+                    },
+                    scope.name(),
+                    vec![apimachinery::StatusCause::new(
+                        apimachinery::status::cause::FIELD_VALUE_INVALID,
+                        format!("Invalid value: {r}: must be greater than or equal to 0"),
+                        "spec.replicas",
+                    )],
+                )
+                .into());
+            }
+            if let Some(slot) = new.pointer_mut(p.spec) {
+                *slot = r.clone();
+            } else {
+                set_pointer(&mut new, p.spec, r.clone());
+            }
+        }
+        let scale_entries = managedfields::decode_managed_fields(&scale).unwrap_or_default();
+        let back = managedfields::scale_entries_to_parent(
+            &parent_entries,
+            &scale_entries,
+            &replicas,
+            &parent_version,
+        );
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            // The Scale's resourceVersion is the client's precondition.
+            match scale.pointer("/metadata/resourceVersion") {
+                Some(rv) => meta.insert("resourceVersion".into(), rv.clone()),
+                None => meta.remove("resourceVersion"),
+            };
+            if back.is_empty() {
+                meta.shift_remove("managedFields");
+            } else {
+                meta.insert(
+                    "managedFields".into(),
+                    managedfields::encode_managed_fields(&back),
+                );
+            }
+        }
+        Ok(new)
+    })
+    .await?;
+    Ok(response::object(
+        scope,
+        StatusCode::OK,
+        &scale_view(&p, &updated.object),
+    ))
+}
+
+fn set_pointer(v: &mut Value, ptr: &str, val: Value) {
+    let mut cur = v;
+    let parts: Vec<&str> = ptr.trim_start_matches('/').split('/').collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return;
+    };
+    for part in parents {
+        if !cur.is_object() {
+            *cur = Value::Object(Map::new());
+        }
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        cur = map
+            .entry((*part).to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if !cur.is_object() {
+        *cur = Value::Object(Map::new());
+    }
+    if let Some(map) = cur.as_object_mut() {
+        map.insert((*last).to_string(), val);
+    }
+}
