@@ -3,6 +3,7 @@
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -49,4 +50,94 @@ pub struct Config {
     /// Upper bound on the bytes of the objects the watch cache window refers to.
     #[arg(long, default_value_t = 256 << 20)]
     pub watch_cache_max_bytes: usize,
+
+    /// How often etcd is compacted (`0` turns compaction off). Replicas
+    /// coordinate through etcd: one compaction per interval in all.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub etcd_compaction_interval: Duration,
+
+    /// Most non-mutating requests served at once (long-running ones such as
+    /// watches not counted); past it: 429. `0`: no limit.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+
+    /// Most mutating requests served at once; past it: 429. `0`: no limit.
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
+
+    /// Longest a non-long-running request may take before it is answered
+    /// 504.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// After SIGTERM, how long the server keeps serving (with /readyz
+    /// failing) before it stops accepting connections.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub shutdown_delay_duration: Duration,
+
+    /// After the shutdown delay, how long in-flight requests may take to
+    /// finish before the process exits anyway.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+}
+
+/// Parses a Go-style duration as kube-apiserver's flags take them: `90s`,
+/// `5m`, `1h30m`, `500ms`, or `0`. A bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(|| format!("missing unit in duration {s:?}"))?;
+        let (num, tail) = rest.split_at(digits);
+        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(format!("unknown unit {unit:?} in duration {s:?}")),
+        };
+        total += Duration::from_secs_f64(value * scale);
+        rest = tail;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::parse_from(["apiserver"]);
+        assert_eq!(c.etcd_compaction_interval, Duration::from_secs(300));
+        assert_eq!(c.max_requests_inflight, 400);
+        assert_eq!(c.max_mutating_requests_inflight, 200);
+        assert_eq!(c.request_timeout, Duration::from_secs(60));
+        assert_eq!(c.shutdown_delay_duration, Duration::ZERO);
+    }
 }

@@ -7,12 +7,15 @@
 //! See ARCHITECTURE.md.
 
 pub mod bootstrap;
+pub mod compaction;
 pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod etcd_process;
 pub mod handlers;
 pub mod health;
+pub mod limits;
+pub mod metrics;
 pub mod object;
 pub mod openapi;
 pub mod registry;
@@ -80,6 +83,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     };
     let timeout = Duration::from_secs(cfg.etcd_request_timeout.max(1));
     let store = connect_store(&endpoints, timeout).await?;
+    let etcd_client = store.client();
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| StartError::Listen {
@@ -104,24 +108,88 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         );
         state = state.with_cache(cache);
     }
-    let state = Arc::new(state);
+    let compactor = (!cfg.etcd_compaction_interval.is_zero()).then(|| {
+        let mut c = compaction::Compactor::new(
+            etcd_client,
+            &cfg.etcd_prefix,
+            cfg.etcd_compaction_interval,
+            timeout,
+        );
+        if let Some(cache) = &state.cache {
+            c = c.with_cache(cache.clone());
+        }
+        tokio::spawn(c.run())
+    });
+    let state = Arc::new(state.with_limits(limits::Limits::new(
+        cfg.max_requests_inflight,
+        cfg.max_mutating_requests_inflight,
+        cfg.request_timeout,
+    )));
     let registry = state.registry;
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     tracing::info!(listen = %cfg.listen, "serving");
     let app = server::router(Arc::clone(&state));
-    let shutdown_state = Arc::clone(&state);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            shutdown_state.shutting_down.store(true, Ordering::Release);
-            tracing::info!("shutting down");
-        })
-        .await;
+    let served = serve_until_stopped(listener, app, Arc::clone(&state), &cfg).await;
+    if let Some(c) = compactor {
+        c.abort();
+    }
     if let Some(p) = embedded {
         p.stop().await;
     }
     served.map_err(StartError::Serve)
+}
+
+/// Serves until SIGTERM/SIGINT, then shuts down as kube-apiserver does:
+/// `/readyz` fails at once (load balancers drain the replica) while the
+/// server keeps serving for `shutdown_delay_duration`; then it stops
+/// accepting connections, ends open watch streams cleanly, and waits for
+/// in-flight requests up to `shutdown_timeout`. `/livez` stays green.
+async fn serve_until_stopped(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    state: Arc<AppState>,
+    cfg: &Config,
+) -> std::io::Result<()> {
+    use std::future::IntoFuture;
+    let delay = cfg.shutdown_delay_duration;
+    let deadline = cfg.shutdown_timeout;
+    let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
+    let lifecycle = Arc::clone(&state);
+    let signals = tokio::spawn(async move {
+        shutdown_signal().await;
+        lifecycle.shutting_down.store(true, Ordering::Release);
+        tracing::info!(
+            ?delay,
+            "shutting down: /readyz fails, serving on for the delay"
+        );
+        tokio::time::sleep(delay).await;
+        let _ = stop_accepting.send(());
+    });
+    let streams = Arc::clone(&state);
+    let serve = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            if accepting_stopped.await.is_err() {
+                // The signal task is gone: never stop on our own.
+                std::future::pending::<()>().await;
+            }
+            tracing::info!("stopped accepting; ending watch streams");
+            streams.stop_streams();
+        })
+        .into_future();
+    let mut stopping = state.stopping.subscribe();
+    let served = tokio::select! {
+        r = serve => r,
+        _ = async {
+            let _ = stopping.wait_for(|s| *s).await;
+            tokio::time::sleep(deadline).await;
+        } => {
+            tracing::warn!(?deadline, "in-flight requests did not finish in time; exiting");
+            Ok(())
+        }
+    };
+    signals.abort();
+    served
 }
 
 async fn shutdown_signal() {

@@ -32,6 +32,13 @@ pub struct AppState {
     pub discovery: crate::discovery::Discovery,
     /// The watch cache behind `store`, when enabled (for readiness).
     pub cache: Option<watchcache::Cacher>,
+    /// Request metrics (`None` only if their definitions were rejected).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// In-flight limits and the request timeout.
+    pub limits: crate::limits::Limits,
+    /// Set to `true` when the server stops accepting: open watch streams
+    /// end then.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -50,7 +57,24 @@ impl AppState {
             shutting_down: AtomicBool::new(false),
             discovery: crate::discovery::Discovery::new(registry).with_server_address(address),
             cache: None,
+            metrics: crate::metrics::Metrics::new()
+                .map_err(|e| tracing::error!(error = %e, "metrics disabled"))
+                .ok()
+                .map(Arc::new),
+            limits: crate::limits::Limits::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Replaces the default in-flight limits and request timeout.
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Ends open watch streams (cleanly) and marks the server as stopping.
+    pub fn stop_streams(&self) {
+        self.stopping.send_replace(true);
     }
 
     /// Serves reads and watches through `cache` (which wraps the etcd store).
@@ -110,11 +134,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/livez/{*check}", get(crate::health::livez_check))
         .route("/readyz", get(crate::health::readyz))
         .route("/readyz/{*check}", get(crate::health::readyz_check))
+        .route("/metrics", get(crate::metrics::serve))
         .route("/openapi/v2", get(crate::openapi::v2))
         .route("/openapi/v3", get(crate::openapi::v3_root))
         .route("/openapi/v3/{*path}", get(crate::openapi::v3_doc))
         .fallback(api)
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::metrics::instrument,
+        ))
         .with_state(state)
 }
 

@@ -1,0 +1,561 @@
+//! `/metrics` in the Prometheus text format, with kube-apiserver's metric
+//! names and labels, and the one middleware every request passes through:
+//! it classifies the request (kube's verb and labels), applies the in-flight
+//! limits and the request timeout (`limits`), and records the request.
+//!
+//! Built on the `prometheus` crate rather than the opentelemetry SDK: the
+//! opentelemetry Prometheus exporter is unmaintained upstream and pulls a
+//! much larger dependency tree, while `prometheus` gives kube's exact names,
+//! label sets and histogram buckets with no translation (OpenTelemetry
+//! collectors scrape this format as is).
+//!
+//! Not recorded (their hooks live in modules other than this one):
+//! `apiserver_watch_events_total` (needs a hook in the watch handler) and
+//! `etcd_request_duration_seconds` (needs a hook in the etcd store).
+//! Request durations of watches are taken when the response starts, not when
+//! the stream ends.
+
+use crate::limits::{self, RequestKind};
+use crate::registry::Registry as Resources;
+use crate::server::AppState;
+use axum::body::Body;
+use axum::body::HttpBody;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use prometheus::core::Collector;
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// kube-apiserver's `component` label value.
+const COMPONENT: &str = "apiserver";
+const REQUEST_LABELS: &[&str] = &[
+    "verb",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+];
+/// kube-apiserver's request duration buckets.
+const DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+/// Upper bound on the per-resource object counts of one scrape.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a request is, in kube-apiserver's metric labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// kube's reported verb: GET, LIST, WATCH, POST, PUT, PATCH, APPLY,
+    /// DELETE, DELETECOLLECTION (the HTTP method for non-resource paths).
+    pub verb: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub subresource: String,
+    /// `resource` (names one object, or creates), `namespace`, `cluster`,
+    /// or empty for non-resource paths.
+    pub scope: &'static str,
+    pub long_running: bool,
+    pub kind: RequestKind,
+}
+
+impl RequestInfo {
+    /// Classifies a request from its method, path, query and content type.
+    pub fn classify(
+        resources: &Resources,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        content_type: Option<&str>,
+    ) -> RequestInfo {
+        let kind = match *method {
+            Method::GET | Method::HEAD | Method::OPTIONS => RequestKind::ReadOnly,
+            _ => RequestKind::Mutating,
+        };
+        let mut info = RequestInfo {
+            verb: method.as_str().to_ascii_uppercase(),
+            group: String::new(),
+            version: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            scope: "",
+            long_running: false,
+            kind,
+        };
+        let Some(crate::request::ApiPath::Resource(r)) = crate::request::parse(path) else {
+            return info;
+        };
+        // Unknown resources keep empty labels: bounded cardinality.
+        if resources
+            .lookup(&r.group, &r.version, &r.resource)
+            .is_none()
+        {
+            return info;
+        }
+        let watching = *method == Method::GET && (r.watch_prefix || wants_watch(query));
+        info.verb = match *method {
+            Method::GET if watching => "WATCH",
+            Method::GET if r.name.is_none() => "LIST",
+            Method::GET => "GET",
+            Method::POST => "POST",
+            Method::PUT => "PUT",
+            Method::PATCH
+                if content_type.is_some_and(|c| c.starts_with("application/apply-patch")) =>
+            {
+                "APPLY"
+            }
+            Method::PATCH => "PATCH",
+            Method::DELETE if r.name.is_none() => "DELETECOLLECTION",
+            Method::DELETE => "DELETE",
+            _ => method.as_str(),
+        }
+        .to_string();
+        info.scope = if r.name.is_some() || *method == Method::POST {
+            "resource"
+        } else if r.namespace.is_some() {
+            "namespace"
+        } else {
+            "cluster"
+        };
+        info.long_running = watching;
+        info.group = r.group;
+        info.version = r.version;
+        info.resource = r.resource;
+        info.subresource = r.subresource.unwrap_or_default();
+        info
+    }
+
+    fn labels(&self) -> [&str; 7] {
+        [
+            &self.verb,
+            &self.group,
+            &self.version,
+            &self.resource,
+            &self.subresource,
+            self.scope,
+            COMPONENT,
+        ]
+    }
+}
+
+fn wants_watch(query: Option<&str>) -> bool {
+    query.unwrap_or("").split('&').any(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        k == "watch" && v != "false" && v != "0"
+    })
+}
+
+/// The server's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    durations: HistogramVec,
+    sizes: HistogramVec,
+    inflight: IntGaugeVec,
+    longrunning: IntGaugeVec,
+    storage_objects: IntGaugeVec,
+    terminated_watchers: IntCounter,
+    registered_watchers: IntGauge,
+    cache_revision: IntGauge,
+    cache_capacity: IntGauge,
+    cache_window_bytes: IntGauge,
+    cache_objects: IntGauge,
+    cache_fallbacks: IntCounter,
+    /// Serializes scrape-time counter updates (never held across `.await`).
+    refresh: std::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+type Built<T> = Result<T, prometheus::Error>;
+
+fn register<C: Collector + Clone + 'static>(r: &Registry, c: C) -> Built<C> {
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Built<IntCounterVec> {
+    register(r, IntCounterVec::new(Opts::new(name, help), labels)?)
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Built<IntGaugeVec> {
+    register(r, IntGaugeVec::new(Opts::new(name, help), labels)?)
+}
+
+fn histogram_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> Built<HistogramVec> {
+    register(
+        r,
+        HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)?,
+    )
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> Built<IntGauge> {
+    register(r, IntGauge::new(name, help)?)
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> Built<IntCounter> {
+    register(r, IntCounter::new(name, help)?)
+}
+
+impl Metrics {
+    /// Defines every metric (fails only on an invalid definition, which
+    /// the unit tests rule out).
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let r = Registry::new();
+        let with_code: Vec<&str> = REQUEST_LABELS.iter().copied().chain(["code"]).collect();
+        Ok(Metrics {
+            requests: counter_vec(
+                &r,
+                "apiserver_request_total",
+                "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+                &with_code,
+            )?,
+            durations: histogram_vec(
+                &r,
+                "apiserver_request_duration_seconds",
+                "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+                REQUEST_LABELS,
+                DURATION_BUCKETS.to_vec(),
+            )?,
+            sizes: histogram_vec(
+                &r,
+                "apiserver_response_sizes",
+                "Response size distribution in bytes for each group, version, verb, resource, subresource, scope and component.",
+                REQUEST_LABELS,
+                prometheus::exponential_buckets(1000.0, 10.0, 8)?,
+            )?,
+            inflight: gauge_vec(
+                &r,
+                "apiserver_current_inflight_requests",
+                "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+                &["request_kind"],
+            )?,
+            longrunning: gauge_vec(
+                &r,
+                "apiserver_longrunning_requests",
+                "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component.",
+                REQUEST_LABELS,
+            )?,
+            storage_objects: gauge_vec(
+                &r,
+                "apiserver_storage_objects",
+                "Number of stored objects at the time of last check split by kind.",
+                &["resource"],
+            )?,
+            terminated_watchers: counter(
+                &r,
+                "apiserver_terminated_watchers_total",
+                "Counter of watchers closed due to unresponsiveness.",
+            )?,
+            registered_watchers: gauge(
+                &r,
+                "apiserver_registered_watchers",
+                "Number of currently registered watchers.",
+            )?,
+            cache_revision: gauge(
+                &r,
+                "apiserver_watch_cache_resource_version",
+                "Current resource version of watch cache.",
+            )?,
+            cache_capacity: gauge(
+                &r,
+                "apiserver_watch_cache_capacity",
+                "Number of changes the watch cache window holds.",
+            )?,
+            cache_window_bytes: gauge(
+                &r,
+                "apiserver_watch_cache_window_bytes",
+                "Bytes of the objects the watch cache window refers to.",
+            )?,
+            cache_objects: gauge(
+                &r,
+                "apiserver_watch_cache_objects",
+                "Number of objects held by the watch cache.",
+            )?,
+            cache_fallbacks: counter(
+                &r,
+                "apiserver_watch_cache_consistent_read_fallbacks_total",
+                "Consistent reads served by etcd because the watch cache did not catch up in time.",
+            )?,
+            registry: r,
+            refresh: std::sync::Mutex::new(()),
+        })
+    }
+
+    /// Brings the scrape-time metrics (cache stats, object counts) up to
+    /// date and renders every metric in the text format.
+    pub async fn render(&self, state: &AppState) -> String {
+        if let Some(cache) = &state.cache {
+            let stats = cache.stats();
+            {
+                let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+                bump(&self.terminated_watchers, stats.terminated_watchers);
+                bump(&self.cache_fallbacks, stats.consistent_fallbacks);
+            }
+            self.registered_watchers.set(to_i64(stats.watchers));
+            self.cache_revision.set(stats.revision);
+            self.cache_capacity.set(to_i64(stats.window_events));
+            self.cache_window_bytes.set(to_i64(stats.window_bytes));
+            self.cache_objects.set(to_i64(stats.objects));
+            self.count_objects(state, cache.store().client()).await;
+        }
+        let families = self.registry.gather();
+        TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot encode metrics");
+                String::new()
+            })
+    }
+
+    /// `apiserver_storage_objects`: a count-only etcd read per resource.
+    async fn count_objects(&self, state: &AppState, client: etcd_client::Client) {
+        let mut seen = std::collections::HashSet::new();
+        let counts = state
+            .registry
+            .all()
+            .iter()
+            .filter(|res| seen.insert(res.storage_segment()))
+            .map(|res| {
+                let mut client = client.clone();
+                let prefix = state.collection_prefix(res, None);
+                let label = if res.group.is_empty() {
+                    res.plural.to_string()
+                } else {
+                    format!("{}.{}", res.plural, res.group)
+                };
+                async move {
+                    let opts = etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only();
+                    let count = client.get(prefix, Some(opts)).await.ok()?.count();
+                    Some((label, count))
+                }
+            });
+        let all = futures_util::future::join_all(counts);
+        let Ok(results) = tokio::time::timeout(COUNT_TIMEOUT, all).await else {
+            tracing::debug!("counting stored objects timed out");
+            return;
+        };
+        for (label, count) in results.into_iter().flatten() {
+            self.storage_objects.with_label_values(&[label]).set(count);
+        }
+    }
+
+    /// Records one finished request.
+    fn observe(&self, info: &RequestInfo, code: StatusCode, elapsed: Duration, size: Option<u64>) {
+        let labels = info.labels();
+        let code = code.as_u16().to_string();
+        let mut with_code = labels.to_vec();
+        with_code.push(&code);
+        self.requests.with_label_values(&with_code).inc();
+        self.durations
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
+        if let Some(size) = size {
+            // Sizes are far below 2^52: exact as f64.
+            #[allow(clippy::cast_precision_loss)]
+            self.sizes.with_label_values(&labels).observe(size as f64);
+        }
+    }
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Raises a counter to a cumulative value kept elsewhere.
+fn bump(c: &IntCounter, total: u64) {
+    let d = total.saturating_sub(c.get());
+    if d > 0 {
+        c.inc_by(d);
+    }
+}
+
+/// Decrements a gauge when dropped (the request, or its stream, ended).
+struct GaugeGuard(Option<IntGauge>);
+
+impl GaugeGuard {
+    fn new(g: Option<IntGauge>) -> Self {
+        if let Some(g) = &g {
+            g.inc();
+        }
+        GaugeGuard(g)
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        if let Some(g) = &self.0 {
+            g.dec();
+        }
+    }
+}
+
+/// `GET /metrics`.
+pub async fn serve(State(state): State<Arc<AppState>>) -> Response {
+    let Some(metrics) = &state.metrics else {
+        return (StatusCode::NOT_FOUND, "metrics are not available\n").into_response();
+    };
+    let body = metrics.render(&state).await;
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
+/// The middleware around the whole router: classify, admit (in-flight
+/// limits), run under the request timeout, record. Long-running requests
+/// (watches) skip the limits and the timeout; their streams end when the
+/// server shuts down.
+pub async fn instrument(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let info = RequestInfo::classify(
+        &state.registry,
+        req.method(),
+        req.uri().path(),
+        req.uri().query(),
+        content_type,
+    );
+    let metrics = state.metrics.as_deref();
+    let response = if info.long_running {
+        let guard =
+            GaugeGuard::new(metrics.map(|m| m.longrunning.with_label_values(&info.labels())));
+        let response = next.run(req).await;
+        let stopping = state.stopping.subscribe();
+        end_with(response, guard, stopping)
+    } else {
+        match state.limits.try_acquire(info.kind) {
+            None => limits::too_many_requests(),
+            Some(slot) => {
+                let guard = GaugeGuard::new(
+                    metrics.map(|m| m.inflight.with_label_values(&[info.kind.label()])),
+                );
+                // The handler runs on as its own task past the timeout (as
+                // kube's timeout filter lets it), still holding its slot,
+                // so a timed-out request keeps counting against the limit
+                // until it really ends.
+                let handler = tokio::spawn(async move {
+                    let r = next.run(req).await;
+                    drop((slot, guard));
+                    r
+                });
+                match tokio::time::timeout(state.limits.request_timeout, handler).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "request handler failed");
+                        crate::error::status_response(&apimachinery::status::Status::internal(
+                            "the request handler failed; see the server log",
+                        ))
+                    }
+                    Err(_) => limits::timed_out(),
+                }
+            }
+        }
+    };
+    let size = response.body().size_hint().exact();
+    if let Some(m) = metrics {
+        m.observe(&info, response.status(), start.elapsed(), size);
+    }
+    response
+}
+
+/// Ties `guard` to the response body (released when the stream ends or the
+/// client goes away) and ends the body cleanly once the server stops.
+fn end_with(
+    response: Response,
+    guard: GaugeGuard,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> Response {
+    let (parts, body) = response.into_parts();
+    let stop = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    let stream = body
+        .into_data_stream()
+        .take_until(Box::pin(stop))
+        .map(move |frame| {
+            let _held = &guard;
+            frame
+        });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verb(method: Method, path: &str, query: Option<&str>) -> RequestInfo {
+        RequestInfo::classify(&Resources::builtin(), &method, path, query, None)
+    }
+
+    #[test]
+    fn verbs_and_scopes() {
+        let one = verb(Method::GET, "/api/v1/namespaces/a/configmaps/x", None);
+        assert_eq!((one.verb.as_str(), one.scope), ("GET", "resource"));
+        let list = verb(Method::GET, "/api/v1/namespaces/a/configmaps", None);
+        assert_eq!((list.verb.as_str(), list.scope), ("LIST", "namespace"));
+        let all = verb(Method::GET, "/api/v1/configmaps", None);
+        assert_eq!((all.verb.as_str(), all.scope), ("LIST", "cluster"));
+        let w = verb(Method::GET, "/api/v1/configmaps", Some("watch=true"));
+        assert_eq!(w.verb, "WATCH");
+        assert!(w.long_running);
+        assert_eq!(
+            verb(Method::GET, "/api/v1/configmaps", Some("watch=false")).verb,
+            "LIST"
+        );
+        let create = verb(Method::POST, "/apis/apps/v1/namespaces/a/deployments", None);
+        assert_eq!(
+            (create.verb.as_str(), create.scope, create.group.as_str()),
+            ("POST", "resource", "apps")
+        );
+        assert_eq!(create.kind, RequestKind::Mutating);
+        let dc = verb(Method::DELETE, "/api/v1/namespaces/a/configmaps", None);
+        assert_eq!(dc.verb, "DELETECOLLECTION");
+        let scale = verb(
+            Method::PUT,
+            "/apis/apps/v1/namespaces/a/deployments/d/scale",
+            None,
+        );
+        assert_eq!(scale.subresource, "scale");
+        let apply = RequestInfo::classify(
+            &Resources::builtin(),
+            &Method::PATCH,
+            "/api/v1/namespaces/a/configmaps/x",
+            None,
+            Some("application/apply-patch+yaml"),
+        );
+        assert_eq!(apply.verb, "APPLY");
+        let health = verb(Method::GET, "/readyz", None);
+        assert!(Metrics::new().is_ok());
+        assert_eq!((health.verb.as_str(), health.scope), ("GET", ""));
+        let unknown = verb(Method::GET, "/api/v1/nonsense", None);
+        assert_eq!(unknown.resource, "");
+    }
+}
