@@ -1,0 +1,53 @@
+{{/* The chart name, overridable with nameOverride. */}}
+{{- define "apiserver.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The fully qualified app name: the release name, plus the chart name unless it already contains it. */}}
+{{- define "apiserver.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "apiserver.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "apiserver.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "apiserver.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "apiserver.labels" -}}
+helm.sh/chart: {{ include "apiserver.chart" . }}
+{{ include "apiserver.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "apiserver.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The server's command-line arguments (the image's entrypoint adds --listen). */}}
+{{- define "apiserver.args" -}}
+{{- $servers := required "etcd.servers must list the etcd client URLs" .Values.etcd.servers -}}
+- {{ printf "--etcd-servers=%s" (join "," $servers) | quote }}
+- {{ printf "--etcd-prefix=%s" .Values.etcd.prefix | quote }}
+- {{ printf "--watch-cache=%t" .Values.server.watchCache | quote }}
+- {{ printf "--request-timeout=%ds" (int .Values.server.requestTimeoutSeconds) | quote }}
+- {{ printf "--max-requests-inflight=%d" (int .Values.server.maxRequestsInflight) | quote }}
+- {{ printf "--max-mutating-requests-inflight=%d" (int .Values.server.maxMutatingRequestsInflight) | quote }}
+- {{ printf "--shutdown-delay-duration=%ds" (int .Values.shutdownDelaySeconds) | quote }}
+{{- range .Values.server.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}

