@@ -2,7 +2,7 @@
 CARGO ?= cargo
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run deps build test lint fmt ci bench clean
+.PHONY: run deps build test test-deploy lint fmt ci bench clean
 
 ## run: install what is missing, build, and serve on $(LISTEN) with an embedded etcd under ./data
 run: deps
@@ -15,10 +15,16 @@ deps:
 build: deps
 	$(CARGO) build --workspace --all-targets
 
-## test: every unit, integration and end-to-end test (real etcd, real kubectl)
+## test: every unit, integration and end-to-end test (real etcd, real kubectl),
+## then the deployment tests (chart render + lint, hadolint, compose)
 test: deps
 	$(CARGO) build --bin apiserver
 	$(CARGO) test --workspace --no-fail-fast
+	$(MAKE) test-deploy
+
+test-deploy:
+	./tools/install-test-deps.sh
+	python3 -m pytest -q -p no:cacheprovider tests/deploy
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -27,8 +33,19 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-ci: deps lint test
+ci: deps lint test bench-smoke
 
 clean:
 	$(CARGO) clean
 	rm -rf ./data
+
+## bench: release build, then the issue's full benchmark run (minutes); rewrites the table in BENCHMARKS.md
+bench: deps
+	$(CARGO) build --release --bin apiserver --bin apiserver-bench
+	$(CARGO) run --release --bin apiserver-bench -- --full
+
+## bench-smoke: seconds-long debug run of every benchmark phase (CI); fails only if a phase produced no numbers
+.PHONY: bench-smoke
+bench-smoke: deps
+	$(CARGO) build --bin apiserver --bin apiserver-bench
+	$(CARGO) run --bin apiserver-bench -- --smoke

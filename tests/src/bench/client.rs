@@ -1,0 +1,129 @@
+//! The HTTP client the load runs on: hyper's pooled HTTP/1.1 client, one
+//! connection per request in flight, `TCP_NODELAY`, no compression (the
+//! server gzips only when asked).
+
+use super::{Error, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// A 2xx reply read to its end.
+pub struct Reply {
+    pub body: Bytes,
+}
+
+/// A client for one server address.
+#[derive(Clone)]
+pub struct Http {
+    client: Client<HttpConnector, Full<Bytes>>,
+    base: String,
+}
+
+impl Http {
+    /// A client for `http://{addr}`.
+    pub fn new(addr: &str) -> Http {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(usize::MAX)
+            .build(connector);
+        Http {
+            client,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Option<Bytes>) -> Result<Incoming> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("accept", "application/json");
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(Full::new(body.unwrap_or_default()))
+            .map_err(|e| Error::Http(e.to_string()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| Error::Http(e.to_string()))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp.into_body());
+        }
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        Err(Error::Status {
+            status: status.as_u16(),
+            body: String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned(),
+        })
+    }
+
+    /// A request whose reply must be 2xx, read to its end.
+    pub async fn call(&self, method: Method, path: &str, body: Option<Bytes>) -> Result<Reply> {
+        let incoming = self.send(method, path, body).await?;
+        let body = incoming
+            .collect()
+            .await
+            .map_err(|e| Error::Http(e.to_string()))?
+            .to_bytes();
+        Ok(Reply { body })
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Reply> {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Bytes) -> Result<Reply> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Bytes) -> Result<Reply> {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    /// A GET whose body is streamed (a watch): returns once the headers of a
+    /// 2xx reply are in.
+    pub async fn stream(&self, path: &str) -> Result<Incoming> {
+        self.send(Method::GET, path, None).await
+    }
+}
+
+/// The string value of the first `"field":"..."` in `body` (a cheap scan for
+/// hot paths that must not parse whole objects).
+pub fn find_str_field<'a>(body: &'a [u8], field: &str) -> Option<&'a str> {
+    let needle = format!("\"{field}\":\"");
+    let at = find(body, needle.as_bytes())? + needle.len();
+    let len = body[at..].iter().position(|&b| b == b'"')?;
+    std::str::from_utf8(&body[at..at + len]).ok()
+}
+
+/// The position of `needle` in `hay`.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::find(hay, needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_fields() {
+        let body = br#"{"metadata":{"name":"a","resourceVersion":"42"},"data":{"seq":"7"}}"#;
+        assert_eq!(find_str_field(body, "resourceVersion"), Some("42"));
+        assert_eq!(find_str_field(body, "seq"), Some("7"));
+        assert_eq!(find_str_field(body, "continue"), None);
+        assert_eq!(find(b"aab", b"ab"), Some(1));
+        assert_eq!(find(b"a", b"ab"), None);
+    }
+}

@@ -1,0 +1,368 @@
+//! Phase 3, watch fan-out: W watchers of one namespace on the server while
+//! R ConfigMaps a second are created in it. Each object carries its sequence
+//! number; a watcher that receives it looks up when that write's request
+//! started, so the latency is write request start → event received. The
+//! limit is one raw etcd watcher on the same keys, fed by the same writes.
+
+use super::client::{find, find_str_field, Http};
+use super::fixture;
+use super::load::{run_workers, Pace, Recorder};
+use super::report::{Budget, Row};
+use super::stats::{fmt_count, fmt_duration, fmt_rate, fmt_ratio, Histogram, SharedHistogram};
+use super::{Bench, Result, WatchShape};
+use etcd_client::{EventType, WatchOptions};
+use http_body_util::BodyExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+const PHASE: &str = "3 watch";
+/// Watch requests being set up at once.
+const CONNECTING: usize = 200;
+/// Writers (requests in flight) producing the write rate.
+const WRITERS: usize = 32;
+/// How long events may take to arrive after the last write.
+const DRAIN: Duration = Duration::from_secs(15);
+/// The budget: p99 under this at `BUDGET_EVENTS` events/s delivered.
+const BUDGET_P99: Duration = Duration::from_millis(100);
+const BUDGET_EVENTS: f64 = 100_000.0;
+/// Delivered over offered events below which the budget is not reached.
+const DELIVERED: f64 = 0.95;
+
+pub async fn run(b: &Bench) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (i, shape) in b.plan.watch.iter().enumerate() {
+        let case = format!(
+            "{} watchers × {} writes/s ({} events/s offered), {} s",
+            fmt_count(shape.watchers as u64),
+            fmt_rate(shape.rate),
+            fmt_rate(shape.watchers as f64 * shape.rate),
+            b.plan.watch_duration.as_secs_f64()
+        );
+        rows.push(match fan_out(b, i, *shape).await {
+            Ok(mut row) => {
+                row.case = case;
+                row
+            }
+            Err(e) => Row::failed(PHASE, case, e.to_string()),
+        });
+    }
+    Ok(rows)
+}
+
+/// What all watchers of one run share.
+struct Shared {
+    base: Instant,
+    /// Nanoseconds after `base` at which write `k` was sent (0: not yet).
+    starts: Vec<AtomicU64>,
+    latency: SharedHistogram,
+    delivered: AtomicU64,
+    /// Nanoseconds after `base` of the last event received.
+    last: AtomicU64,
+    established: AtomicUsize,
+    failed: AtomicUsize,
+    ended_early: AtomicUsize,
+    errors: AtomicUsize,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Records the latency of the write whose object is in `bytes` (a JSON
+    /// line or an etcd value); returns when it was received.
+    fn receive(&self, bytes: &[u8], hist: &SharedHistogram) -> Option<u64> {
+        let now = self.now();
+        let k = find_str_field(bytes, "seq").and_then(|s| s.parse::<usize>().ok())?;
+        let start = self.starts.get(k).map_or(0, |s| s.load(Ordering::Relaxed));
+        if start == 0 || start > now {
+            return None;
+        }
+        hist.record(Duration::from_nanos(now - start));
+        Some(now)
+    }
+}
+
+async fn fan_out(b: &Bench, index: usize, shape: WatchShape) -> Result<Row> {
+    let http = &b.server.http;
+    let ns = format!("bwatch-{index}");
+    fixture::namespace(http, &ns).await?;
+    let d = b.plan.watch_duration;
+    let planned = (shape.rate * d.as_secs_f64()).ceil() as usize + WRITERS + 1;
+    let shared = Arc::new(Shared {
+        base: Instant::now(),
+        starts: (0..planned).map(|_| AtomicU64::new(0)).collect(),
+        latency: SharedHistogram::default(),
+        delivered: AtomicU64::new(0),
+        last: AtomicU64::new(0),
+        established: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+        ended_early: AtomicUsize::new(0),
+        errors: AtomicUsize::new(0),
+        stopping: AtomicBool::new(false),
+    });
+
+    let etcd_latency = Arc::new(SharedHistogram::default());
+    let etcd_task = etcd_watcher(b, &ns, shared.clone(), etcd_latency.clone()).await?;
+
+    let path: Arc<str> =
+        format!("/api/v1/namespaces/{ns}/configmaps?watch=1&timeoutSeconds=3600").into();
+    let gate = Arc::new(Semaphore::new(CONNECTING));
+    let watchers: Vec<JoinHandle<()>> = (0..shape.watchers)
+        .map(|_| {
+            tokio::spawn(watcher(
+                http.clone(),
+                path.clone(),
+                gate.clone(),
+                shared.clone(),
+            ))
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60 + shape.watchers as u64 / 50);
+    while shared.established.load(Ordering::Relaxed) + shared.failed.load(Ordering::Relaxed)
+        < shape.watchers
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let the last watches reach etcd before the first write.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let established = shared.established.load(Ordering::Relaxed) as u64;
+
+    let write_start = shared.now();
+    let writes = writer(http, &ns, &shared, shape.rate, d).await;
+    let written = writes.rec.hist.count();
+    let expected = established * written;
+    let drain_until = Instant::now() + DRAIN;
+    while shared.delivered.load(Ordering::Relaxed) < expected && Instant::now() < drain_until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shared.stopping.store(true, Ordering::Relaxed);
+    for w in &watchers {
+        w.abort();
+    }
+    etcd_task.abort();
+
+    let delivered = shared.delivered.load(Ordering::Relaxed);
+    let span = shared
+        .last
+        .load(Ordering::Relaxed)
+        .saturating_sub(write_start);
+    let per_sec = delivered as f64 / (span as f64 / 1e9).max(1e-9);
+    let hist: Histogram = shared.latency.snapshot();
+    let etcd: Histogram = etcd_latency.snapshot();
+    let (failed, ended, errors) = (
+        shared.failed.load(Ordering::Relaxed),
+        shared.ended_early.load(Ordering::Relaxed),
+        shared.errors.load(Ordering::Relaxed),
+    );
+
+    let mut row = Row::new(PHASE, String::new());
+    row.server = format!(
+        "p50 {} · p99 {} · {} events/s delivered ({} of {}) · {ended} ended early · {failed} failed to start · writes {}/s, p99 {}",
+        fmt_duration(hist.quantile(0.5)),
+        fmt_duration(hist.quantile(0.99)),
+        fmt_rate(per_sec),
+        fmt_count(delivered),
+        fmt_count(expected),
+        fmt_rate(writes.rate()),
+        fmt_duration(writes.p99()),
+    );
+    row.limit = format!(
+        "1 etcd watcher, same writes: p50 {} · p99 {}",
+        fmt_duration(etcd.quantile(0.5)),
+        fmt_duration(etcd.quantile(0.99))
+    );
+    row.ratio = format!(
+        "{} p99",
+        fmt_ratio(hist.quantile(0.99).as_secs_f64() / etcd.quantile(0.99).as_secs_f64())
+    );
+    let mut problems = Vec::new();
+    if let Some(p) = writes.problem() {
+        problems.push(format!("writes: {p}"));
+    }
+    if delivered == 0 {
+        problems.push("no event delivered".to_string());
+    }
+    if errors > 0 {
+        problems.push(format!("{errors} ERROR events"));
+    }
+    if etcd.count() == 0 {
+        problems.push("raw etcd watcher saw no event".to_string());
+    }
+    row.problem = (!problems.is_empty()).then(|| problems.join("; "));
+
+    let offered = shape.watchers as f64 * shape.rate;
+    let p99_ms = hist.quantile(0.99).as_secs_f64() * 1e3;
+    let budget_ms = BUDGET_P99.as_secs_f64() * 1e3;
+    row.budget = Some(if (delivered as f64) < DELIVERED * expected.max(1) as f64 {
+        Budget::not_judged(
+            "p99 < 100 ms",
+            &format!(
+                "{} of {} events delivered",
+                fmt_count(delivered),
+                fmt_count(expected)
+            ),
+        )
+    } else if offered < BUDGET_EVENTS {
+        let target = format!(
+            "p99 < 100 ms (budget load 100,000 ev/s; here {})",
+            fmt_rate(offered)
+        );
+        Budget::under(&target, p99_ms, budget_ms, " ms")
+    } else {
+        Budget::under("p99 < 100 ms at 100,000 ev/s", p99_ms, budget_ms, " ms")
+    });
+    Ok(row)
+}
+
+/// One watch on the server: counts the events it receives and their
+/// latency, until aborted.
+async fn watcher(http: Http, path: Arc<str>, gate: Arc<Semaphore>, shared: Arc<Shared>) {
+    let body = {
+        let _permit = gate.acquire().await;
+        http.stream(&path).await
+    };
+    let mut body = match body {
+        Ok(body) => body,
+        Err(_) => {
+            shared.failed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    shared.established.fetch_add(1, Ordering::Relaxed);
+    let mut lines = Lines::default();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        lines.feed(&data, |line| event(line, &shared));
+    }
+    if !shared.stopping.load(Ordering::Relaxed) {
+        shared.ended_early.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Splits a byte stream into lines without copying whole lines: only a
+/// line cut by a frame boundary is buffered.
+#[derive(Default)]
+struct Lines {
+    partial: Vec<u8>,
+}
+
+impl Lines {
+    fn feed(&mut self, data: &[u8], mut line: impl FnMut(&[u8])) {
+        let mut rest = data;
+        if !self.partial.is_empty() {
+            let Some(nl) = memchr::memchr(b'\n', rest) else {
+                self.partial.extend_from_slice(rest);
+                return;
+            };
+            self.partial.extend_from_slice(&rest[..nl]);
+            line(&self.partial);
+            self.partial.clear();
+            rest = &rest[nl + 1..];
+        }
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
+            line(&rest[..nl]);
+            rest = &rest[nl + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+    }
+}
+
+/// One event line of a server watch.
+fn event(line: &[u8], shared: &Shared) {
+    if let Some(at) = shared.receive(line, &shared.latency) {
+        shared.delivered.fetch_add(1, Ordering::Relaxed);
+        shared.last.fetch_max(at, Ordering::Relaxed);
+    } else if find(&line[..line.len().min(32)], b"\"ERROR\"").is_some() {
+        shared.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One watch straight on etcd over the namespace's keys.
+async fn etcd_watcher(
+    b: &Bench,
+    ns: &str,
+    shared: Arc<Shared>,
+    hist: Arc<SharedHistogram>,
+) -> Result<JoinHandle<()>> {
+    let mut client = b.etcd.client().await?.watch_client();
+    let dir = format!("{}/configmaps/{ns}/", b.prefix);
+    let mut stream = client
+        .watch(dir, Some(WatchOptions::new().with_prefix()))
+        .await?;
+    Ok(tokio::spawn(async move {
+        let _client = client;
+        while let Ok(Some(resp)) = stream.message().await {
+            for ev in resp.events() {
+                if let (EventType::Put, Some(kv)) = (ev.event_type(), ev.kv()) {
+                    shared.receive(kv.value(), &hist);
+                }
+            }
+        }
+    }))
+}
+
+/// Creates `rate` objects a second for `d`, stamping each write's start.
+async fn writer(
+    http: &Http,
+    ns: &str,
+    shared: &Arc<Shared>,
+    rate: f64,
+    d: Duration,
+) -> super::load::LoadResult {
+    let pace = Pace::rate(d, rate);
+    let next = Arc::new(AtomicUsize::new(1));
+    let path: Arc<str> = format!("/api/v1/namespaces/{ns}/configmaps").into();
+    run_workers(WRITERS, |_| {
+        let (http, pace, next, path, shared) = (
+            http.clone(),
+            pace.clone(),
+            next.clone(),
+            path.clone(),
+            shared.clone(),
+        );
+        let ns = ns.to_string();
+        async move {
+            let mut rec = Recorder::default();
+            while pace.turn().await {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = shared.starts.get(k) else {
+                    break;
+                };
+                let body = fixture::configmap(&ns, &format!("e-{k:08}"), k as u64, None);
+                let t = Instant::now();
+                slot.store(shared.now(), Ordering::Relaxed);
+                let r = http.post(&path, body).await;
+                rec.record(t, r);
+            }
+            rec
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_lines_across_frames() {
+        let mut lines = Lines::default();
+        let mut seen: Vec<String> = Vec::new();
+        for frame in [&b"a\nb"[..], b"c", b"\n", b"d\ne\n", b"f"] {
+            lines.feed(frame, |l| {
+                seen.push(String::from_utf8_lossy(l).into_owned())
+            });
+        }
+        assert_eq!(seen, ["a", "bc", "d", "e"]);
+        assert_eq!(lines.partial, b"f");
+    }
+}

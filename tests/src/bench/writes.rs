@@ -1,0 +1,230 @@
+//! Phase 1, writes: creates and updates of 2 KiB ConfigMaps through the
+//! server at each concurrency, each next to the same operation done on etcd
+//! directly with the server's own transaction (put-if-absent for a create,
+//! compare-mod-revision put for an update), the server's stored bytes as the
+//! value and keys of the same length. Limit and server alternate per
+//! concurrency so that drift on a busy machine hits both.
+
+use super::client::{find_str_field, Http};
+use super::fixture::{self, configmap, Template};
+use super::load::{run_workers, LoadResult, Pace, Recorder};
+use super::report::{Budget, Row};
+use super::stats::fmt_ratio;
+use super::{Bench, Error, Result};
+use bytes::Bytes;
+use etcd_client::{Compare, CompareOp, KvClient, Txn, TxnOp};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PHASE: &str = "1 writes";
+/// The concurrency the issue's budget is set at.
+const BUDGET_CONCURRENCY: usize = 64;
+/// Server throughput over raw etcd throughput the issue asks for.
+const BUDGET_RATIO: f64 = 0.9;
+
+pub async fn run(b: &Bench) -> Result<Vec<Row>> {
+    let http = &b.server.http;
+    let mut kv = b.etcd.kv().await?;
+    fixture::namespace(http, "bench-tmpl").await?;
+    let template = Template::create(http, &mut kv, &b.prefix, "bench-tmpl", "t000-0000000").await?;
+    let value = Bytes::copy_from_slice(template.bytes());
+    let d = b.plan.duration;
+    let mut rows = Vec::new();
+    for &c in &b.plan.concurrency {
+        let srv_ns = format!("bw-s-c{c:03}");
+        let raw_ns = format!("bw-r-c{c:03}");
+        fixture::namespace(http, &srv_ns).await?;
+        let raw = raw_creates(&kv, &b.prefix, &raw_ns, &value, c, d).await;
+        let srv = server_creates(http, &srv_ns, c, d).await;
+        rows.push(row(
+            format!("create, c={c}"),
+            "etcd txn put-if-absent",
+            c,
+            &srv,
+            &raw,
+        ));
+        let raw = raw_updates(&kv, &b.prefix, &raw_ns, &value, c, d).await?;
+        let srv = server_updates(http, &srv_ns, c, d).await?;
+        rows.push(row(
+            format!("update, c={c}"),
+            "etcd txn put-if-mod-revision",
+            c,
+            &srv,
+            &raw,
+        ));
+    }
+    Ok(rows)
+}
+
+fn row(case: String, what: &str, c: usize, srv: &LoadResult, raw: &LoadResult) -> Row {
+    let mut row = Row::new(PHASE, case);
+    row.server = srv.summary();
+    row.limit = format!("{what}: {}", raw.summary());
+    let ratio = srv.rate() / raw.rate();
+    row.ratio = format!("{} throughput", fmt_ratio(ratio));
+    row.problem = srv
+        .problem()
+        .or_else(|| raw.problem().map(|p| format!("raw etcd: {p}")));
+    if c == BUDGET_CONCURRENCY && row.problem.is_none() {
+        row.budget = Some(Budget::at_least("≥ 0.90× etcd", ratio, BUDGET_RATIO));
+    }
+    row
+}
+
+/// Worker `w`'s name for its `seq`th object: 12 characters, like the
+/// template's.
+fn name(w: usize, seq: u64) -> String {
+    format!("w{w:03}-{seq:07}")
+}
+
+async fn raw_creates(
+    kv: &KvClient,
+    prefix: &str,
+    ns: &str,
+    value: &Bytes,
+    c: usize,
+    d: Duration,
+) -> LoadResult {
+    let pace = Pace::closed(d);
+    run_workers(c, |w| {
+        let (mut kv, pace, value) = (kv.clone(), pace.clone(), value.clone());
+        let (prefix, ns) = (prefix.to_string(), ns.to_string());
+        async move {
+            let mut rec = Recorder::default();
+            let mut seq = 0;
+            while pace.turn().await {
+                let key = fixture::key(&prefix, &ns, &name(w, seq));
+                seq += 1;
+                let txn = Txn::new()
+                    .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(key, value.to_vec(), None)]);
+                let t = Instant::now();
+                let r = kv.txn(txn).await;
+                match rec.record(t, r) {
+                    Some(resp) if !resp.succeeded() => rec.error("key existed"),
+                    _ => {}
+                }
+            }
+            rec
+        }
+    })
+    .await
+}
+
+async fn server_creates(http: &Http, ns: &str, c: usize, d: Duration) -> LoadResult {
+    let pace = Pace::closed(d);
+    let path: Arc<str> = format!("/api/v1/namespaces/{ns}/configmaps").into();
+    run_workers(c, |w| {
+        let (http, pace, path, ns) = (http.clone(), pace.clone(), path.clone(), ns.to_string());
+        async move {
+            let mut rec = Recorder::default();
+            let mut seq = 0;
+            while pace.turn().await {
+                let body = configmap(&ns, &name(w, seq), seq, None);
+                seq += 1;
+                let t = Instant::now();
+                let r = http.post(&path, body).await;
+                rec.record(t, r);
+            }
+            rec
+        }
+    })
+    .await
+}
+
+/// Each worker updates one key of its own, so no two writers conflict.
+async fn raw_updates(
+    kv: &KvClient,
+    prefix: &str,
+    ns: &str,
+    value: &Bytes,
+    c: usize,
+    d: Duration,
+) -> Result<LoadResult> {
+    let mut setup = kv.clone();
+    let mut revisions = Vec::new();
+    for w in 0..c {
+        let key = fixture::key(prefix, ns, &format!("u{w:03}-0000000"));
+        let resp = setup.put(key, value.to_vec(), None).await?;
+        revisions.push(resp.header().map_or(0, |h| h.revision()));
+    }
+    let pace = Pace::closed(d);
+    Ok(run_workers(c, |w| {
+        let (mut kv, pace, value) = (kv.clone(), pace.clone(), value.clone());
+        let key = fixture::key(prefix, ns, &format!("u{w:03}-0000000"));
+        let mut revision = revisions[w];
+        async move {
+            let mut rec = Recorder::default();
+            while pace.turn().await {
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key.as_str(),
+                        CompareOp::Equal,
+                        revision,
+                    )])
+                    .and_then([TxnOp::put(key.as_str(), value.to_vec(), None)]);
+                let t = Instant::now();
+                let r = kv.txn(txn).await;
+                match rec.record(t, r) {
+                    Some(resp) if resp.succeeded() => {
+                        revision = resp.header().map_or(revision, |h| h.revision());
+                    }
+                    Some(_) => {
+                        rec.error("mod revision moved");
+                        break;
+                    }
+                    None => {}
+                }
+            }
+            rec
+        }
+    })
+    .await)
+}
+
+/// Each worker replaces one object of its own, sending the resourceVersion
+/// it last saw (as kubectl replace does).
+async fn server_updates(http: &Http, ns: &str, c: usize, d: Duration) -> Result<LoadResult> {
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let mut versions = Vec::new();
+    for w in 0..c {
+        let reply = http
+            .post(&path, configmap(ns, &format!("u{w:03}-0000000"), 0, None))
+            .await?;
+        versions.push(resource_version(&reply.body)?);
+    }
+    let pace = Pace::closed(d);
+    Ok(run_workers(c, |w| {
+        let (http, pace, ns) = (http.clone(), pace.clone(), ns.to_string());
+        let name = format!("u{w:03}-0000000");
+        let path = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+        let mut rv = versions[w].clone();
+        async move {
+            let mut rec = Recorder::default();
+            let mut seq = 1;
+            while pace.turn().await {
+                let body = configmap(&ns, &name, seq, Some(&rv));
+                seq += 1;
+                let t = Instant::now();
+                let r = http.put(&path, body).await;
+                if let Some(reply) = rec.record(t, r) {
+                    match resource_version(&reply.body) {
+                        Ok(next) => rv = next,
+                        Err(e) => {
+                            rec.error(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            rec
+        }
+    })
+    .await)
+}
+
+fn resource_version(body: &[u8]) -> Result<String> {
+    find_str_field(body, "resourceVersion")
+        .map(str::to_string)
+        .ok_or_else(|| Error::Setup("reply without metadata.resourceVersion".into()))
+}
