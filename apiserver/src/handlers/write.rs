@@ -171,12 +171,23 @@ pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
         .lookup("", "v1", "namespaces")
         .ok_or_else(|| ApiError::internal("namespaces missing from the registry"))?;
     let key = scope.state.key(namespaces, None, ns);
-    let found = scope
+    // Like kube's NamespaceLifecycle admission: the replica's cached copy
+    // first, a quorum read only when the cache does not know the namespace
+    // (it may have been created through another replica a moment ago).
+    let mut found = scope
         .state
         .store
-        .get(&key, Freshness::MostRecent)
+        .get(&key, Freshness::NotOlderThan(0))
         .await
         .map_err(|e| ApiError::storage(e, namespaces, ns))?;
+    if found.is_none() {
+        found = scope
+            .state
+            .store
+            .get(&key, Freshness::MostRecent)
+            .await
+            .map_err(|e| ApiError::storage(e, namespaces, ns))?;
+    }
     match found {
         None => Err(Status::not_found(namespaces.group_resource(), ns).into()),
         Some(o) if object::is_deleting(&o.value) => {
@@ -298,14 +309,36 @@ where
     F: FnMut(Option<&Object>) -> Result<Value>,
 {
     let key = scope.key();
+    // The first attempt starts from the replica's cached copy, as
+    // kube-apiserver's GuaranteedUpdate does with the watch cache's object:
+    // when it is current, the write costs one etcd transaction. Anything
+    // that could be an artefact of a stale copy (missing object, a
+    // precondition that does not match, a conflict) re-reads from etcd.
+    let mut quorum = false;
     for _ in 0..MAX_CONFLICT_RETRIES {
+        let freshness = if quorum {
+            Freshness::MostRecent
+        } else {
+            Freshness::NotOlderThan(0)
+        };
         let current = scope
             .state
             .store
-            .get(&key, Freshness::MostRecent)
+            .get(&key, freshness)
             .await
             .map_err(|e| scope.storage_err(e))?;
-        let mut new = modify(current.as_ref())?;
+        if current.is_none() && !quorum {
+            quorum = true;
+            continue;
+        }
+        let mut new = match modify(current.as_ref()) {
+            Ok(v) => v,
+            Err(e) if !quorum && e.is_conflict() => {
+                quorum = true;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let now = object::now();
         let Some(current) = current else {
             if !scope.res.create_on_update || scope.subresource.is_some() {
@@ -319,6 +352,10 @@ where
         };
         if let Some(rv) = object::meta_str(&new, "resourceVersion") {
             if !rv.is_empty() && rv != current.revision.to_string() {
+                if !quorum {
+                    quorum = true;
+                    continue;
+                }
                 return Err(Status::conflict(
                     scope.res.group_resource(),
                     scope.name(),
@@ -355,6 +392,11 @@ where
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
+        }
+        if (params.dry_run || *current.value == new_with_rv(&new, current.revision)) && !quorum {
+            // Answers that do not write must not rest on a stale copy.
+            quorum = true;
+            continue;
         }
         if params.dry_run {
             if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -397,8 +439,10 @@ where
                     created: false,
                 })
             }
-            Err(StorageError::Conflict { .. }) => continue,
-            Err(StorageError::NotFound { .. }) => continue,
+            Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => {
+                quorum = true;
+                continue;
+            }
             Err(e) => return Err(scope.storage_err(e)),
         }
     }
