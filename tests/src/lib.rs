@@ -56,8 +56,13 @@ impl Server {
 
     /// Starts a server on `etcd` with extra flags.
     pub async fn start_on(etcd: &str, extra: &[&str]) -> Server {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let prefix = format!("/e2e-{}-{n}", std::process::id());
+        Self::start_with_prefix(etcd, &unique_prefix(), extra).await
+    }
+
+    /// Starts a server on `etcd` under `prefix` (several servers on one
+    /// prefix are replicas of one cluster) with extra flags.
+    pub async fn start_with_prefix(etcd: &str, prefix: &str, extra: &[&str]) -> Server {
+        let prefix = prefix.to_string();
         let port = free_port();
         let home = tempfile::tempdir().expect("tempdir");
         let log = std::fs::File::create(home.path().join("apiserver.log")).expect("log file");
@@ -217,6 +222,13 @@ impl Server {
         self.child.id()
     }
 
+    /// Kills the server with SIGKILL (a crash: no graceful shutdown) and
+    /// waits for it to exit.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Stops the server with SIGTERM and waits for it to exit.
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let _ = Command::new("kill")
@@ -233,6 +245,12 @@ impl Server {
         let _ = self.child.kill();
         self.child.wait().ok()
     }
+}
+
+/// A key prefix no other server of this test process uses.
+pub fn unique_prefix() -> String {
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    format!("/e2e-{}-{n}", std::process::id())
 }
 
 impl Drop for Server {

@@ -202,20 +202,15 @@ impl EtcdStore {
     }
 
     /// The initial state of a watch: the matching objects under `key` (a
-    /// prefix when it ends in `/`) at `revision` (0 = latest, quorum), and the
-    /// revision read at.
+    /// prefix when it ends in `/`) read with `freshness`, and the revision
+    /// read at.
     async fn initial_state(
         &self,
         key: &str,
-        revision: Revision,
+        freshness: Freshness,
         predicate: &Predicate,
     ) -> Result<(Vec<Object>, Revision)> {
         if key.ends_with('/') {
-            let freshness = if revision > 0 {
-                Freshness::Exact(revision)
-            } else {
-                Freshness::MostRecent
-            };
             let opts = ListOptions {
                 freshness,
                 limit: None,
@@ -225,16 +220,25 @@ impl EtcdStore {
             let list = self.list(key, &opts).await?;
             return Ok((list.items, list.revision));
         }
-        let mut options = GetOptions::new();
-        if revision > 0 {
-            options = options.with_revision(revision);
-        }
-        let resp = match self.range(key.as_bytes().to_vec(), options).await {
-            Ok(resp) => resp,
-            Err(e) => return Err(self.read_error(e, revision).await),
+        let key = key.as_bytes();
+        let resp = match freshness {
+            Freshness::MostRecent => self.range(key.to_vec(), GetOptions::new()).await?,
+            Freshness::NotOlderThan(min) => {
+                self.range_not_older_than(key, GetOptions::new(), min)
+                    .await?
+            }
+            Freshness::Exact(rev) => {
+                let options = GetOptions::new().with_revision(rev);
+                match self.range(key.to_vec(), options).await {
+                    Ok(resp) => resp,
+                    Err(e) => return Err(self.read_error(e, rev).await),
+                }
+            }
         };
-        let at = header_revision(&resp);
-        let read_at = if revision > 0 { revision } else { at };
+        let read_at = match freshness {
+            Freshness::Exact(rev) => rev,
+            _ => header_revision(&resp),
+        };
         let mut items = Vec::new();
         if let Some(kv) = resp.kvs().first() {
             let obj = decode_kv(kv)?;
@@ -465,24 +469,31 @@ impl Storage for EtcdStore {
     }
 
     /// `initial_events` decides whether `Added` events for the state come
-    /// first: at `after_revision` when it is non-zero, else at the latest
-    /// revision (quorum list). Without them, changes after `after_revision`
-    /// (or after the current revision when it is 0) are sent. After the
-    /// initial state comes one `Bookmark` at the snapshot revision.
+    /// first, read as a list with `initial_freshness` (quorum for
+    /// `MostRecent`; for `NotOlderThan(n)` a serializable read, redone with
+    /// quorum when older than `n`; at the revision for `Exact`). Without
+    /// them, changes after `after_revision` (or after the current revision
+    /// when it is 0) are sent. After the initial state comes one `Bookmark`
+    /// at the snapshot revision.
     ///
     /// A compacted start revision is reported as a stream whose only item is
     /// `Err(Compacted)`, as is a compaction that overtakes the watch later;
+    /// a `NotOlderThan(n)` that etcd has not reached, as a stream whose only
+    /// item is `Err(TooLargeResourceVersion)` (etcd does not wait for `n`);
     /// a lost etcd connection ends the stream with `Err(Unavailable)`.
     async fn watch(&self, key_or_prefix: &str, opts: WatchOptions) -> Result<WatchStream> {
         let is_prefix = key_or_prefix.ends_with('/');
         // The revision the consumer already has; events start after it.
         let (initial, start) = if opts.initial_events {
             match self
-                .initial_state(key_or_prefix, opts.after_revision, &opts.predicate)
+                .initial_state(key_or_prefix, opts.initial_freshness, &opts.predicate)
                 .await
             {
                 Ok(state) => state,
-                Err(e @ StorageError::Compacted { .. }) => return Ok(error_stream(e)),
+                Err(
+                    e @ (StorageError::Compacted { .. }
+                    | StorageError::TooLargeResourceVersion { .. }),
+                ) => return Ok(error_stream(e)),
                 Err(e) => return Err(e),
             }
         } else if opts.after_revision > 0 {

@@ -105,15 +105,45 @@ pub struct WatchEvent {
 
 pub type WatchStream = Pin<Box<dyn futures_util::Stream<Item = Result<WatchEvent>> + Send>>;
 
+/// Where a watch starts and what it sends first.
+///
+/// - `initial_events`: synthetic `Added` for every matching object of a
+///   snapshot chosen by `initial_freshness`, then one `Bookmark` at the
+///   snapshot's revision, then every change after it (`after_revision` is
+///   not used).
+/// - otherwise: every change after `after_revision`; 0 = after the store's
+///   current revision (a consistent read taken when the watch starts).
+///
+/// A start the store cannot serve for revision reasons (compacted, or a
+/// revision not reached in time) is a stream whose only item is the error,
+/// so the HTTP layer can send it as an `ERROR` event.
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
-    /// Deliver every change after this revision. 0 = start at the current
-    /// revision, after sending `Added` for every existing matching object.
     pub after_revision: Revision,
-    /// Send synthetic `Added` events for the state at `after_revision` (or the
-    /// current state when 0) before the changes.
     pub initial_events: bool,
+    /// The snapshot of the initial events:
+    /// - `MostRecent`: consistent, not older than etcd's revision read by a
+    ///   quorum read after the watch arrived;
+    /// - `NotOlderThan(n)`: any state at revision `n` or later; `n = 0` is
+    ///   whatever the store has at hand (no quorum read). A store that does
+    ///   not reach `n` (the cache waits for it briefly) answers
+    ///   `TooLargeResourceVersion`;
+    /// - `Exact(n)`: the state at exactly `n` (`Compacted` below etcd's
+    ///   compaction).
+    pub initial_freshness: Freshness,
     pub predicate: Predicate,
+}
+
+impl Default for WatchOptions {
+    /// The changes after the current revision, unfiltered.
+    fn default() -> Self {
+        WatchOptions {
+            after_revision: 0,
+            initial_events: false,
+            initial_freshness: Freshness::MostRecent,
+            predicate: Predicate::everything(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]

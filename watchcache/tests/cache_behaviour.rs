@@ -29,7 +29,7 @@ fn watch_from(after_revision: Revision) -> WatchOptions {
     WatchOptions {
         after_revision,
         initial_events: false,
-        predicate: Predicate::everything(),
+        ..WatchOptions::default()
     }
 }
 

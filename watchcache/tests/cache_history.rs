@@ -7,7 +7,7 @@
 //! the first write with previous values), in order, without gap or
 //! duplicate.
 
-use apimachinery::read::Predicate;
+use apimachinery::read::{Freshness, Predicate};
 use etcd_client::{EventType as EtcdEventType, WatchOptions as EtcdWatchOptions};
 use futures_util::StreamExt;
 use rand::rngs::StdRng;
@@ -141,6 +141,7 @@ async fn run_watcher(
     let mut opts = WatchOptions {
         after_revision: spec.after.unwrap_or(0),
         initial_events: spec.after.is_none(),
+        initial_freshness: Freshness::MostRecent,
         predicate: spec.predicate(),
     };
     let mut replica = 0;

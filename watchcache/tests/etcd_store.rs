@@ -85,7 +85,7 @@ async fn unreachable_etcd_is_unavailable_quickly() {
             WatchOptions {
                 after_revision: 1,
                 initial_events: false,
-                predicate: Default::default(),
+                ..WatchOptions::default()
             },
         )
         .await
@@ -116,7 +116,7 @@ async fn watch_reports_loss_of_etcd() {
             WatchOptions {
                 after_revision: created.revision,
                 initial_events: false,
-                predicate: Default::default(),
+                ..WatchOptions::default()
             },
         )
         .await
@@ -153,7 +153,7 @@ async fn dropped_watch_stops_its_etcd_watcher() {
     let options = || WatchOptions {
         after_revision: 0,
         initial_events: true,
-        predicate: Default::default(),
+        ..WatchOptions::default()
     };
     let first = store.watch(&prefix, options()).await.expect("watch");
     let second = store.watch(&prefix, options()).await.expect("watch");

@@ -1,7 +1,15 @@
 //! WATCH of a collection (or of one object through
-//! `fieldSelector=metadata.name=X`): a chunked stream of JSON watch events.
-//! The watch cache will serve these from memory; today they come straight
-//! from the storage trait's watch.
+//! `fieldSelector=metadata.name=X`): a chunked stream of JSON watch events,
+//! served by the storage trait's watch (the watch cache, falling back to
+//! etcd).
+//!
+//! The stream's lifecycle: initial events (when asked for), ended by the
+//! bookmark storage sends at the snapshot's revision (sent to the client
+//! annotated `k8s.io/initial-events-end` when it allows bookmarks); then the
+//! changes; at the timeout (`timeoutSeconds`, else 30-60 minutes) a final
+//! `BOOKMARK` at the newest revision the stream has reached, so the client
+//! resumes from there; an error from storage becomes one `ERROR` event and
+//! ends the stream.
 
 use super::{list, Scope};
 use crate::error::Result;
@@ -9,7 +17,7 @@ use crate::response::{self, IncludeObject};
 use crate::server::NoCompression;
 use apimachinery::media::Target;
 use apimachinery::query::{self, ListParams, WatchPlan, WatchStart};
-use apimachinery::read::Freshness;
+use apimachinery::read::{Freshness, Predicate};
 use apimachinery::Status;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -17,8 +25,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use rand::Rng;
 use serde_json::{json, Value};
+use std::pin::Pin;
 use std::time::Duration;
-use watchcache::{EventType, StorageError, WatchEvent, WatchOptions};
+use watchcache::{EventType, StorageError, WatchEvent, WatchOptions, WatchStream};
 
 /// kube-apiserver ends watches after a random 30-60 minutes so that clients
 /// spread their re-lists.
@@ -33,13 +42,18 @@ fn event_type(kind: EventType) -> &'static str {
     }
 }
 
-/// Where a watch starts in storage terms: (after_revision, initial_events).
-fn start(plan: &WatchPlan) -> (i64, bool) {
-    match plan.start {
-        WatchStart::InitialState(Freshness::Exact(n)) => (n, true),
-        WatchStart::InitialState(_) => (0, true),
-        WatchStart::Now { .. } => (0, false),
-        WatchStart::After(n) => (n, false),
+/// Where a watch starts in storage terms.
+fn options(plan: &WatchPlan, predicate: Predicate) -> WatchOptions {
+    let (after_revision, initial_freshness) = match plan.start {
+        WatchStart::InitialState(freshness) => (0, Some(freshness)),
+        WatchStart::Now { .. } => (0, None),
+        WatchStart::After(n) => (n, None),
+    };
+    WatchOptions {
+        after_revision,
+        initial_events: initial_freshness.is_some(),
+        initial_freshness: initial_freshness.unwrap_or(Freshness::MostRecent),
+        predicate,
     }
 }
 
@@ -98,6 +112,9 @@ fn error_event(err: &StorageError) -> Bytes {
         } => Status::expired(format!(
             "too old resource version: {requested} ({compacted})"
         )),
+        StorageError::TooLargeResourceVersion { requested, current } => {
+            Status::too_large_resource_version(*requested, *current, 1)
+        }
         other => {
             tracing::warn!(error = %other, "watch ended with an error");
             Status::internal("the watch stream ended unexpectedly; please retry")
@@ -111,17 +128,13 @@ fn error_event(err: &StorageError) -> Bytes {
 
 pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
     let plan = query::watch_plan(&params)?;
-    let (after_revision, initial_events) = start(&plan);
     let predicate = list::predicate(scope, &params)?;
     let key = match params.field_selector.exact_match("metadata.name") {
         Some(name) => scope.key_for(name),
         None => scope.collection_prefix(),
     };
-    let opts = WatchOptions {
-        after_revision,
-        initial_events,
-        predicate,
-    };
+    let opts = options(&plan, predicate);
+    let (initial_events, after_revision) = (opts.initial_events, opts.after_revision);
     let events = scope
         .state
         .store
@@ -135,67 +148,29 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
             Duration::from_secs(MIN_WATCH_TIMEOUT + jitter)
         }
     };
-    let target = scope.out.target;
-    let include = response::include_object(scope);
-    let res_kind = scope.res.kind;
-    let api_version = scope.res.api_version();
-    let want_bookmarks = plan.bookmarks;
-    let want_initial_end = plan.initial_events_end_bookmark;
-    // (failed, initial state finished)
-    let stream = events
-        .take_until(tokio::time::sleep(timeout))
-        .scan(
-            (false, !initial_events),
-            move |st, item: watchcache::storage::Result<WatchEvent>| {
-                if st.0 {
-                    return std::future::ready(None);
-                }
-                let out = match item {
-                    Ok(ev) if ev.kind == EventType::Bookmark => {
-                        let initial_end = !st.1;
-                        st.1 = true;
-                        if initial_end && want_initial_end {
-                            encode_event(
-                                ev.kind,
-                                &ev.object.value,
-                                target,
-                                include,
-                                res_kind,
-                                &api_version,
-                                true,
-                            )
-                        } else if want_bookmarks {
-                            encode_event(
-                                ev.kind,
-                                &ev.object.value,
-                                target,
-                                include,
-                                res_kind,
-                                &api_version,
-                                false,
-                            )
-                        } else {
-                            Bytes::new()
-                        }
-                    }
-                    Ok(ev) => encode_event(
-                        ev.kind,
-                        &ev.object.value,
-                        target,
-                        include,
-                        res_kind,
-                        &api_version,
-                        false,
-                    ),
-                    Err(e) => {
-                        st.0 = true;
-                        error_event(&e)
-                    }
-                };
-                std::future::ready(Some(Ok::<_, std::convert::Infallible>(out)))
-            },
-        )
-        .filter(|b| std::future::ready(!matches!(b, Ok(b) if b.is_empty())));
+    let body = WatchBody {
+        events,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        stage: if initial_events {
+            Stage::InitialEvents
+        } else {
+            Stage::Watching
+        },
+        // A watch from N has everything up to N already.
+        reached: after_revision.max(0),
+        encoder: Encoder {
+            target: scope.out.target,
+            include: response::include_object(scope),
+            res_kind: scope.res.kind,
+            api_version: scope.res.api_version(),
+        },
+        bookmarks: plan.bookmarks,
+        initial_events_end: plan.initial_events_end_bookmark,
+    };
+    let stream = futures_util::stream::unfold(body, |mut body| async move {
+        let line = body.next().await?;
+        Some((Ok::<_, std::convert::Infallible>(line), body))
+    });
     let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -203,4 +178,116 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
     );
     resp.extensions_mut().insert(NoCompression);
     Ok(resp)
+}
+
+/// How one response encodes its events.
+struct Encoder {
+    target: Target,
+    include: IncludeObject,
+    res_kind: &'static str,
+    api_version: String,
+}
+
+impl Encoder {
+    fn event(&self, event: &WatchEvent) -> Bytes {
+        self.encode(event.kind, &event.object.value, false)
+    }
+
+    fn bookmark(&self, revision: i64, initial_events_end: bool) -> Bytes {
+        let object = watchcache::Object::bookmark(revision);
+        self.encode(EventType::Bookmark, &object.value, initial_events_end)
+    }
+
+    fn encode(&self, kind: EventType, obj: &Value, initial_events_end: bool) -> Bytes {
+        encode_event(
+            kind,
+            obj,
+            self.target,
+            self.include,
+            self.res_kind,
+            &self.api_version,
+            initial_events_end,
+        )
+    }
+}
+
+/// Where a watch response is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Sending the initial state (ADDED in key order, not revision order:
+    /// no bookmark may be sent before its end).
+    InitialEvents,
+    Watching,
+    /// The last line was sent.
+    Done,
+}
+
+/// The body of a watch response: storage events in, lines out.
+struct WatchBody {
+    events: WatchStream,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    stage: Stage,
+    /// The newest revision the stream has reached after the initial state
+    /// (the last event's or bookmark's): what the final bookmark carries.
+    reached: i64,
+    encoder: Encoder,
+    /// `allowWatchBookmarks`.
+    bookmarks: bool,
+    /// Annotate the bookmark that ends the initial state.
+    initial_events_end: bool,
+}
+
+impl WatchBody {
+    /// The next line to send; `None` ends the response.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if self.stage == Stage::Done {
+                return None;
+            }
+            let item = tokio::select! {
+                biased;
+                _ = &mut self.deadline => return self.end_at_timeout(),
+                item = self.events.next() => item,
+            };
+            let event = match item {
+                None => {
+                    self.stage = Stage::Done;
+                    return None;
+                }
+                Some(Err(e)) => {
+                    self.stage = Stage::Done;
+                    return Some(error_event(&e));
+                }
+                Some(Ok(event)) => event,
+            };
+            if event.kind != EventType::Bookmark {
+                if self.stage == Stage::Watching {
+                    self.reached = self.reached.max(event.object.revision);
+                }
+                return Some(self.encoder.event(&event));
+            }
+            let revision = event.object.revision;
+            self.reached = self.reached.max(revision);
+            if self.stage == Stage::InitialEvents {
+                // Storage marks the end of the initial state with a
+                // bookmark at the snapshot's revision.
+                self.stage = Stage::Watching;
+                if self.initial_events_end {
+                    return Some(self.encoder.bookmark(revision, true));
+                }
+            }
+            if self.bookmarks {
+                return Some(self.encoder.bookmark(revision, false));
+            }
+        }
+    }
+
+    /// The watch's time is up: a last bookmark at the newest revision
+    /// reached, when the client takes bookmarks and one can be claimed.
+    fn end_at_timeout(&mut self) -> Option<Bytes> {
+        let watching = self.stage == Stage::Watching;
+        self.stage = Stage::Done;
+        (self.bookmarks && watching && self.reached > 0)
+            .then(|| self.encoder.bookmark(self.reached, false))
+    }
 }

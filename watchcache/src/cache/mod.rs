@@ -223,6 +223,8 @@ struct Inner {
     reflector: JoinHandle<()>,
     /// The highest revision written through this replica.
     last_write: AtomicI64,
+    /// One progress mark in flight at a time (see `catch_up_with_etcd`).
+    marking: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -269,6 +271,7 @@ impl Cacher {
                 shared,
                 reflector,
                 last_write: AtomicI64::new(0),
+                marking: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -351,17 +354,52 @@ impl Cacher {
 
     /// Waits for the cache to apply etcd's current revision (true), or gives
     /// up after `consistent_read_wait` (false, counted).
+    ///
+    /// etcd's revision is global: writes outside the prefix (another
+    /// cluster sharing the etcd, or etcd's own users) move it although
+    /// nothing arrives on this cache's watch. When the revision is not
+    /// reached quickly, the cache writes a progress mark inside its own
+    /// prefix (`<prefix>.progress`, under no resource, so no list sees it):
+    /// its revision is above the target and comes back through the watch,
+    /// which proves every change of the prefix up to the target has been
+    /// applied. One mark is in flight at a time; readers that queue behind
+    /// it usually find the cache caught up and write nothing. No etcd
+    /// progress notification is involved (unreliable on etcd 3.4).
     async fn catch_up_with_etcd(&self) -> Result<Option<Revision>> {
         let target = self.inner.store.current_revision().await?;
-        if self
-            .shared()
-            .wait_applied(target, self.config().consistent_read_wait)
-            .await
-        {
+        let wait = self.config().consistent_read_wait;
+        let quick = wait.min(Duration::from_millis(50));
+        if self.shared().wait_applied(target, quick).await {
+            return Ok(Some(target));
+        }
+        let marked = {
+            let _one = self.inner.marking.lock().await;
+            if self.shared().read().revision >= target {
+                Some(target)
+            } else {
+                self.progress_mark().await.ok()
+            }
+        };
+        let wanted = marked.unwrap_or(target).max(target);
+        if self.shared().wait_applied(wanted, wait).await {
             return Ok(Some(target));
         }
         self.shared().fallbacks.fetch_add(1, Ordering::Relaxed);
         Ok(None)
+    }
+
+    /// Writes the progress mark and returns its revision.
+    async fn progress_mark(&self) -> Result<Revision> {
+        let key = format!("{}.progress", self.config().prefix);
+        let mut client = self.inner.store.client();
+        let put = client.put(key, "0", None);
+        match tokio::time::timeout(self.config().etcd_timeout, put).await {
+            Ok(Ok(resp)) => Ok(resp.header().map(|h| h.revision()).unwrap_or(0)),
+            Ok(Err(e)) => Err(StorageError::Unavailable(e.to_string())),
+            Err(_) => Err(StorageError::Unavailable(
+                "etcd did not answer the progress mark in time".into(),
+            )),
+        }
     }
 
     /// Waits for revision `n` (and this replica's own writes). `Ok(false)`
@@ -455,6 +493,70 @@ impl Cacher {
         self.inner.store.list(prefix, opts).await
     }
 
+    /// A watch that starts with the initial events of a snapshot:
+    /// - `MostRecent`: the current state once the cache has applied etcd's
+    ///   revision read (quorum) after the request arrived;
+    /// - `NotOlderThan(n)`: the current state once the cache has reached `n`
+    ///   and this replica's own writes (no quorum read; `n = 0` serves at
+    ///   once). Not reached within `not_older_than_wait` and beyond etcd's
+    ///   revision too: a stream whose only item is `TooLargeResourceVersion`;
+    /// - `Exact(n)`: the state at `n`, rebuilt from the window.
+    ///
+    /// Whatever the cache cannot serve goes to etcd.
+    async fn watch_initial(
+        &self,
+        key_or_prefix: &str,
+        target: Target,
+        opts: WatchOptions,
+    ) -> Result<WatchStream> {
+        let start = match opts.initial_freshness {
+            Freshness::MostRecent => match self.catch_up_with_etcd().await? {
+                Some(_) => self.initial_from_current(),
+                None => None,
+            },
+            Freshness::NotOlderThan(n) => match self.reach(n.max(0)).await {
+                Ok(true) => self.initial_from_current(),
+                Ok(false) => None,
+                Err(e @ StorageError::TooLargeResourceVersion { .. }) => {
+                    return Ok(error_stream(e))
+                }
+                Err(e) => return Err(e),
+            },
+            Freshness::Exact(n) if n > 0 => {
+                let snapshot = match self.state_at(n).await {
+                    Ok(Some(snapshot)) => snapshot,
+                    Ok(None) => return self.watch_etcd(key_or_prefix, opts).await,
+                    Err(e @ StorageError::Compacted { .. }) => return Ok(error_stream(e)),
+                    Err(e) => return Err(e),
+                };
+                let state = self.shared().read();
+                // The window may have moved on while the state was rebuilt.
+                (state.phase == Phase::Ready && n >= state.window.floor()).then(|| Start::Initial {
+                    snapshot,
+                    revision: n,
+                    cursor: state.window.seq_after(n),
+                    generation: state.generation,
+                })
+            }
+            Freshness::Exact(_) => None,
+        };
+        match start {
+            Some(start) => Ok(watcher::stream(self.shared().clone(), target, start)),
+            None => self.watch_etcd(key_or_prefix, opts).await,
+        }
+    }
+
+    /// Initial events from the cache's current state, if serving.
+    fn initial_from_current(&self) -> Option<Start> {
+        let state = self.shared().read();
+        (state.phase == Phase::Ready).then(|| Start::Initial {
+            snapshot: state.objects.clone(),
+            revision: state.revision,
+            cursor: state.window.next_seq(),
+            generation: state.generation,
+        })
+    }
+
     fn delegated(&self) {
         self.shared().delegated.fetch_add(1, Ordering::Relaxed);
     }
@@ -520,8 +622,8 @@ impl Storage for Cacher {
         Ok(deleted)
     }
 
-    /// Same contract as the etcd store: `initial_events` sends the state
-    /// (consistent when `after_revision` is 0, else exactly at it) as
+    /// Same contract as the etcd store: `initial_events` sends a snapshot
+    /// chosen by `initial_freshness` (see `Cacher::watch_initial`) as
     /// `Added`, then a `Bookmark` at its revision, then the changes after
     /// it; without, the changes after `after_revision` (0 = after etcd's
     /// current revision). A start older than the window or below etcd's
@@ -536,6 +638,9 @@ impl Storage for Cacher {
             is_prefix: key_or_prefix.ends_with('/'),
             predicate: opts.predicate.clone(),
         };
+        if opts.initial_events {
+            return self.watch_initial(key_or_prefix, target, opts).await;
+        }
         let n = opts.after_revision;
         if n <= 0 {
             let Some(target_revision) = self.catch_up_with_etcd().await? else {
@@ -543,45 +648,13 @@ impl Storage for Cacher {
             };
             let start = {
                 let state = self.shared().read();
-                if state.phase != Phase::Ready {
-                    None
-                } else if opts.initial_events {
-                    Some(Start::Initial {
-                        snapshot: state.objects.clone(),
-                        revision: state.revision,
-                        cursor: state.window.next_seq(),
-                        generation: state.generation,
-                    })
-                } else {
+                (state.phase == Phase::Ready).then(|| {
                     let after = target_revision.max(state.window.floor());
-                    Some(Start::Live {
+                    Start::Live {
                         after,
                         cursor: state.window.seq_after(after),
                         generation: state.generation,
-                    })
-                }
-            };
-            return match start {
-                Some(start) => Ok(watcher::stream(self.shared().clone(), target, start)),
-                None => self.watch_etcd(key_or_prefix, opts).await,
-            };
-        }
-
-        if opts.initial_events {
-            let snapshot = match self.state_at(n).await {
-                Ok(Some(snapshot)) => snapshot,
-                Ok(None) => return self.watch_etcd(key_or_prefix, opts).await,
-                Err(e @ StorageError::Compacted { .. }) => return Ok(error_stream(e)),
-                Err(e) => return Err(e),
-            };
-            let start = {
-                let state = self.shared().read();
-                // The window may have moved on while the state was rebuilt.
-                (state.phase == Phase::Ready && n >= state.window.floor()).then(|| Start::Initial {
-                    snapshot,
-                    revision: n,
-                    cursor: state.window.seq_after(n),
-                    generation: state.generation,
+                    }
                 })
             };
             return match start {

@@ -122,6 +122,7 @@ pub const SHARED: &[&str] = &[
     "watch_from_revision",
     "watch_initial_events",
     "watch_initial_events_at_revision",
+    "watch_initial_events_not_older_than",
     "watch_predicate_transitions",
 ];
 
@@ -143,7 +144,8 @@ macro_rules! storage_conformance_tests {
             create_get, update_conflict, delete_precondition, get_not_older_than,
             list_most_recent, list_exact_revision, paginate, paginate_with_predicate,
             watch_events, watch_single_key, watch_from_revision, watch_initial_events,
-            watch_initial_events_at_revision, watch_predicate_transitions);
+            watch_initial_events_at_revision, watch_initial_events_not_older_than,
+            watch_predicate_transitions);
         $crate::storage_conformance_tests!(@tests $isolated;
             list_exact_compacted, continue_after_compaction, watch_compacted);
     };
@@ -281,10 +283,17 @@ async fn watch(s: &dyn Storage, key: &str, opts: WatchOptions) -> WatchStream {
     ok(&format!("watch {key}"), s.watch(key, opts).await).await
 }
 
+/// Changes after `after_revision`; with `initial_events`, the state at
+/// exactly `after_revision` first (the consistent state when 0).
 fn watch_options(after_revision: Revision, initial_events: bool) -> WatchOptions {
+    let initial_freshness = match after_revision {
+        n if initial_events && n > 0 => Freshness::Exact(n),
+        _ => Freshness::MostRecent,
+    };
     WatchOptions {
         after_revision,
         initial_events,
+        initial_freshness,
         predicate: Predicate::everything(),
     }
 }
@@ -899,6 +908,64 @@ pub async fn watch_initial_events_at_revision(h: &dyn Harness, prefix: &str) {
     expect_event(&mut stream, EventType::Added, "b", b.revision, "b").await;
     expect_event(&mut stream, EventType::Modified, "a", a2.revision, "2").await;
     expect_event(&mut stream, EventType::Added, "c", c.revision, "c").await;
+}
+
+/// initial_events not older than `n` (a streaming list): the state at `n`
+/// or later as Added, then a Bookmark at the snapshot's revision (never
+/// below `n`, nor below this client's own writes for `n = 0`), then the
+/// changes after it. A revision the store does not reach is a stream whose
+/// only item is `TooLargeResourceVersion`.
+pub async fn watch_initial_events_not_older_than(h: &dyn Harness, prefix: &str) {
+    let s = h.storage();
+    let a = create(s, &format!("{prefix}a"), &object("a", &[], "a")).await;
+    let b = create(s, &format!("{prefix}b"), &object("b", &[], "b")).await;
+    // The objects created by earlier rounds: (name, revision).
+    let mut earlier: Vec<(String, Revision)> = Vec::new();
+    for (i, n) in [0, a.revision, b.revision].into_iter().enumerate() {
+        let opts = WatchOptions {
+            initial_events: true,
+            initial_freshness: Freshness::NotOlderThan(n),
+            ..WatchOptions::default()
+        };
+        let mut stream = watch(s, prefix, opts).await;
+        expect_event(&mut stream, EventType::Added, "a", a.revision, "a").await;
+        expect_event(&mut stream, EventType::Added, "b", b.revision, "b").await;
+        for (name, revision) in &earlier {
+            expect_event(&mut stream, EventType::Added, name, *revision, "c").await;
+        }
+        match tokio::time::timeout(EVENT_TIMEOUT, stream.next()).await {
+            Ok(Some(Ok(event))) if event.kind == EventType::Bookmark => assert!(
+                event.object.revision >= b.revision,
+                "the initial state of NotOlderThan({n}) ends at {}, before {}",
+                event.object.revision,
+                b.revision
+            ),
+            other => panic!("after the initial state of NotOlderThan({n}): {other:?}"),
+        }
+        let name = format!("c{i}");
+        let c = create(s, &format!("{prefix}{name}"), &object(&name, &[], "c")).await;
+        expect_event(&mut stream, EventType::Added, &name, c.revision, "c").await;
+        earlier.push((name, c.revision));
+    }
+
+    let current = ok("current revision", s.current_revision().await).await;
+    let far = current + 1_000_000;
+    let opts = WatchOptions {
+        initial_events: true,
+        initial_freshness: Freshness::NotOlderThan(far),
+        ..WatchOptions::default()
+    };
+    let mut stream = watch(s, prefix, opts).await;
+    match tokio::time::timeout(EVENT_TIMEOUT, stream.next()).await {
+        Ok(Some(Err(StorageError::TooLargeResourceVersion {
+            requested,
+            current: now,
+        }))) => {
+            assert_eq!(requested, far);
+            assert!(now >= current && now < far, "current {now}");
+        }
+        other => panic!("a streaming list not older than {far}: {other:?}"),
+    }
 }
 
 /// With a selector: an object that stops matching is Deleted (old state, at

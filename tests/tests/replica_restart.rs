@@ -1,0 +1,423 @@
+//! Replicas of one cluster (two servers on the same etcd and the same
+//! `--etcd-prefix`) and watches that outlive a replica.
+//!
+//! - A client watching on replica A when A is killed (SIGKILL) resumes on
+//!   replica B from the last resourceVersion it saw, while writes go on;
+//!   what it received from both equals etcd's history of the watched
+//!   prefix: no gap, no duplicate, no 410.
+//! - A replica started after the writes serves a watch from a
+//!   resourceVersion older than its own start (its cache backfills the
+//!   event window from etcd's history).
+//!
+//! The watches are raw HTTP (`?watch=1&resourceVersion=N&
+//! allowWatchBookmarks=true`) read line by line as they arrive.
+
+use e2e::{http_request, unique_prefix, Server};
+use etcd_client::{EventType as EtcdEventType, WatchOptions};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use watchcache::testing::TestEtcd;
+
+const NAMESPACE: &str = "replicas";
+/// Names the writer cycles through.
+const NAMES: u64 = 12;
+/// How long a watch may take to deliver what the test waits for.
+const DELIVERY: Duration = Duration::from_secs(30);
+
+/// One event as the client saw it (or as etcd recorded it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    kind: String,
+    name: String,
+    revision: i64,
+}
+
+/// One line of a watch stream.
+#[derive(Debug)]
+enum Line {
+    Event(Seen),
+    Bookmark(i64),
+    Error(Value),
+}
+
+fn parse_line(line: &[u8]) -> Option<Line> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let kind = v["type"].as_str()?.to_string();
+    let object = &v["object"];
+    if kind == "ERROR" {
+        return Some(Line::Error(object.clone()));
+    }
+    let revision = object["metadata"]["resourceVersion"]
+        .as_str()?
+        .parse()
+        .ok()?;
+    if kind == "BOOKMARK" {
+        return Some(Line::Bookmark(revision));
+    }
+    let name = object["metadata"]["name"].as_str()?.to_string();
+    Some(Line::Event(Seen {
+        kind,
+        name,
+        revision,
+    }))
+}
+
+/// Opens a watch on `server` and forwards each complete line as it
+/// arrives; the channel closes when the connection does (a killed server
+/// leaves at most a partial line, which is dropped).
+async fn open_watch(server: &Server, query: &str) -> mpsc::UnboundedReceiver<Line> {
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps?{query}");
+    let mut socket = tokio::net::TcpStream::connect(server.addr())
+        .await
+        .expect("connect");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+        server.addr()
+    );
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .expect("send watch");
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut decoder = ChunkedLines::default();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            for line in decoder.push(&buf[..n]) {
+                match parse_line(&line) {
+                    Some(line) => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                    None => panic!("bad watch line {:?}", String::from_utf8_lossy(&line)),
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// An incremental reader of a chunked HTTP/1.1 response whose body is
+/// newline-separated lines.
+#[derive(Default)]
+struct ChunkedLines {
+    raw: Vec<u8>,
+    headers_done: bool,
+    /// Body bytes not yet ended by a newline.
+    partial: Vec<u8>,
+}
+
+impl ChunkedLines {
+    /// Takes more bytes; returns the lines they complete.
+    fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.raw.extend_from_slice(bytes);
+        if !self.headers_done {
+            let Some(end) = self.raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return Vec::new();
+            };
+            let head = String::from_utf8_lossy(&self.raw[..end]).into_owned();
+            assert!(head.starts_with("HTTP/1.1 200"), "watch answered {head}");
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("transfer-encoding: chunked"),
+                "watch response is not chunked: {head}"
+            );
+            self.raw.drain(..end + 4);
+            self.headers_done = true;
+        }
+        // Whole chunks only: size line, data, CRLF.
+        while let Some(eol) = self.raw.windows(2).position(|w| w == b"\r\n") {
+            let size_text = String::from_utf8_lossy(&self.raw[..eol]).into_owned();
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .unwrap_or_else(|_| panic!("bad chunk size {size_text:?}"));
+            if self.raw.len() < eol + 2 + size + 2 {
+                break;
+            }
+            self.partial
+                .extend_from_slice(&self.raw[eol + 2..eol + 2 + size]);
+            self.raw.drain(..eol + 2 + size + 2);
+        }
+        let mut lines = Vec::new();
+        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=nl).collect();
+            lines.push(line[..line.len() - 1].to_vec());
+        }
+        lines
+    }
+}
+
+/// What a client collected from one or more watch streams.
+#[derive(Debug, Default)]
+struct Collected {
+    events: Vec<Seen>,
+    /// The newest resourceVersion received (event or bookmark).
+    last: i64,
+    errors: Vec<Value>,
+}
+
+impl Collected {
+    fn take(&mut self, line: Line) {
+        match line {
+            Line::Event(seen) => {
+                self.last = self.last.max(seen.revision);
+                self.events.push(seen);
+            }
+            Line::Bookmark(revision) => self.last = self.last.max(revision),
+            Line::Error(status) => self.errors.push(status),
+        }
+    }
+
+    /// Takes lines until `done(self)` holds; fails after `DELIVERY`.
+    async fn until(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<Line>,
+        what: &str,
+        done: impl Fn(&Collected) -> bool,
+    ) {
+        let deadline = tokio::time::Instant::now() + DELIVERY;
+        while !done(self) {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(line)) => self.take(line),
+                Ok(None) => panic!("the watch ended before {what}: {self:?}"),
+                Err(_) => panic!("timed out waiting for {what}: {self:?}"),
+            }
+        }
+    }
+
+    /// Takes every line until the stream ends (the server died).
+    async fn drain(&mut self, rx: &mut mpsc::UnboundedReceiver<Line>) {
+        let deadline = tokio::time::Instant::now() + DELIVERY;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(line)) => self.take(line),
+                Ok(None) => return,
+                Err(_) => panic!("the watch of a killed server did not end"),
+            }
+        }
+    }
+}
+
+async fn request(addr: &str, method: &str, path: &str, body: &Value) -> Value {
+    let body = serde_json::to_vec(body).expect("body");
+    let headers = [("Content-Type", "application/json")];
+    let resp = http_request(addr, method, path, &headers, &body)
+        .await
+        .expect("request");
+    assert!(
+        (200..300).contains(&resp.status),
+        "{method} {path}: {} {}",
+        resp.status,
+        resp.text()
+    );
+    serde_json::from_slice(&resp.body).expect("JSON response")
+}
+
+fn revision_of(object: &Value) -> i64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion in {object}"))
+}
+
+async fn create_namespace(server: &Server) {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+    request(server.addr(), "POST", "/api/v1/namespaces", &ns).await;
+}
+
+/// The resourceVersion of a consistent list of the watched collection.
+async fn list_revision(server: &Server) -> i64 {
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps");
+    let resp = server.http("GET", &path, &[], b"").await.expect("list");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let list: Value = serde_json::from_slice(&resp.body).expect("list JSON");
+    revision_of(&list)
+}
+
+/// Creates, updates and deletes ConfigMaps through the server at `addr`:
+/// write `i` of `from..to` picks its name and operation from `i` (each name
+/// is created, updated twice and deleted, again and again). Returns the
+/// revision of the last write, which must not be a delete (a delete
+/// answers a Status without one).
+async fn write(addr: &str, from: u64, to: u64) -> i64 {
+    let collection = format!("/api/v1/namespaces/{NAMESPACE}/configmaps");
+    let round = |i: u64| (i / NAMES) % 4;
+    assert_ne!(round(to - 1), 3, "write ranges end with a create or update");
+    let mut last = 0;
+    for i in from..to {
+        let name = format!("cm-{}", i % NAMES);
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": {"write": i.to_string()},
+        });
+        let item = format!("{collection}/{name}");
+        last = match round(i) {
+            0 => revision_of(&request(addr, "POST", &collection, &object).await),
+            1 | 2 => revision_of(&request(addr, "PUT", &item, &object).await),
+            _ => {
+                request(addr, "DELETE", &item, &json!({})).await;
+                last
+            }
+        };
+    }
+    last
+}
+
+/// etcd's history of the watched collection after `after` up to `until`
+/// (inclusive), as a watcher must see it.
+async fn etcd_history(etcd: &TestEtcd, prefix: &str, after: i64, until: i64) -> Vec<Seen> {
+    let key = format!("{prefix}/configmaps/{NAMESPACE}/");
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .expect("etcd client");
+    let options = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(after + 1);
+    let mut stream = client
+        .watch(key.as_str(), Some(options))
+        .await
+        .expect("etcd watch");
+    let mut history = Vec::new();
+    let deadline = tokio::time::Instant::now() + DELIVERY;
+    while history.last().is_none_or(|s: &Seen| s.revision < until) {
+        let resp = tokio::time::timeout_at(deadline, stream.message())
+            .await
+            .expect("etcd history in time")
+            .expect("etcd watch")
+            .expect("etcd watch open");
+        assert!(!resp.canceled(), "etcd cancelled the history watch");
+        for event in resp.events() {
+            let kv = event.kv().expect("event kv");
+            let kind = match event.event_type() {
+                EtcdEventType::Delete => "DELETED",
+                EtcdEventType::Put if kv.create_revision() == kv.mod_revision() => "ADDED",
+                EtcdEventType::Put => "MODIFIED",
+            };
+            let name = String::from_utf8_lossy(kv.key())
+                .trim_start_matches(key.as_str())
+                .to_string();
+            history.push(Seen {
+                kind: kind.to_string(),
+                name,
+                revision: kv.mod_revision(),
+            });
+        }
+    }
+    history.retain(|s| s.revision <= until);
+    history
+}
+
+fn watch_query(from: i64) -> String {
+    format!("watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=120")
+}
+
+#[tokio::test]
+async fn a_watch_resumes_on_another_replica_after_a_crash() {
+    let etcd = TestEtcd::shared().await;
+    let prefix = unique_prefix();
+    let mut a = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    let b = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    create_namespace(&b).await;
+    let start = list_revision(&b).await;
+
+    // Watch on A; the writes go through B (A learns them from etcd).
+    let mut on_a = open_watch(&a, &watch_query(start)).await;
+    let mut seen = Collected::default();
+    write(b.addr(), 0, 60).await;
+    seen.until(&mut on_a, "the first writes on A", |c| c.events.len() >= 60)
+        .await;
+
+    // Writes go on while A dies mid-stream.
+    let writer = {
+        let b = b.addr().to_string();
+        tokio::spawn(async move { write(&b, 60, 228).await })
+    };
+    seen.until(&mut on_a, "some concurrent writes on A", |c| {
+        c.events.len() >= 80
+    })
+    .await;
+    a.kill();
+    seen.drain(&mut on_a).await;
+    assert!(seen.errors.is_empty(), "errors on A: {:?}", seen.errors);
+    let resumed_from = seen.last;
+    let on_a_count = seen.events.len();
+
+    // Resume on B from the last resourceVersion the client saw.
+    let mut on_b = open_watch(&b, &watch_query(resumed_from)).await;
+    let last_write = writer.await.expect("writer");
+    seen.until(&mut on_b, "every write on B", |c| {
+        !c.errors.is_empty() || c.last >= last_write
+    })
+    .await;
+    assert!(
+        seen.errors.is_empty(),
+        "resuming on B from {resumed_from} failed: {:?}",
+        seen.errors
+    );
+
+    let history = etcd_history(etcd, &prefix, start, last_write).await;
+    assert_eq!(history.len(), 228, "etcd history: {history:?}");
+    assert_eq!(
+        seen.events, history,
+        "A sent {on_a_count} events up to {resumed_from}, then B the rest"
+    );
+}
+
+/// Starts a replica after 120 writes and watches on it from before them.
+/// With `live_write`, one more write follows the replica's start (what a
+/// live cluster always has: leases, events) and the watch waits until the
+/// replica has applied it.
+async fn history_on_a_late_replica(live_write: bool) {
+    let etcd = TestEtcd::shared().await;
+    let prefix = unique_prefix();
+    let a = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    create_namespace(&a).await;
+    let start = list_revision(&a).await;
+    let mut last_write = write(a.addr(), 0, 120).await;
+
+    let late = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    if live_write {
+        last_write = write(a.addr(), 120, 121).await;
+        // A NotOlderThan list waits until the replica has applied it.
+        let path = format!(
+            "/api/v1/namespaces/{NAMESPACE}/configmaps?resourceVersion={last_write}&resourceVersionMatch=NotOlderThan"
+        );
+        let resp = late.http("GET", &path, &[], b"").await.expect("list");
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    let mut watch = open_watch(&late, &watch_query(start)).await;
+    let mut seen = Collected::default();
+    seen.until(&mut watch, "the history on the late replica", |c| {
+        !c.errors.is_empty() || c.last >= last_write
+    })
+    .await;
+    assert!(
+        seen.errors.is_empty(),
+        "a watch from {start} on a replica started after {last_write}: {:?}",
+        seen.errors
+    );
+    let history = etcd_history(etcd, &prefix, start, last_write).await;
+    assert_eq!(history.len(), 120 + usize::from(live_write));
+    assert_eq!(seen.events, history);
+}
+
+#[tokio::test]
+async fn a_replica_started_later_serves_history_from_before_its_start() {
+    history_on_a_late_replica(true).await;
+}
+
+/// The same on an idle collection: no change follows the replica's start.
+#[tokio::test]
+#[ignore = "known cache limitation: the reflector marks the backfilled history complete \
+            only when a change past its list revision arrives on its prefix, so until \
+            then (idle cluster, or a watch right after readyz) such a watch gets a 410"]
+async fn an_idle_replica_started_later_serves_history_from_before_its_start() {
+    history_on_a_late_replica(false).await;
+}
