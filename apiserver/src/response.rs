@@ -252,7 +252,7 @@ pub fn compact_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
         if i > 0 {
             out.push(b',');
         }
-        let _ = serde_json::to_writer(&mut out, item.value.as_ref());
+        out.extend_from_slice(item.json());
     }
     out.extend_from_slice(b"]}");
     out
@@ -268,14 +268,8 @@ mod tests {
     fn compact_list_is_valid_json() {
         let res = Registry::builtin().lookup("", "v1", "configmaps").unwrap();
         let items = vec![
-            Object {
-                value: Arc::new(json!({"metadata": {"name": "a"}})),
-                revision: 2,
-            },
-            Object {
-                value: Arc::new(json!({"metadata": {"name": "b"}})),
-                revision: 3,
-            },
+            Object::new(Arc::new(json!({"metadata": {"name": "a"}})), 2),
+            Object::new(Arc::new(json!({"metadata": {"name": "b"}})), 3),
         ];
         let bytes = compact_list(res, &json!({"resourceVersion": "3"}), &items);
         let v: Value = serde_json::from_slice(&bytes).unwrap();

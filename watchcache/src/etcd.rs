@@ -639,10 +639,7 @@ fn bookmark_object(revision: Revision) -> Object {
     );
     let mut obj = Map::new();
     obj.insert("metadata".into(), Value::Object(meta));
-    Object {
-        value: Arc::new(Value::Object(obj)),
-        revision,
-    }
+    Object::new(Arc::new(Value::Object(obj)), revision)
 }
 
 fn error_stream(err: StorageError) -> WatchStream {
@@ -755,10 +752,7 @@ fn object_at(mut value: Value, revision: Revision) -> Object {
             );
         }
     }
-    Object {
-        value: Arc::new(value),
-        revision,
-    }
+    Object::new(Arc::new(value), revision)
 }
 
 fn header_revision(resp: &GetResponse) -> Revision {

@@ -15,23 +15,47 @@ use std::sync::Arc;
 pub type Revision = i64;
 
 /// One stored object, shared cheaply between readers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Object {
     /// The decoded object with `metadata.resourceVersion` set to `revision`.
     pub value: Arc<Value>,
     /// The etcd mod revision of the key.
     pub revision: Revision,
+    /// The compact JSON of `value`, encoded at most once (on first use) and
+    /// shared by every clone: every list response and watch event that
+    /// carries this version writes these bytes instead of re-serializing.
+    encoded: Arc<std::sync::OnceLock<bytes::Bytes>>,
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        self.revision == other.revision && self.value == other.value
+    }
 }
 
 impl Object {
+    /// An object at `revision` (its `metadata.resourceVersion` must already
+    /// say so).
+    pub fn new(value: Arc<Value>, revision: Revision) -> Object {
+        Object {
+            value,
+            revision,
+            encoded: Arc::default(),
+        }
+    }
+
+    /// The compact JSON of the object, encoded once and shared.
+    pub fn json(&self) -> &bytes::Bytes {
+        self.encoded.get_or_init(|| {
+            bytes::Bytes::from(serde_json::to_vec(self.value.as_ref()).unwrap_or_default())
+        })
+    }
+
     /// `value` (as stored, without a resourceVersion) at `revision`: sets
     /// `metadata.resourceVersion` to the revision.
     pub fn at_revision(mut value: Value, revision: Revision) -> Object {
         set_resource_version(&mut value, revision);
-        Object {
-            value: Arc::new(value),
-            revision,
-        }
+        Object::new(Arc::new(value), revision)
     }
 
     /// A copy of this object carrying `revision` (as a `DELETED` event
@@ -39,10 +63,7 @@ impl Object {
     pub fn with_revision(&self, revision: Revision) -> Object {
         let mut value = (*self.value).clone();
         set_resource_version(&mut value, revision);
-        Object {
-            value: Arc::new(value),
-            revision,
-        }
+        Object::new(Arc::new(value), revision)
     }
 
     /// The object of a `Bookmark` event: only `metadata.resourceVersion`.
@@ -210,4 +231,20 @@ pub trait Storage: Send + Sync + 'static {
 
     /// The latest revision of the store (a quorum read for etcd).
     async fn current_revision(&self) -> Result<Revision>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_encoded_once_and_shared_by_clones() {
+        let a = Object::at_revision(serde_json::json!({"metadata": {"name": "x"}}), 5);
+        let b = a.clone();
+        let first = a.json().as_ptr();
+        assert_eq!(b.json().as_ptr(), first, "clones share one encoding");
+        let back: Value = serde_json::from_slice(b.json()).unwrap();
+        assert_eq!(back, *a.value);
+        assert_eq!(back["metadata"]["resourceVersion"], "5");
+    }
 }

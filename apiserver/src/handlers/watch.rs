@@ -58,6 +58,17 @@ fn options(plan: &WatchPlan, predicate: Predicate) -> WatchOptions {
 }
 
 /// Encodes one event as a line of the stream.
+/// `{"type":T,"object":<shared JSON>}` and a newline.
+fn object_event_line(kind: &str, object_json: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object_json.len() + kind.len() + 24);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object_json);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
 fn encode_event(
     kind: EventType,
     obj: &Value,
@@ -190,6 +201,12 @@ struct Encoder {
 
 impl Encoder {
     fn event(&self, event: &WatchEvent) -> Bytes {
+        if self.target == Target::Object && event.kind != EventType::Bookmark {
+            // The object's JSON is encoded once and shared by every watcher
+            // (and list) that carries this version; only the envelope is
+            // written per watcher.
+            return object_event_line(event_type(event.kind), event.object.json());
+        }
         self.encode(event.kind, &event.object.value, false)
     }
 
@@ -289,5 +306,25 @@ impl WatchBody {
         self.stage = Stage::Done;
         (self.bookmarks && watching && self.reached > 0)
             .then(|| self.encoder.bookmark(self.reached, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn shared_object_line_is_the_event_json() {
+        let obj = watchcache::Object::new(
+            Arc::new(
+                json!({"kind": "ConfigMap", "metadata": {"name": "a", "resourceVersion": "7"}}),
+            ),
+            7,
+        );
+        let line = object_event_line("MODIFIED", obj.json());
+        assert!(line.ends_with(b"\n"));
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value}));
     }
 }

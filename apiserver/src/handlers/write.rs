@@ -425,10 +425,7 @@ where
                 .store
                 .delete(&key, Some(current.revision))
                 .await
-                .map(|mut o| {
-                    o.value = Arc::new(new_with_rv(&new, o.revision));
-                    o
-                })
+                .map(|o| Object::new(Arc::new(new_with_rv(&new, o.revision)), o.revision))
         } else {
             scope.state.store.update(&key, &new, current.revision).await
         };
