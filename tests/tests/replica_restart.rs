@@ -415,9 +415,6 @@ async fn a_replica_started_later_serves_history_from_before_its_start() {
 
 /// The same on an idle collection: no change follows the replica's start.
 #[tokio::test]
-#[ignore = "known cache limitation: the reflector marks the backfilled history complete \
-            only when a change past its list revision arrives on its prefix, so until \
-            then (idle cluster, or a watch right after readyz) such a watch gets a 410"]
 async fn an_idle_replica_started_later_serves_history_from_before_its_start() {
     history_on_a_late_replica(false).await;
 }

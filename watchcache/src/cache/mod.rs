@@ -116,6 +116,9 @@ pub(crate) struct Shared {
     fallbacks: AtomicU64,
     delegated: AtomicU64,
     watchers: AtomicUsize,
+    /// True while the history before the last list is being read back:
+    /// watches that start in it wait (briefly) instead of a 410.
+    backfilling: std::sync::atomic::AtomicBool,
     /// While true, the reflector keeps no etcd watch open (failure injection
     /// for tests: `Cacher::hold_etcd_watch`).
     hold: notify::Sender<bool>,
@@ -164,7 +167,30 @@ impl Shared {
             state.backfilled(from);
             state.revision
         };
+        self.set_backfilling(false);
         self.publish(revision);
+    }
+
+    pub(crate) fn set_backfilling(&self, on: bool) {
+        self.backfilling.store(on, Ordering::Release);
+    }
+
+    /// While history is being read back, waits (up to `timeout`) until a
+    /// watch starting after `n` can be served from the window.
+    async fn wait_for_history(&self, n: Revision, timeout: Duration) {
+        let mut applied = self.applied.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !self.backfilling.load(Ordering::Acquire) || n >= self.read().window.floor() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, applied.changed())
+                .await
+                .map_or(true, |r| r.is_err())
+            {
+                return;
+            }
+        }
     }
 
     fn relisting(&self, compacted: Revision) {
@@ -262,6 +288,7 @@ impl Cacher {
             fallbacks: AtomicU64::new(0),
             delegated: AtomicU64::new(0),
             watchers: AtomicUsize::new(0),
+            backfilling: std::sync::atomic::AtomicBool::new(false),
             hold: notify::channel(false).0,
         });
         let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
@@ -663,6 +690,9 @@ impl Storage for Cacher {
             };
         }
 
+        self.shared()
+            .wait_for_history(n, self.config().not_older_than_wait)
+            .await;
         let state = self.shared().read();
         if n.saturating_add(1) < state.compacted || n < state.window.floor() {
             return Ok(error_stream(StorageError::Compacted {

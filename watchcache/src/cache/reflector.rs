@@ -71,13 +71,16 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client) {
         shared.install(objects, revision);
         backoff = MIN_BACKOFF;
         let mut history = history_after_list(&shared, revision);
+        shared.set_backfilling(history.is_some());
         loop {
             let from = match &history {
                 Some(h) => h.through + 1,
                 None => shared.read().revision + 1,
             };
+            shared.set_backfilling(history.is_some());
             match follow(&shared, &client, from, history.as_mut(), &mut backoff).await {
                 End::Backfilled => {
+                    shared.set_backfilling(false);
                     if let Some(h) = history.take() {
                         tracing::info!(from = h.from, until = h.until, "watch cache: history read");
                     }
@@ -231,6 +234,18 @@ async fn follow(
         Ok(stream) => stream,
         Err(e) => return End::Broken(e),
     };
+    if history.is_some() {
+        // The history is complete once the stream passes the list's
+        // revision; on a quiet prefix nothing else would take it there, and
+        // watches could not start in the history until the next change. A
+        // progress mark inside the prefix (under no resource) is that
+        // change, at once.
+        let mut kv = client.kv_client();
+        let key = format!("{}.progress", config.prefix);
+        if let Err(e) = call(config.etcd_timeout, kv.put(key, "0", None)).await {
+            tracing::debug!(error = %e, "watch cache: progress mark after the list failed");
+        }
+    }
     let mut evict = tokio::time::interval(EVICT_TICK);
     evict.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probe = tokio::time::interval(config.compaction_check_interval);
