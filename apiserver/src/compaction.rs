@@ -70,6 +70,9 @@ pub struct Compactor {
     interval: Duration,
     timeout: Duration,
     cache: Option<Cacher>,
+    /// When set, rounds run only while this replica leads; the
+    /// compare-and-swap keeps a round single even across a hand-over.
+    leader: Option<tokio::sync::watch::Receiver<bool>>,
     /// The coordination key's version this replica last saw.
     version: i64,
     /// The etcd revision this replica saw at its last round.
@@ -103,10 +106,17 @@ impl Compactor {
             interval,
             timeout,
             cache: None,
+            leader: None,
             version: 0,
             revision: 0,
             counters: Arc::default(),
         }
+    }
+
+    /// Runs rounds only while `leading` says this replica is the leader.
+    pub fn with_leader(mut self, leading: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.leader = Some(leading);
+        self
     }
 
     /// Tells `cache` at once about compactions this replica performs.
@@ -123,6 +133,9 @@ impl Compactor {
     pub async fn run(mut self) {
         loop {
             tokio::time::sleep(self.interval).await;
+            if self.leader.as_ref().is_some_and(|l| !*l.borrow()) {
+                continue;
+            }
             match self.round().await {
                 Ok(Outcome::Compacted(rev)) => {
                     tracing::info!(revision = rev, "compacted etcd")

@@ -14,6 +14,7 @@ pub mod error;
 pub mod etcd_process;
 pub mod handlers;
 pub mod health;
+pub mod leader;
 pub mod limits;
 pub mod metrics;
 pub mod object;
@@ -108,13 +109,30 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         );
         state = state.with_cache(cache);
     }
+    // Work that must run once per cluster follows the elected leader.
+    let leadership = leader::Leadership::spawn(
+        etcd_client.clone(),
+        leader::ElectionConfig {
+            key: leader::election_key(&cfg.etcd_prefix),
+            identity: format!(
+                "{}-{}-{}",
+                cfg.listen,
+                std::process::id(),
+                uuid::Uuid::new_v4()
+            ),
+            ttl_seconds: 15,
+            retry: Duration::from_secs(2),
+            timeout,
+        },
+    );
     let compactor = (!cfg.etcd_compaction_interval.is_zero()).then(|| {
         let mut c = compaction::Compactor::new(
             etcd_client,
             &cfg.etcd_prefix,
             cfg.etcd_compaction_interval,
             timeout,
-        );
+        )
+        .with_leader(leadership.subscribe());
         if let Some(cache) = &state.cache {
             c = c.with_cache(cache.clone());
         }
@@ -134,6 +152,9 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     if let Some(c) = compactor {
         c.abort();
     }
+    // Hand leadership over at once rather than after the lease's TTL (but
+    // never hold the exit up for an unreachable etcd).
+    let _ = tokio::time::timeout(Duration::from_secs(2), leadership.resign()).await;
     if let Some(p) = embedded {
         p.stop().await;
     }
