@@ -33,9 +33,8 @@ use etcd_client::{
     GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse, TxnResponse,
     WatchOptions as EtcdWatchOptions,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -412,7 +411,7 @@ impl Storage for EtcdStore {
         if !resp.succeeded() {
             return Err(StorageError::AlreadyExists { key: key.into() });
         }
-        Ok(object_at(stored, txn_revision(&resp)?))
+        Ok(Object::at_revision(stored, txn_revision(&resp)?))
     }
 
     async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object> {
@@ -434,7 +433,7 @@ impl Storage for EtcdStore {
                 None => StorageError::NotFound { key: key.into() },
             });
         }
-        Ok(object_at(stored, txn_revision(&resp)?))
+        Ok(Object::at_revision(stored, txn_revision(&resp)?))
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
@@ -465,7 +464,7 @@ impl Storage for EtcdStore {
         };
         let deleted_at = txn_revision(&resp)?;
         let value = decode_value(&prev)?;
-        Ok(object_at(value, deleted_at))
+        Ok(Object::at_revision(value, deleted_at))
     }
 
     /// `initial_events` decides whether `Added` events for the state come
@@ -555,7 +554,7 @@ impl Storage for EtcdStore {
                 // `k8s.io/initial-events-end` bookmark when asked for.
                 let mark = WatchEvent {
                     kind: EventType::Bookmark,
-                    object: bookmark_object(start),
+                    object: Object::bookmark(start),
                 };
                 if tx.send(Ok(mark)).await.is_err() {
                     return;
@@ -630,18 +629,6 @@ impl Storage for EtcdStore {
 }
 
 /// A stream that yields `err` and ends.
-/// A bookmark's object: only `metadata.resourceVersion` is meaningful.
-fn bookmark_object(revision: Revision) -> Object {
-    let mut meta = Map::new();
-    meta.insert(
-        "resourceVersion".into(),
-        Value::String(revision.to_string()),
-    );
-    let mut obj = Map::new();
-    obj.insert("metadata".into(), Value::Object(meta));
-    Object::new(Arc::new(Value::Object(obj)), revision)
-}
-
 fn error_stream(err: StorageError) -> WatchStream {
     Box::pin(futures_util::stream::iter([Err(err)]))
 }
@@ -690,7 +677,7 @@ fn convert_event(event: &etcd_client::Event, predicate: &Predicate) -> Result<Op
                 }),
                 (true, false, Some(previous)) => Some(WatchEvent {
                     kind: EventType::Deleted,
-                    object: object_at(previous, revision),
+                    object: Object::at_revision(previous, revision),
                 }),
                 _ => None,
             })
@@ -708,7 +695,7 @@ fn convert_event(event: &etcd_client::Event, predicate: &Predicate) -> Result<Op
             }
             Ok(Some(WatchEvent {
                 kind: EventType::Deleted,
-                object: object_at(previous, revision),
+                object: Object::at_revision(previous, revision),
             }))
         }
     }
@@ -736,23 +723,7 @@ fn decode_value(kv: &KeyValue) -> Result<Value> {
 
 /// The object stored in `kv`, at its mod revision.
 fn decode_kv(kv: &KeyValue) -> Result<Object> {
-    Ok(object_at(decode_value(kv)?, kv.mod_revision()))
-}
-
-/// `value` with `metadata.resourceVersion` set to `revision`.
-fn object_at(mut value: Value, revision: Revision) -> Object {
-    if let Value::Object(map) = &mut value {
-        let meta = map
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.insert(
-                "resourceVersion".into(),
-                Value::String(revision.to_string()),
-            );
-        }
-    }
-    Object::new(Arc::new(value), revision)
+    Ok(Object::at_revision(decode_value(kv)?, kv.mod_revision()))
 }
 
 fn header_revision(resp: &GetResponse) -> Revision {
@@ -854,7 +825,7 @@ mod tests {
             String::from_utf8_lossy(&data),
             r#"{"kind":"Pod","metadata":{"name":"a","uid":"u"}}"#
         );
-        let object = object_at(stored, 9);
+        let object = Object::at_revision(stored, 9);
         assert_eq!(object.revision, 9);
         assert_eq!(object.value["metadata"]["resourceVersion"], "9");
     }
