@@ -5,6 +5,7 @@
 //! property-test and fuzz, and lets the storage layer and the HTTP layer share
 //! one definition of each concept.
 
+pub mod auth;
 pub mod continue_token;
 pub mod fieldvalidation;
 pub mod managedfields;

@@ -183,7 +183,8 @@ impl Status {
         }
     }
 
-    fn with_details(mut self, name: &str, group: &str, kind: &str) -> Self {
+    /// Sets the details' name, group and kind (the resource).
+    pub fn with_details(mut self, name: &str, group: &str, kind: &str) -> Self {
         self.details = Some(StatusDetails {
             name: name.into(),
             group: group.into(),

@@ -6,6 +6,7 @@
 //! watch cache next) → `response` for encoding, `error` for every failure.
 //! See ARCHITECTURE.md.
 
+pub mod auth;
 pub mod bootstrap;
 pub mod compaction;
 pub mod config;

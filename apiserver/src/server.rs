@@ -39,6 +39,13 @@ pub struct AppState {
     /// Set to `true` when the server stops accepting: open watch streams
     /// end then.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Authenticates requests on the secure port (`None`: no credentials
+    /// are accepted there).
+    pub authenticator: Option<Arc<dyn crate::auth::Authenticator>>,
+    /// Requests without credentials run as `system:anonymous` (else 401).
+    pub anonymous_auth: bool,
+    /// Decides what each user may do.
+    pub authorizer: Arc<dyn crate::auth::Authorizer>,
 }
 
 impl AppState {
@@ -63,6 +70,9 @@ impl AppState {
                 .map(Arc::new),
             limits: crate::limits::Limits::default(),
             stopping: tokio::sync::watch::Sender::new(false),
+            authenticator: None,
+            anonymous_auth: false,
+            authorizer: Arc::new(crate::auth::AlwaysAllow),
         }
     }
 
@@ -123,8 +133,40 @@ impl Predicate for CompressUnlessStreaming {
     }
 }
 
-/// Builds the whole router; tests drive it in-process with `oneshot`.
+/// The router of the plain-HTTP port (local development and tests): every
+/// request runs as the loopback admin. Tests drive it in-process with
+/// `oneshot`.
 pub fn router(state: Arc<AppState>) -> Router {
+    filtered(state).layer(axum::middleware::from_fn(crate::auth::loopback_identity))
+}
+
+/// The router of the secure port: requests are authenticated from their
+/// credentials.
+pub fn secure_router(state: Arc<AppState>) -> Router {
+    filtered(state)
+}
+
+/// The routes behind the filter chain (see `auth`): outermost first,
+/// metrics → authenticate → authorize → compression → handler.
+fn filtered(state: Arc<AppState>) -> Router {
+    routes()
+        .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::metrics::instrument,
+        ))
+        .with_state(state)
+}
+
+fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/version", get(version))
         .route("/version/", get(version))
@@ -139,12 +181,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/openapi/v3", get(crate::openapi::v3_root))
         .route("/openapi/v3/{*path}", get(crate::openapi::v3_doc))
         .fallback(api)
-        .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::metrics::instrument,
-        ))
-        .with_state(state)
 }
 
 async fn api(State(state): State<Arc<AppState>>, req: Request<Body>) -> Response {

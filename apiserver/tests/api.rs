@@ -8,6 +8,8 @@
 
 mod common;
 
+#[path = "api/chain.rs"]
+mod chain;
 #[path = "api/crud.rs"]
 mod crud;
 #[path = "api/health.rs"]

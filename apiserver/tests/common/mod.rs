@@ -120,6 +120,24 @@ impl Api {
         Api { state, router }
     }
 
+    /// A server whose router is the secure port's (requests authenticated
+    /// by `authenticator`, authorized by `authorizer`).
+    pub async fn secure(
+        name: &str,
+        authenticator: Arc<dyn apiserver::auth::Authenticator>,
+        authorizer: Arc<dyn apiserver::auth::Authorizer>,
+        anonymous_auth: bool,
+    ) -> Api {
+        let Api { state, .. } = Self::new(name).await;
+        let mut state = Arc::into_inner(state).expect("no other reference to the state yet");
+        state.authenticator = Some(authenticator);
+        state.authorizer = authorizer;
+        state.anonymous_auth = anonymous_auth;
+        let state = Arc::new(state);
+        let router = apiserver::server::secure_router(Arc::clone(&state));
+        Api { state, router }
+    }
+
     /// The one request helper: method, path (with query), extra headers,
     /// body.
     pub async fn call(
