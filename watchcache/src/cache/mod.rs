@@ -122,6 +122,8 @@ pub(crate) struct Shared {
     /// While true, the reflector keeps no etcd watch open (failure injection
     /// for tests: `Cacher::hold_etcd_watch`).
     hold: notify::Sender<bool>,
+    /// The wrapped store's: the reflector's etcd requests are timed too.
+    telemetry: crate::etcd::EtcdTelemetry,
 }
 
 impl Shared {
@@ -290,6 +292,7 @@ impl Cacher {
             watchers: AtomicUsize::new(0),
             backfilling: std::sync::atomic::AtomicBool::new(false),
             hold: notify::channel(false).0,
+            telemetry: store.telemetry().clone(),
         });
         let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
         Cacher {
