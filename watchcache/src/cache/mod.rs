@@ -422,14 +422,20 @@ impl Cacher {
     async fn progress_mark(&self) -> Result<Revision> {
         let key = format!("{}.progress", self.config().prefix);
         let mut client = self.inner.store.client();
-        let put = client.put(key, "0", None);
-        match tokio::time::timeout(self.config().etcd_timeout, put).await {
-            Ok(Ok(resp)) => Ok(resp.header().map(|h| h.revision()).unwrap_or(0)),
-            Ok(Err(e)) => Err(StorageError::Unavailable(e.to_string())),
-            Err(_) => Err(StorageError::Unavailable(
-                "etcd did not answer the progress mark in time".into(),
-            )),
-        }
+        let put = client.put(key.as_bytes(), "0", None);
+        let put = async {
+            match tokio::time::timeout(self.config().etcd_timeout, put).await {
+                Ok(Ok(resp)) => Ok(resp.header().map(|h| h.revision()).unwrap_or(0)),
+                Ok(Err(e)) => Err(StorageError::Unavailable(e.to_string())),
+                Err(_) => Err(StorageError::Unavailable(
+                    "etcd did not answer the progress mark in time".into(),
+                )),
+            }
+        };
+        self.shared()
+            .telemetry
+            .time("update", key.as_bytes(), put)
+            .await
     }
 
     /// Waits for revision `n` (and this replica's own writes). `Ok(false)`
