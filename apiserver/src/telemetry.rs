@@ -233,6 +233,7 @@ pub fn init(cfg: &Config) -> Result<Telemetry, TelemetryError> {
     let export = provider.as_ref().map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer(SERVICE_NAME))
+            .with_threads(false)
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
     });
     tracing_subscriber::registry()

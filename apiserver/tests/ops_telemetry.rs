@@ -1,8 +1,8 @@
 //! Request ids and tracing: every response carries `Audit-Id` (the client's
 //! `Audit-ID` when it sent one), and with `--tracing-endpoint` the real
-//! binary exports the request's span and its etcd spans over OTLP/gRPC to a
-//! collector run by the test, the request's id on both; its JSON log lines
-//! carry the id too.
+//! binary exports the request's span (in the caller's trace when it sent
+//! `traceparent`) and its etcd spans over OTLP/gRPC to a collector run by
+//! the test, the request's id on both; its JSON log lines carry the id too.
 
 mod common;
 
@@ -133,6 +133,14 @@ fn string_attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
     })
 }
 
+/// The trace and span a caller sends in `traceparent`.
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn free_addr() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr")
@@ -215,7 +223,8 @@ async fn spans_of_a_request_and_its_etcd_call_reach_the_collector() {
     let body = serde_json::to_string(&configmap("traced", &[("k", "v")])).expect("json");
     let head = format!(
         "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\n\
-         Content-Type: application/json\r\nUser-Agent: tracing-test\r\nAudit-ID: {id}"
+         Content-Type: application/json\r\nUser-Agent: tracing-test\r\nAudit-ID: {id}\r\n\
+         traceparent: 00-{CALLER_TRACE}-{CALLER_SPAN}-01"
     );
     let (code, response) = request(addr, &head, &body).await.expect("create");
     assert_eq!(code, 201, "{response}");
@@ -282,6 +291,9 @@ async fn spans_of_a_request_and_its_etcd_call_reach_the_collector() {
             )),
         "{attrs:?}"
     );
+    // The request joined the caller's trace (W3C traceparent).
+    assert_eq!(hex(&request_span.trace_id), CALLER_TRACE);
+    assert_eq!(hex(&request_span.parent_span_id), CALLER_SPAN);
     // The etcd create is a child of the request, in the same trace.
     let create = spans
         .iter()
