@@ -22,6 +22,7 @@ use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use watchcache::etcd::EtcdTelemetry;
 use watchcache::Cacher;
 
 /// The coordination key's name under the etcd prefix (kube's name).
@@ -78,6 +79,8 @@ pub struct Compactor {
     /// The etcd revision this replica saw at its last round.
     revision: i64,
     counters: Arc<Counters>,
+    /// Times the rounds' etcd requests (metrics, spans).
+    telemetry: EtcdTelemetry,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -110,7 +113,15 @@ impl Compactor {
             version: 0,
             revision: 0,
             counters: Arc::default(),
+            telemetry: EtcdTelemetry::default(),
         }
+    }
+
+    /// Reports the rounds' etcd requests (`update` of the coordination key,
+    /// `compact`) as the store's requests are.
+    pub fn with_telemetry(mut self, telemetry: EtcdTelemetry) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 
     /// Runs rounds only while `leading` says this replica is the leader.
@@ -170,7 +181,9 @@ impl Compactor {
             )])
             .or_else([TxnOp::get(self.key.as_str(), None)]);
         let mut client = self.client.clone();
-        let resp = self.bounded(client.txn(txn)).await?;
+        let key = self.key.clone();
+        let txn = self.bounded(client.txn(txn));
+        let resp = self.telemetry.time("update", key.as_bytes(), txn).await?;
         let current = resp
             .header()
             .map(|h| h.revision())
@@ -195,7 +208,10 @@ impl Compactor {
             return Ok(Outcome::Recorded);
         }
         let mut client = self.client.clone();
-        self.bounded(client.compact(to, None)).await?;
+        let compact = self.bounded(client.compact(to, None));
+        self.telemetry
+            .time("compact", key.as_bytes(), compact)
+            .await?;
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         if let Some(cache) = &self.cache {
             if let Err(e) = cache.check_compaction().await {

@@ -79,6 +79,21 @@ pub struct Config {
     /// finish before the process exits anyway.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+
+    /// Log line format on stderr: `text`, or `json` (one object per line).
+    /// Which lines: `RUST_LOG` (default `info`).
+    #[arg(long, value_enum, default_value_t = crate::telemetry::LogFormat::Text)]
+    pub log_format: crate::telemetry::LogFormat,
+
+    /// OTLP/gRPC collector to export request and etcd spans to (e.g.
+    /// `http://127.0.0.1:4317`). Unset: no spans are exported.
+    #[arg(long)]
+    pub tracing_endpoint: Option<String>,
+
+    /// How many of a million new traces are sampled when exporting (traces
+    /// a caller sampled through `traceparent` always are).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub tracing_sampling_rate_per_million: u32,
 }
 
 /// Parses a Go-style duration as kube-apiserver's flags take them: `90s`,
@@ -139,5 +154,17 @@ mod tests {
         assert_eq!(c.max_mutating_requests_inflight, 200);
         assert_eq!(c.request_timeout, Duration::from_secs(60));
         assert_eq!(c.shutdown_delay_duration, Duration::ZERO);
+        assert_eq!(c.log_format, crate::telemetry::LogFormat::Text);
+        assert_eq!(c.tracing_endpoint, None);
+        let c = Config::parse_from([
+            "apiserver",
+            "--log-format=json",
+            "--tracing-endpoint=http://127.0.0.1:4317",
+            "--tracing-sampling-rate-per-million=10",
+        ]);
+        assert_eq!(c.log_format, crate::telemetry::LogFormat::Json);
+        assert_eq!(c.tracing_endpoint.as_deref(), Some("http://127.0.0.1:4317"));
+        assert_eq!(c.tracing_sampling_rate_per_million, 10);
+        assert!(Config::try_parse_from(["apiserver", "--log-format=xml"]).is_err());
     }
 }

@@ -24,6 +24,7 @@ pub mod registry;
 pub mod request;
 pub mod response;
 pub mod server;
+pub mod telemetry;
 
 use config::Config;
 use etcd_process::{EtcdProcess, EtcdProcessError};
@@ -86,6 +87,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     let timeout = Duration::from_secs(cfg.etcd_request_timeout.max(1));
     let store = connect_store(&endpoints, timeout).await?;
     let etcd_client = store.client();
+    let etcd_telemetry = store.telemetry().clone();
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| StartError::Listen {
@@ -97,6 +99,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         &cfg.etcd_prefix,
         &cfg.listen.to_string(),
     );
+    state.observe_etcd(&store);
     if cfg.watch_cache {
         let cache = Cacher::new(
             store,
@@ -133,7 +136,8 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
             cfg.etcd_compaction_interval,
             timeout,
         )
-        .with_leader(leadership.subscribe());
+        .with_leader(leadership.subscribe())
+        .with_telemetry(etcd_telemetry);
         if let Some(cache) = &state.cache {
             c = c.with_cache(cache.clone());
         }

@@ -4,15 +4,17 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cfg = Config::parse();
-    match apiserver::run(cfg).await {
+    let telemetry = match apiserver::telemetry::init(&cfg) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("apiserver: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = apiserver::run(cfg).await;
+    telemetry.shutdown().await;
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("apiserver: {e}");

@@ -9,9 +9,12 @@
 //! label sets and histogram buckets with no translation (OpenTelemetry
 //! collectors scrape this format as is).
 //!
-//! Not recorded (their hooks live in modules other than this one):
-//! `apiserver_watch_events_total` (needs a hook in the watch handler) and
-//! `etcd_request_duration_seconds` (needs a hook in the etcd store).
+//! Watch events (`apiserver_watch_events_total`, `_sizes`) are recorded by
+//! the watch handler through a [`WatchEventRecorder`]; etcd requests
+//! (`etcd_request_duration_seconds`, `etcd_requests_total`,
+//! `etcd_request_errors_total`) by an [`EtcdMetrics`] observer that the etcd
+//! store calls around every request (`watchcache::etcd::EtcdObserver`), so
+//! the storage crate stays free of any metrics library.
 //! Request durations of watches are taken when the response starts, not when
 //! the stream ends.
 
@@ -27,11 +30,13 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use prometheus::core::Collector;
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use watchcache::etcd::{EtcdObserver, EtcdTelemetry};
 
 /// kube-apiserver's `component` label value.
 const COMPONENT: &str = "apiserver";
@@ -49,6 +54,10 @@ const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
     10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
 ];
+/// kube-apiserver's labels of the watch event metrics.
+const WATCH_LABELS: &[&str] = &["group", "version", "resource"];
+/// kube-apiserver's labels of the etcd request metrics.
+const ETCD_LABELS: &[&str] = &["operation", "group", "resource"];
 /// Upper bound on the per-resource object counts of one scrape.
 const COUNT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -171,6 +180,9 @@ pub struct Metrics {
     cache_window_bytes: IntGauge,
     cache_objects: IntGauge,
     cache_fallbacks: IntCounter,
+    watch_events: IntCounterVec,
+    watch_event_sizes: HistogramVec,
+    etcd: EtcdRequestMetrics,
     /// Serializes scrape-time counter updates (never held across `.await`).
     refresh: std::sync::Mutex<()>,
 }
@@ -297,9 +309,73 @@ impl Metrics {
                 "apiserver_watch_cache_consistent_read_fallbacks_total",
                 "Consistent reads served by etcd because the watch cache did not catch up in time.",
             )?,
+            watch_events: counter_vec(
+                &r,
+                "apiserver_watch_events_total",
+                "Number of events sent in watch clients",
+                WATCH_LABELS,
+            )?,
+            watch_event_sizes: histogram_vec(
+                &r,
+                "apiserver_watch_events_sizes",
+                "Watch event size distribution in bytes",
+                WATCH_LABELS,
+                prometheus::exponential_buckets(1024.0, 2.0, 8)?,
+            )?,
+            etcd: EtcdRequestMetrics {
+                durations: histogram_vec(
+                    &r,
+                    "etcd_request_duration_seconds",
+                    "Etcd request latency in seconds for each operation and object type.",
+                    ETCD_LABELS,
+                    DURATION_BUCKETS.to_vec(),
+                )?,
+                requests: counter_vec(
+                    &r,
+                    "etcd_requests_total",
+                    "Etcd request counts for each operation and object type.",
+                    ETCD_LABELS,
+                )?,
+                errors: counter_vec(
+                    &r,
+                    "etcd_request_errors_total",
+                    "Etcd failed request counts for each operation and object type.",
+                    ETCD_LABELS,
+                )?,
+            },
             registry: r,
             refresh: std::sync::Mutex::new(()),
         })
+    }
+
+    /// Counts the events one watch response sends (kube's labels: the
+    /// watched resource's group, version and plural).
+    pub fn watch_recorder(&self, group: &str, version: &str, resource: &str) -> WatchEventRecorder {
+        let labels = [group, version, resource];
+        WatchEventRecorder {
+            count: self.watch_events.with_label_values(&labels),
+            size: self.watch_event_sizes.with_label_values(&labels),
+        }
+    }
+
+    /// The observer that records the etcd requests of a store whose keys
+    /// live under `prefix`, labelled with the resource each key belongs to.
+    pub fn etcd_observer(&self, resources: &Resources, prefix: &str) -> EtcdMetrics {
+        let segments = resources
+            .all()
+            .iter()
+            .map(|r| {
+                (
+                    r.storage_segment(),
+                    (r.group.to_string(), r.plural.to_string()),
+                )
+            })
+            .collect();
+        EtcdMetrics {
+            metrics: self.etcd.clone(),
+            prefix: format!("{}/", prefix.trim_end_matches('/')),
+            segments,
+        }
     }
 
     /// Brings the scrape-time metrics (cache stats, object counts) up to
@@ -317,7 +393,9 @@ impl Metrics {
             self.cache_capacity.set(to_i64(stats.window_events));
             self.cache_window_bytes.set(to_i64(stats.window_bytes));
             self.cache_objects.set(to_i64(stats.objects));
-            self.count_objects(state, cache.store().client()).await;
+            let store = cache.store();
+            self.count_objects(state, store.client(), store.telemetry())
+                .await;
         }
         let families = self.registry.gather();
         TextEncoder::new()
@@ -329,7 +407,12 @@ impl Metrics {
     }
 
     /// `apiserver_storage_objects`: a count-only etcd read per resource.
-    async fn count_objects(&self, state: &AppState, client: etcd_client::Client) {
+    async fn count_objects(
+        &self,
+        state: &AppState,
+        client: etcd_client::Client,
+        telemetry: &EtcdTelemetry,
+    ) {
         let mut seen = std::collections::HashSet::new();
         let counts = state
             .registry
@@ -348,7 +431,9 @@ impl Metrics {
                     let opts = etcd_client::GetOptions::new()
                         .with_prefix()
                         .with_count_only();
-                    let count = client.get(prefix, Some(opts)).await.ok()?.count();
+                    let get = client.get(prefix.as_bytes(), Some(opts));
+                    let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
+                    let count = resp.await.ok()?.count();
                     Some((label, count))
                 }
             });
@@ -376,6 +461,83 @@ impl Metrics {
             // Sizes are far below 2^52: exact as f64.
             #[allow(clippy::cast_precision_loss)]
             self.sizes.with_label_values(&labels).observe(size as f64);
+        }
+    }
+}
+
+/// Records the events of one watch response.
+#[derive(Clone)]
+pub struct WatchEventRecorder {
+    count: IntCounter,
+    size: Histogram,
+}
+
+impl WatchEventRecorder {
+    /// One event of `bytes` bytes was sent.
+    pub fn sent(&self, bytes: usize) {
+        self.count.inc();
+        // Event sizes are far below 2^52: exact as f64.
+        #[allow(clippy::cast_precision_loss)]
+        self.size.observe(bytes as f64);
+    }
+}
+
+/// kube-apiserver's etcd request metrics.
+#[derive(Clone)]
+struct EtcdRequestMetrics {
+    durations: HistogramVec,
+    requests: IntCounterVec,
+    errors: IntCounterVec,
+}
+
+/// Records every etcd request of a store (`etcd_request_duration_seconds`,
+/// `etcd_requests_total`, `etcd_request_errors_total`, labelled `operation`,
+/// `group`, `resource` as kube-apiserver does) and puts the request's
+/// audit id on the etcd span.
+pub struct EtcdMetrics {
+    metrics: EtcdRequestMetrics,
+    /// The etcd prefix with a trailing slash.
+    prefix: String,
+    /// Storage segment (`configmaps`, `apps/deployments`) → group, resource.
+    segments: HashMap<String, (String, String)>,
+}
+
+impl EtcdMetrics {
+    /// The group and resource a key (or prefix) belongs to; empty for keys
+    /// outside every resource (the whole prefix, coordination keys), which
+    /// keeps the label set bounded.
+    fn resource_of(&self, key: &[u8]) -> (&str, &str) {
+        let key = String::from_utf8_lossy(key);
+        let Some(rest) = key.strip_prefix(self.prefix.as_str()) else {
+            return ("", "");
+        };
+        let mut parts = rest.split('/');
+        let first = parts.next().unwrap_or("");
+        let second = parts.next().unwrap_or("");
+        self.segments
+            .get(&format!("{first}/{second}"))
+            .or_else(|| self.segments.get(first))
+            .map_or(("", ""), |(g, r)| (g.as_str(), r.as_str()))
+    }
+}
+
+impl EtcdObserver for EtcdMetrics {
+    fn started(&self, span: &tracing::Span) {
+        if let Some(id) = crate::telemetry::RequestId::current() {
+            span.record("audit_id", id.as_str());
+        }
+    }
+
+    fn finished(&self, operation: &'static str, key: &[u8], elapsed: Duration, ok: bool) {
+        let (group, resource) = self.resource_of(key);
+        let labels = [operation, group, resource];
+        let m = &self.metrics;
+        m.durations
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
+        m.requests.with_label_values(&labels).inc();
+        if !ok {
+            m.errors.with_label_values(&labels).inc();
         }
     }
 }
@@ -461,11 +623,11 @@ pub async fn instrument(State(state): State<Arc<AppState>>, req: Request, next: 
                 // kube's timeout filter lets it), still holding its slot,
                 // so a timed-out request keeps counting against the limit
                 // until it really ends.
-                let handler = tokio::spawn(async move {
+                let handler = tokio::spawn(crate::telemetry::in_request(async move {
                     let r = next.run(req).await;
                     drop((slot, guard));
                     r
-                });
+                }));
                 match tokio::time::timeout(state.limits.request_timeout, handler).await {
                     Ok(Ok(r)) => r,
                     Ok(Err(e)) => {
@@ -557,5 +719,29 @@ mod tests {
         assert_eq!((health.verb.as_str(), health.scope), ("GET", ""));
         let unknown = verb(Method::GET, "/api/v1/nonsense", None);
         assert_eq!(unknown.resource, "");
+    }
+
+    #[test]
+    fn etcd_keys_map_to_their_resource() {
+        let metrics = Metrics::new().expect("metric definitions");
+        let o = metrics.etcd_observer(&Resources::builtin(), "/registry/");
+        let of = |key: &str| o.resource_of(key.as_bytes());
+        assert_eq!(of("/registry/configmaps/ns/a"), ("", "configmaps"));
+        assert_eq!(of("/registry/configmaps/"), ("", "configmaps"));
+        assert_eq!(of("/registry/namespaces/apps"), ("", "namespaces"));
+        assert_eq!(
+            of("/registry/apps/deployments/ns/d"),
+            ("apps", "deployments")
+        );
+        assert_eq!(of("/registry/events/ns/e"), ("", "events"));
+        assert_eq!(
+            of("/registry/events.k8s.io/events/ns/e"),
+            ("events.k8s.io", "events")
+        );
+        // The whole prefix, coordination keys, probes: no resource.
+        assert_eq!(of("/registry/"), ("", ""));
+        assert_eq!(of("/registry/compact_rev_key"), ("", ""));
+        assert_eq!(of("\0"), ("", ""));
+        assert_eq!(of("/other/configmaps/a"), ("", ""));
     }
 }

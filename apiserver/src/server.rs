@@ -94,6 +94,15 @@ impl AppState {
         self
     }
 
+    /// Records the etcd requests of `store` (and of a watch cache over it)
+    /// in this state's metrics, and puts request ids on their spans.
+    pub fn observe_etcd(&self, store: &watchcache::etcd::EtcdStore) {
+        if let Some(m) = &self.metrics {
+            let observer = m.etcd_observer(&self.registry, &self.prefix);
+            store.telemetry().observe_with(Arc::new(observer));
+        }
+    }
+
     /// The etcd key of one object.
     pub fn key(&self, res: &Resource, namespace: Option<&str>, name: &str) -> String {
         match namespace {
@@ -147,7 +156,8 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// metrics → authenticate → authorize → compression → handler.
+/// request id → metrics → authenticate → authorize → compression →
+/// handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
@@ -163,6 +173,8 @@ fn filtered(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             crate::metrics::instrument,
         ))
+        // Outermost: every response, even a 401, 429 or 504, carries Audit-Id.
+        .layer(axum::middleware::from_fn(crate::telemetry::middleware))
         .with_state(state)
 }
 

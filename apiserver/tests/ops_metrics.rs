@@ -175,3 +175,84 @@ async fn watches_are_long_running_until_their_stream_ends() {
         Some(1.0)
     );
 }
+
+/// `apiserver_watch_events_total` counts every line a watch sends, with the
+/// watched resource's group, version and plural (kube's labels).
+#[tokio::test]
+async fn watch_events_are_counted_per_resource() {
+    let api = Api::new("metrics-events").await;
+    let ns = api.namespace("metrics-e").await;
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let labels = [("group", ""), ("version", "v1"), ("resource", "configmaps")];
+    let before =
+        sample(&scrape(&api).await, "apiserver_watch_events_total", &labels).unwrap_or(0.0);
+    let watch = api
+        .send("GET", &format!("{cms}?watch=true"), &[], Body::empty())
+        .await;
+    assert_eq!(watch.status(), StatusCode::OK);
+    api.create(&cms, &configmap("one", &[("a", "1")])).await;
+    api.create(&cms, &configmap("two", &[("a", "1")])).await;
+    let (lines, _) = common::read_lines(watch, 2, common::DEADLINE).await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let text = scrape(&api).await;
+    let after = sample(&text, "apiserver_watch_events_total", &labels);
+    // Other tests of this binary watch configmaps too: at least ours.
+    assert!(after.is_some_and(|n| n >= before + 2.0), "{text}");
+    assert!(
+        sample(&text, "apiserver_watch_events_sizes_count", &labels)
+            .is_some_and(|n| n >= before + 2.0),
+        "{text}"
+    );
+}
+
+/// `etcd_request_duration_seconds` (and the request and error counters) has
+/// a sample for each kind of etcd request the server made, labelled with
+/// kube's operation names and the resource of the key.
+#[tokio::test]
+async fn etcd_requests_are_timed_per_operation_and_resource() {
+    let api = Api::new("metrics-etcd").await;
+    let ns = api.namespace("metrics-etcd").await;
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    api.create(&cms, &configmap("one", &[("a", "1")])).await;
+    let mut cm = api.must_get(&format!("{cms}/one")).await;
+    cm["data"]["a"] = serde_json::json!("2");
+    let r = api.put(&format!("{cms}/one"), &cm).await;
+    assert_eq!(r.code, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        api.post(&cms, &configmap("one", &[])).await.code,
+        StatusCode::CONFLICT
+    );
+    api.delete(&format!("{cms}/one")).await;
+    let text = scrape(&api).await;
+    let duration = "etcd_request_duration_seconds_count";
+    for op in ["create", "update", "delete"] {
+        let labels = [("operation", op), ("group", ""), ("resource", "configmaps")];
+        assert!(
+            sample(&text, duration, &labels).is_some_and(|n| n >= 1.0),
+            "no {op}: {text}"
+        );
+        assert!(
+            sample(&text, "etcd_requests_total", &labels).is_some_and(|n| n >= 1.0),
+            "{text}"
+        );
+    }
+    // The namespace was created in its own resource's key space.
+    let ns_create = [("operation", "create"), ("resource", "namespaces")];
+    assert!(sample(&text, duration, &ns_create).is_some(), "{text}");
+    // The watch cache's list of the whole prefix belongs to no resource.
+    let whole = [("operation", "list"), ("group", ""), ("resource", "")];
+    assert!(sample(&text, duration, &whole).is_some(), "{text}");
+    // Per-resource object counts (scrape time) are kube's listWithCount.
+    let counts = [("operation", "listWithCount"), ("resource", "configmaps")];
+    assert!(sample(&text, duration, &counts).is_some(), "{text}");
+    // An existing name is an answer, not an etcd error.
+    assert_eq!(
+        sample(
+            &text,
+            "etcd_request_errors_total",
+            &[("operation", "create"), ("resource", "configmaps")]
+        ),
+        None,
+        "{text}"
+    );
+}

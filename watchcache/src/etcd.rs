@@ -35,8 +35,10 @@ use etcd_client::{
 };
 use serde_json::Value;
 use std::future::Future;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// The largest page asked of etcd when a selector makes pages come back
 /// short and the page size grows.
@@ -50,11 +52,89 @@ const PROBE_KEY: &[u8] = b"\0";
 /// Upper bound on the wait for the compaction point after a compacted error.
 const COMPACTION_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Told about every etcd request the store (and the watch cache's
+/// reflector) makes, so that metrics and trace fields can be kept outside
+/// this crate, which depends on no metrics library.
+pub trait EtcdObserver: Send + Sync {
+    /// A request starts; `span` is its `etcd` span, whose empty `audit_id`
+    /// field the observer may record.
+    fn started(&self, span: &tracing::Span) {
+        let _ = span;
+    }
+
+    /// A request ended after `elapsed`. `operation` is kube-apiserver's name
+    /// for it (`get`, `list`, `create`, `update`, `delete`, ...), `key` the
+    /// etcd key or prefix it concerned, `ok` whether etcd answered without
+    /// an error (a failed precondition is an answer).
+    fn finished(&self, operation: &'static str, key: &[u8], elapsed: Duration, ok: bool);
+}
+
+/// Times etcd requests and opens a span for each: one per store, shared by
+/// its clones and its watch cache. The observer may be set after the store
+/// was cloned (it is where the metrics live that the server builds later).
+#[derive(Clone, Default)]
+pub struct EtcdTelemetry {
+    observer: Arc<OnceLock<Arc<dyn EtcdObserver>>>,
+}
+
+impl std::fmt::Debug for EtcdTelemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTelemetry")
+            .field("observed", &self.observer.get().is_some())
+            .finish()
+    }
+}
+
+/// A key as span field: lossy UTF-8, written only when the span is recorded.
+struct KeyField<'a>(&'a [u8]);
+
+impl std::fmt::Display for KeyField<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.0))
+    }
+}
+
+impl EtcdTelemetry {
+    /// Sets the observer; `false` when one was set already (it stays).
+    pub fn observe_with(&self, observer: Arc<dyn EtcdObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// Runs one etcd request `fut` inside an `etcd` span (fields
+    /// `operation`, `key`, `audit_id`) and reports it to the observer.
+    pub async fn time<T, E>(
+        &self,
+        operation: &'static str,
+        key: &[u8],
+        fut: impl Future<Output = std::result::Result<T, E>>,
+    ) -> std::result::Result<T, E> {
+        let span = tracing::info_span!(
+            "etcd",
+            otel.kind = "client",
+            db.system = "etcd",
+            operation,
+            key = %KeyField(key),
+            audit_id = tracing::field::Empty,
+        );
+        let observer = self.observer.get();
+        if let Some(o) = observer {
+            o.started(&span);
+        }
+        let start = Instant::now();
+        let result = fut.instrument(span).await;
+        if let Some(o) = observer {
+            o.finished(operation, key, start.elapsed(), result.is_ok());
+        }
+        result
+    }
+}
+
 /// `Storage` over an etcd v3 cluster.
 #[derive(Clone)]
 pub struct EtcdStore {
     client: Client,
     timeout: Duration,
+    telemetry: EtcdTelemetry,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -92,12 +172,22 @@ impl EtcdStore {
                     ))
                 }
             };
-        Ok(Self { client, timeout })
+        Ok(Self {
+            client,
+            timeout,
+            telemetry: EtcdTelemetry::default(),
+        })
     }
 
     /// The underlying client (for health checks and tests).
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// Times this store's etcd requests (and its watch cache's): set an
+    /// observer here for metrics; every request has a span regardless.
+    pub fn telemetry(&self) -> &EtcdTelemetry {
+        &self.telemetry
     }
 
     /// Ok when etcd answers a quorum read in time.
@@ -117,14 +207,32 @@ impl EtcdStore {
         }
     }
 
-    async fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<GetResponse> {
-        let mut kv = self.client.kv_client();
-        self.call(kv.get(key, Some(options))).await
+    /// `call`, timed and traced as `operation` on `key`.
+    async fn timed<T>(
+        &self,
+        operation: &'static str,
+        key: &[u8],
+        fut: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T> {
+        self.telemetry.time(operation, key, self.call(fut)).await
     }
 
-    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+    /// A range read; `operation` is `get` for one key, `list` for a range
+    /// (kube's names).
+    async fn range(
+        &self,
+        operation: &'static str,
+        key: Vec<u8>,
+        options: GetOptions,
+    ) -> Result<GetResponse> {
         let mut kv = self.client.kv_client();
-        self.call(kv.txn(txn)).await
+        self.timed(operation, &key.clone(), kv.get(key, Some(options)))
+            .await
+    }
+
+    async fn txn(&self, operation: &'static str, key: &str, txn: Txn) -> Result<TxnResponse> {
+        let mut kv = self.client.kv_client();
+        self.timed(operation, key.as_bytes(), kv.txn(txn)).await
     }
 
     /// The revision etcd has compacted up to, learned from a watch that starts
@@ -179,17 +287,18 @@ impl EtcdStore {
     /// serializably when that is fresh enough, linearizably otherwise.
     async fn range_not_older_than(
         &self,
+        operation: &'static str,
         key: &[u8],
         options: GetOptions,
         min: Revision,
     ) -> Result<GetResponse> {
         let resp = self
-            .range(key.to_vec(), options.clone().with_serializable())
+            .range(operation, key.to_vec(), options.clone().with_serializable())
             .await?;
         if header_revision(&resp) >= min {
             return Ok(resp);
         }
-        let resp = self.range(key.to_vec(), options).await?;
+        let resp = self.range(operation, key.to_vec(), options).await?;
         let current = header_revision(&resp);
         if current < min {
             return Err(StorageError::TooLargeResourceVersion {
@@ -221,14 +330,14 @@ impl EtcdStore {
         }
         let key = key.as_bytes();
         let resp = match freshness {
-            Freshness::MostRecent => self.range(key.to_vec(), GetOptions::new()).await?,
+            Freshness::MostRecent => self.range("get", key.to_vec(), GetOptions::new()).await?,
             Freshness::NotOlderThan(min) => {
-                self.range_not_older_than(key, GetOptions::new(), min)
+                self.range_not_older_than("get", key, GetOptions::new(), min)
                     .await?
             }
             Freshness::Exact(rev) => {
                 let options = GetOptions::new().with_revision(rev);
-                match self.range(key.to_vec(), options).await {
+                match self.range("get", key.to_vec(), options).await {
                     Ok(resp) => resp,
                     Err(e) => return Err(self.read_error(e, rev).await),
                 }
@@ -254,16 +363,17 @@ impl Storage for EtcdStore {
     async fn get(&self, key: &str, freshness: Freshness) -> Result<Option<Object>> {
         let resp = match freshness {
             Freshness::MostRecent => {
-                self.range(key.as_bytes().to_vec(), GetOptions::new())
+                self.range("get", key.as_bytes().to_vec(), GetOptions::new())
                     .await?
             }
             Freshness::NotOlderThan(min) => {
-                self.range_not_older_than(key.as_bytes(), GetOptions::new(), min)
+                self.range_not_older_than("get", key.as_bytes(), GetOptions::new(), min)
                     .await?
             }
             Freshness::Exact(rev) => {
                 match self
                     .range(
+                        "get",
                         key.as_bytes().to_vec(),
                         GetOptions::new().with_revision(rev),
                     )
@@ -322,8 +432,11 @@ impl Storage for EtcdStore {
                 options = options.with_revision(revision);
             }
             let read = match (first, min_revision) {
-                (true, Some(min)) => self.range_not_older_than(&start, options, min).await,
-                _ => self.range(start.clone(), options).await,
+                (true, Some(min)) => {
+                    self.range_not_older_than("list", &start, options, min)
+                        .await
+                }
+                _ => self.range("list", start.clone(), options).await,
             };
             let mut resp = match read {
                 Ok(resp) => resp,
@@ -407,7 +520,7 @@ impl Storage for EtcdStore {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, data, None)]);
-        let resp = self.txn(txn).await?;
+        let resp = self.txn("create", key, txn).await?;
         if !resp.succeeded() {
             return Err(StorageError::AlreadyExists { key: key.into() });
         }
@@ -423,7 +536,7 @@ impl Storage for EtcdStore {
             ])
             .and_then([TxnOp::put(key, data, None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.txn(txn).await?;
+        let resp = self.txn("update", key, txn).await?;
         if !resp.succeeded() {
             return Err(match current_of_failed(&resp) {
                 Some(current) => StorageError::Conflict {
@@ -445,7 +558,7 @@ impl Storage for EtcdStore {
                 .or_else([TxnOp::get(key, None)]),
             None => Txn::new().and_then([delete]),
         };
-        let resp = self.txn(txn).await?;
+        let resp = self.txn("delete", key, txn).await?;
         if !resp.succeeded() {
             return Err(match current_of_failed(&resp) {
                 Some(current) => StorageError::Conflict {
@@ -508,12 +621,20 @@ impl Storage for EtcdStore {
             options = options.with_prefix();
         }
         let mut watch_client = self.client.watch_client();
-        let mut stream = self
-            .call(watch_client.watch(key_or_prefix, Some(options)))
-            .await?;
         // etcd confirms the creation first; a compacted start revision is
         // reported by a cancellation right after, handled by the task.
-        match self.call(stream.message()).await? {
+        let create = async {
+            let mut stream = self
+                .call(watch_client.watch(key_or_prefix, Some(options)))
+                .await?;
+            let first = self.call(stream.message()).await?;
+            Ok::<_, StorageError>((stream, first))
+        };
+        let (mut stream, first) = self
+            .telemetry
+            .time("watch", key_or_prefix.as_bytes(), create)
+            .await?;
+        match first {
             Some(resp) if resp.canceled() => {
                 if resp.compact_revision() > 0 {
                     return Ok(error_stream(StorageError::Compacted {
@@ -622,7 +743,11 @@ impl Storage for EtcdStore {
 
     async fn current_revision(&self) -> Result<Revision> {
         let resp = self
-            .range(PROBE_KEY.to_vec(), GetOptions::new().with_count_only())
+            .range(
+                "get",
+                PROBE_KEY.to_vec(),
+                GetOptions::new().with_count_only(),
+            )
             .await?;
         Ok(header_revision(&resp))
     }

@@ -9,7 +9,8 @@
 //! changes; at the timeout (`timeoutSeconds`, else 30-60 minutes) a final
 //! `BOOKMARK` at the newest revision the stream has reached, so the client
 //! resumes from there; an error from storage becomes one `ERROR` event and
-//! ends the stream.
+//! ends the stream. Every line sent is counted in
+//! `apiserver_watch_events_total` (and its size in `_sizes`).
 
 use super::{list, Scope};
 use crate::error::Result;
@@ -177,6 +178,11 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
         },
         bookmarks: plan.bookmarks,
         initial_events_end: plan.initial_events_end_bookmark,
+        recorder: scope
+            .state
+            .metrics
+            .as_ref()
+            .map(|m| m.watch_recorder(scope.res.group, scope.res.version, scope.res.plural)),
     };
     let stream = futures_util::stream::unfold(body, |mut body| async move {
         let line = body.next().await?;
@@ -252,11 +258,24 @@ struct WatchBody {
     bookmarks: bool,
     /// Annotate the bookmark that ends the initial state.
     initial_events_end: bool,
+    /// `apiserver_watch_events_total` and `_sizes`: every line sent counts,
+    /// bookmarks and errors included, as kube counts what its watch
+    /// server writes.
+    recorder: Option<crate::metrics::WatchEventRecorder>,
 }
 
 impl WatchBody {
-    /// The next line to send; `None` ends the response.
+    /// The next line to send, recorded; `None` ends the response.
     async fn next(&mut self) -> Option<Bytes> {
+        let line = self.next_line().await?;
+        if let Some(r) = &self.recorder {
+            r.sent(line.len());
+        }
+        Some(line)
+    }
+
+    /// The next line to send; `None` ends the response.
+    async fn next_line(&mut self) -> Option<Bytes> {
         loop {
             if self.stage == Stage::Done {
                 return None;

@@ -114,7 +114,9 @@ impl Api {
                 ..CacherConfig::default()
             },
         );
-        let state = Arc::new(AppState::new(Arc::new(store), &prefix).with_cache(cache));
+        let state = Arc::new(AppState::new(Arc::new(store.clone()), &prefix).with_cache(cache));
+        // As `run` does: etcd requests go to this state's metrics.
+        state.observe_etcd(&store);
         apiserver::bootstrap::run(Arc::clone(&state)).await;
         let router = router(Arc::clone(&state));
         Api { state, router }

@@ -122,6 +122,8 @@ pub(crate) struct Shared {
     /// While true, the reflector keeps no etcd watch open (failure injection
     /// for tests: `Cacher::hold_etcd_watch`).
     hold: notify::Sender<bool>,
+    /// The wrapped store's: the reflector's etcd requests are timed too.
+    telemetry: crate::etcd::EtcdTelemetry,
 }
 
 impl Shared {
@@ -290,6 +292,7 @@ impl Cacher {
             watchers: AtomicUsize::new(0),
             backfilling: std::sync::atomic::AtomicBool::new(false),
             hold: notify::channel(false).0,
+            telemetry: store.telemetry().clone(),
         });
         let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
         Cacher {
@@ -419,14 +422,20 @@ impl Cacher {
     async fn progress_mark(&self) -> Result<Revision> {
         let key = format!("{}.progress", self.config().prefix);
         let mut client = self.inner.store.client();
-        let put = client.put(key, "0", None);
-        match tokio::time::timeout(self.config().etcd_timeout, put).await {
-            Ok(Ok(resp)) => Ok(resp.header().map(|h| h.revision()).unwrap_or(0)),
-            Ok(Err(e)) => Err(StorageError::Unavailable(e.to_string())),
-            Err(_) => Err(StorageError::Unavailable(
-                "etcd did not answer the progress mark in time".into(),
-            )),
-        }
+        let put = client.put(key.as_bytes(), "0", None);
+        let put = async {
+            match tokio::time::timeout(self.config().etcd_timeout, put).await {
+                Ok(Ok(resp)) => Ok(resp.header().map(|h| h.revision()).unwrap_or(0)),
+                Ok(Err(e)) => Err(StorageError::Unavailable(e.to_string())),
+                Err(_) => Err(StorageError::Unavailable(
+                    "etcd did not answer the progress mark in time".into(),
+                )),
+            }
+        };
+        self.shared()
+            .telemetry
+            .time("update", key.as_bytes(), put)
+            .await
     }
 
     /// Waits for revision `n` (and this replica's own writes). `Ok(false)`

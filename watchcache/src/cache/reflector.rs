@@ -177,7 +177,8 @@ async fn list_all(shared: &Shared, client: &Client) -> Result<(Objects, Revision
         if revision > 0 {
             options = options.with_revision(revision);
         }
-        let mut resp = call(config.etcd_timeout, kv.get(start.clone(), Some(options))).await?;
+        let get = call(config.etcd_timeout, kv.get(start.clone(), Some(options)));
+        let mut resp = shared.telemetry.time("list", &start, get).await?;
         if revision == 0 {
             revision = resp.header().map(|h| h.revision()).unwrap_or(0);
         }
@@ -225,12 +226,12 @@ async fn follow(
     if history.is_some() {
         options = options.with_prev_key();
     }
-    let mut stream = match call(
+    let open = call(
         config.etcd_timeout,
         watch_client.watch(config.prefix.as_bytes(), Some(options)),
-    )
-    .await
-    {
+    );
+    let watch_key = config.prefix.as_bytes();
+    let mut stream = match shared.telemetry.time("watch", watch_key, open).await {
         Ok(stream) => stream,
         Err(e) => return End::Broken(e),
     };
@@ -242,7 +243,8 @@ async fn follow(
         // change, at once.
         let mut kv = client.kv_client();
         let key = format!("{}.progress", config.prefix);
-        if let Err(e) = call(config.etcd_timeout, kv.put(key, "0", None)).await {
+        let put = call(config.etcd_timeout, kv.put(key.as_bytes(), "0", None));
+        if let Err(e) = shared.telemetry.time("update", key.as_bytes(), put).await {
             tracing::debug!(error = %e, "watch cache: progress mark after the list failed");
         }
     }
@@ -424,7 +426,8 @@ pub(crate) async fn check_compaction(
     let timeout = shared.config.etcd_timeout;
     let mut kv = client.kv_client();
     let options = GetOptions::new().with_revision(oldest).with_count_only();
-    match call(timeout, kv.get(PROBE_KEY.to_vec(), Some(options))).await {
+    let get = call(timeout, kv.get(PROBE_KEY.to_vec(), Some(options)));
+    match shared.telemetry.time("get", PROBE_KEY, get).await {
         Ok(_) => return Ok(known),
         Err(StorageError::Compacted { .. }) => {}
         Err(e) => return Err(e),
