@@ -79,6 +79,11 @@ pub struct Config {
     /// finish before the process exits anyway.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+
+    /// Authorization modes, in the order they are asked (comma-separated):
+    /// `RBAC`, `AlwaysAllow`. Members of system:masters are always allowed.
+    #[arg(long, value_delimiter = ',', default_value = "RBAC")]
+    pub authorization_mode: Vec<String>,
 }
 
 /// Parses a Go-style duration as kube-apiserver's flags take them: `90s`,
@@ -139,5 +144,8 @@ mod tests {
         assert_eq!(c.max_mutating_requests_inflight, 200);
         assert_eq!(c.request_timeout, Duration::from_secs(60));
         assert_eq!(c.shutdown_delay_duration, Duration::ZERO);
+        assert_eq!(c.authorization_mode, vec!["RBAC".to_string()]);
+        let c = Config::parse_from(["apiserver", "--authorization-mode=RBAC,AlwaysAllow"]);
+        assert_eq!(c.authorization_mode, vec!["RBAC", "AlwaysAllow"]);
     }
 }

@@ -25,6 +25,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
+use apimachinery::auth::UserInfo;
 use std::sync::Arc;
 
 pub use write::namespace_finalizer;
@@ -41,6 +42,8 @@ pub struct Scope {
     pub out: Negotiated,
     pub pretty: bool,
     pub headers: HeaderMap,
+    /// The user the request runs as (the chain's `Identity`).
+    pub user: Arc<UserInfo>,
 }
 
 impl Scope {
@@ -84,6 +87,11 @@ impl Scope {
 /// Entry point for every path the router does not name.
 pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
+    let user = parts
+        .extensions
+        .get::<crate::auth::Identity>()
+        .map(|i| Arc::clone(&i.0))
+        .unwrap_or_default();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
         Some(ApiPath::Resource(r)) => {
@@ -94,6 +102,7 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
                 parts.headers,
                 r,
                 body,
+                user,
             )
             .await
             {
@@ -136,6 +145,7 @@ async fn resource(
     headers: HeaderMap,
     r: ResourceRequest,
     body: Body,
+    user: Arc<UserInfo>,
 ) -> Result<Response> {
     let Some(res) = state.registry.lookup(&r.group, &r.version, &r.resource) else {
         return Err(Status::path_not_found().into());
@@ -184,6 +194,7 @@ async fn resource(
         out,
         pretty,
         headers,
+        user,
     };
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
     match (method, r.name.is_some()) {

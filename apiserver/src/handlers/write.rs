@@ -389,6 +389,7 @@ where
             scope.subresource_name(),
         );
         validate(scope, &new, Some(&current.value))?;
+        crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
@@ -496,6 +497,7 @@ pub async fn create_object(
         }
     }
     validate(scope, &obj, None)?;
+    crate::rbac::admit(scope, &obj, None).await?;
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     if params.dry_run {
