@@ -391,6 +391,9 @@ pub(crate) fn has_deletecollection(r: &Resource) -> bool {
 
 /// The verbs of a resource (not a subresource).
 fn resource_verbs(r: &Resource) -> Vec<&'static str> {
+    if r.virtual_create.is_some() {
+        return vec!["create"];
+    }
     RESOURCE_VERBS
         .iter()
         .copied()

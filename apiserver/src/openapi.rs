@@ -470,6 +470,11 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
     };
 
     let mut items = Vec::new();
+    if r.virtual_create.is_some() {
+        // Create-only kinds: one POST on the collection.
+        items.push(item(collection, params(&[PRETTY]), ops(&[Verb::Create], "", &defs)));
+        return items;
+    }
     if r.namespaced {
         items.push(all_namespaces(&gv.prefix, Verb::ListAllNamespaces));
     }

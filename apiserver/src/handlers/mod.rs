@@ -8,6 +8,7 @@ mod delete;
 mod get;
 mod list;
 mod patch;
+pub mod review;
 mod scale;
 mod update;
 mod watch;
@@ -197,6 +198,12 @@ async fn resource(
         user,
     };
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
+    if let Some(answer) = res.virtual_create {
+        return match (method, r.name.is_some()) {
+            (Method::POST, false) => create::create_virtual(&scope, answer, read_body(body).await?).await,
+            _ => Err(Status::method_not_allowed().into()),
+        };
+    }
     match (method, r.name.is_some()) {
         (Method::GET, true) if is_scale => scale::get(&scope).await,
         (Method::GET, true) => get::get(&scope).await,

@@ -595,7 +595,12 @@ pub async fn namespace_finalizer(state: Arc<AppState>, ns: String) {
 /// One pass over every namespaced resource; true when nothing is left.
 async fn drain_namespace(state: &Arc<AppState>, ns: &str) -> Result<bool, StorageError> {
     let mut empty = true;
-    for res in state.registry.all().iter().filter(|r| r.namespaced) {
+    for res in state
+        .registry
+        .all()
+        .iter()
+        .filter(|r| r.namespaced && r.virtual_create.is_none())
+    {
         let prefix = state.collection_prefix(res, Some(ns));
         let opts = watchcache::ListOptions {
             freshness: Freshness::MostRecent,
