@@ -777,6 +777,8 @@ mod tests {
             [
                 "apps",
                 "events.k8s.io",
+                "authentication.k8s.io",
+                "authorization.k8s.io",
                 "autoscaling",
                 "batch",
                 "networking.k8s.io",
@@ -789,7 +791,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            doc["groups"][2],
+            doc["groups"][4],
             json!({"name": "autoscaling",
                    "versions": [{"groupVersion": "autoscaling/v2", "version": "v2"}],
                    "preferredVersion": {"groupVersion": "autoscaling/v2", "version": "v2"}})
