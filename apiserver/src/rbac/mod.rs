@@ -665,3 +665,113 @@ pub fn validate_modes(modes: &[String]) -> std::result::Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(p: &mut Policy, kind: Kind, obj: Value) {
+        p.put(kind, &Arc::new(obj), 1);
+    }
+
+    fn pods_request(verb: &str, ns: &str) -> RequestInfo {
+        RequestInfo {
+            resource_request: true,
+            verb: verb.into(),
+            resource: "pods".into(),
+            namespace: ns.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn modes() {
+        let m = |v: &[&str]| validate_modes(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(m(&["RBAC"]).is_ok());
+        assert!(m(&["RBAC", "AlwaysAllow"]).is_ok());
+        assert!(m(&[]).is_err());
+        assert!(m(&["RBAC", "RBAC"]).unwrap_err().contains("already been specified"));
+        assert!(m(&["ABAC"]).unwrap_err().contains("\"ABAC\" is not a valid mode"));
+    }
+
+    #[test]
+    fn decisions_and_rules() {
+        let mut p = Policy::default();
+        put(&mut p, Kind::Role, json!({"metadata": {"name": "r", "namespace": "a"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}));
+        put(&mut p, Kind::RoleBinding, json!({"metadata": {"name": "b", "namespace": "a"},
+            "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "User", "name": "u"}]}));
+        put(&mut p, Kind::ClusterRoleBinding, json!({"metadata": {"name": "c"},
+            "roleRef": {"kind": "ClusterRole", "name": "missing"},
+            "subjects": [{"kind": "Group", "name": "g"}]}));
+        let u = UserInfo::new("u", vec![]);
+        let sa = UserInfo::new("system:serviceaccount:a:sa", vec![]);
+        assert_eq!(p.decide(&u, &pods_request("get", "a")).0, Decision::Allow);
+        assert_eq!(
+            p.decide(&sa, &pods_request("get", "a")).1,
+            "RBAC: allowed by RoleBinding \"a/b\" of Role \"r\" to ServiceAccount \"sa\""
+        );
+        assert_eq!(p.decide(&u, &pods_request("get", "b")).0, Decision::NoOpinion(String::new()));
+        assert_eq!(p.decide(&u, &pods_request("list", "a")).0, Decision::NoOpinion(String::new()));
+        let g = UserInfo::new("x", vec!["g".into()]);
+        assert_eq!(
+            p.decide(&g, &pods_request("get", "a")).0,
+            Decision::NoOpinion("RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found".into())
+        );
+        assert_eq!(p.rules_for(&u, "a").rules.len(), 1);
+        assert!(p.rules_for(&u, "").rules.is_empty());
+        assert_eq!(p.rules_for(&g, "a").errors.len(), 1);
+        p.remove(Kind::RoleBinding, &json!({"metadata": {"name": "b", "namespace": "a"}}));
+        assert_eq!(p.decide(&u, &pods_request("get", "a")).0, Decision::NoOpinion(String::new()));
+    }
+
+    #[test]
+    fn aggregation_unions_matching_roles_in_name_order() {
+        let mut p = Policy::default();
+        let r1 = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
+        let r2 = json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]});
+        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "agg", "resourceVersion": "1"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}));
+        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "b", "labels": {"x": "y"}}, "rules": [r2, r1]}));
+        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "rules": [r1]}));
+        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "c"}, "rules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}));
+        let plan = p.aggregation_plan();
+        assert_eq!(plan.len(), 1);
+        let (name, obj, rev) = &plan[0];
+        assert_eq!((name.as_str(), *rev), ("agg", 1));
+        assert_eq!(obj["rules"], json!([r1, r2]));
+        assert!(obj["metadata"].get("resourceVersion").is_none());
+        // Once stored, nothing more to do.
+        put(&mut p, Kind::ClusterRole, obj.clone());
+        assert!(p.aggregation_plan().is_empty());
+    }
+
+    #[tokio::test]
+    async fn union_asks_in_order() {
+        struct Deny;
+        #[async_trait]
+        impl Authorizer for Deny {
+            async fn authorize(&self, _: &UserInfo, _: &RequestInfo) -> Decision {
+                Decision::Deny("no".into())
+            }
+        }
+        struct Shrug;
+        #[async_trait]
+        impl Authorizer for Shrug {
+            async fn authorize(&self, _: &UserInfo, _: &RequestInfo) -> Decision {
+                Decision::NoOpinion("meh".into())
+            }
+        }
+        let u = UserInfo::default();
+        let r = RequestInfo::default();
+        let allow: Arc<dyn Authorizer> = Arc::new(crate::auth::AlwaysAllow);
+        assert_eq!(Union(vec![Arc::new(Shrug), allow.clone()]).authorize(&u, &r).await, Decision::Allow);
+        assert_eq!(Union(vec![Arc::new(Deny), allow]).authorize(&u, &r).await, Decision::Deny("no".into()));
+        assert_eq!(
+            Union(vec![Arc::new(Shrug), Arc::new(Shrug)]).authorize(&u, &r).await,
+            Decision::NoOpinion("meh, meh".into())
+        );
+    }
+}
