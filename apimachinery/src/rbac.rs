@@ -24,7 +24,11 @@ pub struct PolicyRule {
     pub resources: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_names: Vec<String>,
-    #[serde(default, rename = "nonResourceURLs", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "nonResourceURLs",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub non_resource_urls: Vec<String>,
 }
 
@@ -364,14 +368,26 @@ mod tests {
             "subresources are separate"
         );
         let star = rule(&["*"], &["*"], &["*"]);
-        assert!(rule_allows(&star, &req("escalate", "x.io", "things", "sub", "n")));
+        assert!(rule_allows(
+            &star,
+            &req("escalate", "x.io", "things", "sub", "n")
+        ));
         assert!(!rule_allows(&star, &url("get", "/healthz")), "no URLs");
         let status = rule(&["update"], &[""], &["pods/status"]);
-        assert!(rule_allows(&status, &req("update", "", "pods", "status", "p")));
+        assert!(rule_allows(
+            &status,
+            &req("update", "", "pods", "status", "p")
+        ));
         assert!(!rule_allows(&status, &req("update", "", "pods", "", "p")));
         let any_status = rule(&["get"], &["*"], &["*/status"]);
-        assert!(rule_allows(&any_status, &req("get", "apps", "deployments", "status", "d")));
-        assert!(!rule_allows(&any_status, &req("get", "apps", "deployments", "scale", "d")));
+        assert!(rule_allows(
+            &any_status,
+            &req("get", "apps", "deployments", "status", "d")
+        ));
+        assert!(!rule_allows(
+            &any_status,
+            &req("get", "apps", "deployments", "scale", "d")
+        ));
         let named = PolicyRule {
             resource_names: s(&["a"]),
             ..rule(&["get", "list"], &[""], &["configmaps"])
@@ -410,13 +426,16 @@ mod tests {
             resource_names: s(&["x"]),
             ..rule(&["get"], &[""], &["pods"])
         };
-        assert!(uncovered(&owner, &[named.clone()]).is_empty());
+        assert!(uncovered(&owner, std::slice::from_ref(&named)).is_empty());
         // A named rule does not cover the unnamed one.
         assert_eq!(
             uncovered(&[named], &[rule(&["get"], &[""], &["pods"])]).len(),
             1
         );
-        let missing = uncovered(&owner, &[rule(&["get", "delete"], &["", "apps"], &["pods"])]);
+        let missing = uncovered(
+            &owner,
+            &[rule(&["get", "delete"], &["", "apps"], &["pods"])],
+        );
         assert_eq!(missing.len(), 3, "{missing:?}");
         let u = PolicyRule {
             verbs: s(&["get"]),
@@ -473,7 +492,10 @@ mod tests {
             0..3,
         );
         let urls = proptest::collection::vec(
-            prop_oneof![Just("*".to_string()), "/[ab]{0,2}\\*?".prop_map(String::from)],
+            prop_oneof![
+                Just("*".to_string()),
+                "/[ab]{0,2}\\*?".prop_map(String::from)
+            ],
             0..2,
         );
         let names = proptest::collection::vec("[ab]".prop_map(String::from), 0..2);
@@ -510,16 +532,18 @@ mod tests {
             "[ab]{0,1}",
             "/[ab]{0,3}",
         )
-            .prop_map(|(res, verb, group, resource, sub, name, path)| RequestInfo {
-                resource_request: res,
-                verb,
-                api_group: group,
-                resource,
-                subresource: sub,
-                name,
-                path,
-                ..Default::default()
-            })
+            .prop_map(
+                |(res, verb, group, resource, sub, name, path)| RequestInfo {
+                    resource_request: res,
+                    verb,
+                    api_group: group,
+                    resource,
+                    subresource: sub,
+                    name,
+                    path,
+                    ..Default::default()
+                },
+            )
     }
 
     proptest! {

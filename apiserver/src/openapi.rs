@@ -1346,7 +1346,11 @@ mod tests {
             ];
             let gvk = json!({"group": r.group, "kind": r.kind, "version": r.version});
             // Create-only kinds have no list: their POST carries the GVK.
-            let verb = if r.virtual_create.is_some() { "post" } else { "get" };
+            let verb = if r.virtual_create.is_some() {
+                "post"
+            } else {
+                "get"
+            };
             let found = candidates
                 .iter()
                 .any(|p| doc["paths"][p][verb]["x-kubernetes-group-version-kind"] == gvk);

@@ -76,10 +76,11 @@ pub struct Resource {
 /// the response object (the request with its `status` filled in). The
 /// generic create path decodes, calls this, and answers 201; every other
 /// verb is 405. Adding a virtual kind is a table row plus one function.
-pub type VirtualCreate = for<'a> fn(
-    &'a crate::handlers::Scope,
-    serde_json::Value,
-) -> futures_util::future::BoxFuture<'a, crate::error::Result<serde_json::Value>>;
+pub type VirtualCreate =
+    for<'a> fn(
+        &'a crate::handlers::Scope,
+        serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'a, crate::error::Result<serde_json::Value>>;
 
 impl Resource {
     pub fn api_version(&self) -> String {

@@ -262,5 +262,8 @@ async fn unknown_authorization_mode_exits_naming_it() {
     assert!(!status.success(), "{status}; stderr:\n{err}");
     let l = lines(&err);
     assert_eq!(l.len(), 1, "want one error line, got:\n{err}");
-    assert!(l[0].contains("authorization-mode \"Webhook\" is not a valid mode"), "{err}");
+    assert!(
+        l[0].contains("authorization-mode \"Webhook\" is not a valid mode"),
+        "{err}"
+    );
 }

@@ -18,6 +18,7 @@ use crate::error::{status_response, ApiError, Result};
 use crate::registry::{Resource, Subresource};
 use crate::request::{self, ApiPath, ResourceRequest};
 use crate::server::AppState;
+use apimachinery::auth::UserInfo;
 use apimachinery::media::{self, Negotiated};
 use apimachinery::query::{self, Query};
 use apimachinery::status::MAX_REQUEST_BODY_BYTES;
@@ -26,7 +27,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
-use apimachinery::auth::UserInfo;
 use std::sync::Arc;
 
 pub use write::namespace_finalizer;
@@ -200,7 +200,9 @@ async fn resource(
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
     if let Some(answer) = res.virtual_create {
         return match (method, r.name.is_some()) {
-            (Method::POST, false) => create::create_virtual(&scope, answer, read_body(body).await?).await,
+            (Method::POST, false) => {
+                create::create_virtual(&scope, answer, read_body(body).await?).await
+            }
             _ => Err(Status::method_not_allowed().into()),
         };
     }

@@ -61,7 +61,10 @@ pub fn local_subject_access_review(scope: &Scope, obj: Value) -> BoxFuture<'_, R
                 ));
             }
         }
-        if spec.get("nonResourceAttributes").is_some_and(Value::is_object) {
+        if spec
+            .get("nonResourceAttributes")
+            .is_some_and(Value::is_object)
+        {
             causes.push(StatusCause::new(
                 cause::FIELD_VALUE_INVALID,
                 invalid_message(
@@ -139,8 +142,9 @@ pub fn self_subject_rules_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_,
                         }
                         resource_rules.push(Value::Object(m));
                     } else {
-                        non_resource_rules
-                            .push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
+                        non_resource_rules.push(
+                            json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}),
+                        );
                     }
                 }
                 let error = match held.errors.len() {
@@ -208,7 +212,12 @@ fn attribute_causes(spec: &Value) -> Vec<StatusCause> {
 }
 
 fn spec_user(spec: &Value) -> UserInfo {
-    let s = |k: &str| spec.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     UserInfo {
         username: s("user"),
         uid: s("uid"),
@@ -268,7 +277,12 @@ async fn review(scope: &Scope, mut obj: Value, user: &UserInfo) -> Result<Value>
             status.insert("allowed".into(), json!(true));
             // RBAC says which binding allowed it (not for system:masters,
             // which kube allows before RBAC is asked).
-            if let Some(rbac) = scope.state.rbac.as_ref().filter(|_| !user.in_group(SYSTEM_MASTERS)) {
+            if let Some(rbac) = scope
+                .state
+                .rbac
+                .as_ref()
+                .filter(|_| !user.in_group(SYSTEM_MASTERS))
+            {
                 let (d, why) = rbac.decide(user, &request);
                 if d == Decision::Allow && !why.is_empty() {
                     status.insert("reason".into(), json!(why));

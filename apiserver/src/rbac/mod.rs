@@ -29,6 +29,7 @@ use crate::error::Result;
 use crate::handlers::Scope;
 use apimachinery::auth::{RequestInfo, UserInfo, SYSTEM_MASTERS};
 use apimachinery::rbac::{self as rules, PolicyRule, RoleRef, Subject};
+use apimachinery::read::Freshness;
 use apimachinery::selector::LabelSelector;
 use apimachinery::Status;
 use async_trait::async_trait;
@@ -37,7 +38,6 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use apimachinery::read::Freshness;
 use watchcache::{EventType, Storage, StorageError, WatchOptions};
 
 /// The four kinds the index follows.
@@ -431,7 +431,9 @@ impl Feed {
             match self.store.update(&key, &obj, revision).await {
                 Ok(_) => tracing::info!(clusterrole = %name, "aggregated rules updated"),
                 Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
-                Err(e) => tracing::warn!(clusterrole = %name, error = %e, "aggregation write failed"),
+                Err(e) => {
+                    tracing::warn!(clusterrole = %name, error = %e, "aggregation write failed")
+                }
             }
         }
     }
@@ -590,7 +592,8 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
     let name = meta(new, "name");
     let namespace = scope.namespace.clone().unwrap_or_default();
     let is_role = matches!(scope.res.plural, "roles" | "clusterroles");
-    let unchanged = |fields: &[&str]| old.is_some_and(|o| fields.iter().all(|f| o.get(f) == new.get(f)));
+    let unchanged =
+        |fields: &[&str]| old.is_some_and(|o| fields.iter().all(|f| o.get(f) == new.get(f)));
     if is_role {
         if unchanged(&["rules", "aggregationRule"])
             || may(scope, "escalate", scope.res.plural, &name, &namespace).await
@@ -598,7 +601,11 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
             return Ok(());
         }
         let Some(rbac) = &scope.state.rbac else {
-            return Err(escalation_refused(scope, &name, "RBAC is not enabled".into()));
+            return Err(escalation_refused(
+                scope,
+                &name,
+                "RBAC is not enabled".into(),
+            ));
         };
         confirm_no_escalation(rbac, &scope.user, &namespace, &parse_rules(new))
             .map_err(|why| escalation_refused(scope, &name, why))?;
@@ -634,7 +641,11 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
         return Ok(());
     }
     let Some(rbac) = &scope.state.rbac else {
-        return Err(escalation_refused(scope, &name, "RBAC is not enabled".into()));
+        return Err(escalation_refused(
+            scope,
+            &name,
+            "RBAC is not enabled".into(),
+        ));
     };
     let role_rules = rbac
         .role_rules(&role_ref, &namespace)
@@ -660,7 +671,9 @@ pub fn validate_modes(modes: &[String]) -> std::result::Result<(), String> {
             ));
         }
         if modes[..i].contains(m) {
-            return Err(format!("authorization-mode {m:?} has already been specified"));
+            return Err(format!(
+                "authorization-mode {m:?} has already been specified"
+            ));
         }
     }
     Ok(())
@@ -691,21 +704,37 @@ mod tests {
         assert!(m(&["RBAC"]).is_ok());
         assert!(m(&["RBAC", "AlwaysAllow"]).is_ok());
         assert!(m(&[]).is_err());
-        assert!(m(&["RBAC", "RBAC"]).unwrap_err().contains("already been specified"));
-        assert!(m(&["ABAC"]).unwrap_err().contains("\"ABAC\" is not a valid mode"));
+        assert!(m(&["RBAC", "RBAC"])
+            .unwrap_err()
+            .contains("already been specified"));
+        assert!(m(&["ABAC"])
+            .unwrap_err()
+            .contains("\"ABAC\" is not a valid mode"));
     }
 
     #[test]
     fn decisions_and_rules() {
         let mut p = Policy::default();
-        put(&mut p, Kind::Role, json!({"metadata": {"name": "r", "namespace": "a"},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}));
-        put(&mut p, Kind::RoleBinding, json!({"metadata": {"name": "b", "namespace": "a"},
+        put(
+            &mut p,
+            Kind::Role,
+            json!({"metadata": {"name": "r", "namespace": "a"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+        );
+        put(
+            &mut p,
+            Kind::RoleBinding,
+            json!({"metadata": {"name": "b", "namespace": "a"},
             "roleRef": {"kind": "Role", "name": "r"},
-            "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "User", "name": "u"}]}));
-        put(&mut p, Kind::ClusterRoleBinding, json!({"metadata": {"name": "c"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "User", "name": "u"}]}),
+        );
+        put(
+            &mut p,
+            Kind::ClusterRoleBinding,
+            json!({"metadata": {"name": "c"},
             "roleRef": {"kind": "ClusterRole", "name": "missing"},
-            "subjects": [{"kind": "Group", "name": "g"}]}));
+            "subjects": [{"kind": "Group", "name": "g"}]}),
+        );
         let u = UserInfo::new("u", vec![]);
         let sa = UserInfo::new("system:serviceaccount:a:sa", vec![]);
         assert_eq!(p.decide(&u, &pods_request("get", "a")).0, Decision::Allow);
@@ -713,18 +742,32 @@ mod tests {
             p.decide(&sa, &pods_request("get", "a")).1,
             "RBAC: allowed by RoleBinding \"a/b\" of Role \"r\" to ServiceAccount \"sa\""
         );
-        assert_eq!(p.decide(&u, &pods_request("get", "b")).0, Decision::NoOpinion(String::new()));
-        assert_eq!(p.decide(&u, &pods_request("list", "a")).0, Decision::NoOpinion(String::new()));
+        assert_eq!(
+            p.decide(&u, &pods_request("get", "b")).0,
+            Decision::NoOpinion(String::new())
+        );
+        assert_eq!(
+            p.decide(&u, &pods_request("list", "a")).0,
+            Decision::NoOpinion(String::new())
+        );
         let g = UserInfo::new("x", vec!["g".into()]);
         assert_eq!(
             p.decide(&g, &pods_request("get", "a")).0,
-            Decision::NoOpinion("RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found".into())
+            Decision::NoOpinion(
+                "RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found".into()
+            )
         );
         assert_eq!(p.rules_for(&u, "a").rules.len(), 1);
         assert!(p.rules_for(&u, "").rules.is_empty());
         assert_eq!(p.rules_for(&g, "a").errors.len(), 1);
-        p.remove(Kind::RoleBinding, &json!({"metadata": {"name": "b", "namespace": "a"}}));
-        assert_eq!(p.decide(&u, &pods_request("get", "a")).0, Decision::NoOpinion(String::new()));
+        p.remove(
+            Kind::RoleBinding,
+            &json!({"metadata": {"name": "b", "namespace": "a"}}),
+        );
+        assert_eq!(
+            p.decide(&u, &pods_request("get", "a")).0,
+            Decision::NoOpinion(String::new())
+        );
     }
 
     #[test]
@@ -732,11 +775,27 @@ mod tests {
         let mut p = Policy::default();
         let r1 = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
         let r2 = json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]});
-        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "agg", "resourceVersion": "1"},
-            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}));
-        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "b", "labels": {"x": "y"}}, "rules": [r2, r1]}));
-        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "rules": [r1]}));
-        put(&mut p, Kind::ClusterRole, json!({"metadata": {"name": "c"}, "rules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}));
+        put(
+            &mut p,
+            Kind::ClusterRole,
+            json!({"metadata": {"name": "agg", "resourceVersion": "1"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}),
+        );
+        put(
+            &mut p,
+            Kind::ClusterRole,
+            json!({"metadata": {"name": "b", "labels": {"x": "y"}}, "rules": [r2, r1]}),
+        );
+        put(
+            &mut p,
+            Kind::ClusterRole,
+            json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "rules": [r1]}),
+        );
+        put(
+            &mut p,
+            Kind::ClusterRole,
+            json!({"metadata": {"name": "c"}, "rules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}),
+        );
         let plan = p.aggregation_plan();
         assert_eq!(plan.len(), 1);
         let (name, obj, rev) = &plan[0];
@@ -767,10 +826,20 @@ mod tests {
         let u = UserInfo::default();
         let r = RequestInfo::default();
         let allow: Arc<dyn Authorizer> = Arc::new(crate::auth::AlwaysAllow);
-        assert_eq!(Union(vec![Arc::new(Shrug), allow.clone()]).authorize(&u, &r).await, Decision::Allow);
-        assert_eq!(Union(vec![Arc::new(Deny), allow]).authorize(&u, &r).await, Decision::Deny("no".into()));
         assert_eq!(
-            Union(vec![Arc::new(Shrug), Arc::new(Shrug)]).authorize(&u, &r).await,
+            Union(vec![Arc::new(Shrug), allow.clone()])
+                .authorize(&u, &r)
+                .await,
+            Decision::Allow
+        );
+        assert_eq!(
+            Union(vec![Arc::new(Deny), allow]).authorize(&u, &r).await,
+            Decision::Deny("no".into())
+        );
+        assert_eq!(
+            Union(vec![Arc::new(Shrug), Arc::new(Shrug)])
+                .authorize(&u, &r)
+                .await,
             Decision::NoOpinion("meh, meh".into())
         );
     }

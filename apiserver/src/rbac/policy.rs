@@ -116,7 +116,10 @@ fn view_rules() -> Vec<PolicyRule> {
         rule(
             READ,
             "autoscaling",
-            &["horizontalpodautoscalers", "horizontalpodautoscalers/status"],
+            &[
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status",
+            ],
         ),
         rule(
             READ,
@@ -229,18 +232,22 @@ fn edit_rules() -> Vec<PolicyRule> {
             ],
         ),
         rule(WRITE, "policy", &["poddisruptionbudgets"]),
-        rule(WRITE, "networking.k8s.io", &["ingresses", "networkpolicies"]),
         rule(
-            READ_WRITE,
-            "coordination.k8s.io",
-            &["leases"],
+            WRITE,
+            "networking.k8s.io",
+            &["ingresses", "networkpolicies"],
         ),
+        rule(READ_WRITE, "coordination.k8s.io", &["leases"]),
     ]
 }
 
 fn admin_rules() -> Vec<PolicyRule> {
     vec![
-        rule(&["create"], "authorization.k8s.io", &["localsubjectaccessreviews"]),
+        rule(
+            &["create"],
+            "authorization.k8s.io",
+            &["localsubjectaccessreviews"],
+        ),
         rule(
             READ_WRITE,
             "rbac.authorization.k8s.io",
@@ -266,8 +273,17 @@ fn role_rows() -> Vec<RoleRow> {
             vec![urls(
                 &["get"],
                 &[
-                    "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
-                    "/openapi/*", "/readyz", "/version", "/version/",
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                    "/version/",
                 ],
             )],
             None,
@@ -281,7 +297,11 @@ fn role_rows() -> Vec<RoleRow> {
                     "authorization.k8s.io",
                     &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
                 ),
-                rule(&["create"], "authentication.k8s.io", &["selfsubjectreviews"]),
+                rule(
+                    &["create"],
+                    "authentication.k8s.io",
+                    &["selfsubjectreviews"],
+                ),
             ],
             None,
         ),

@@ -170,21 +170,43 @@ fn cms(ns: &str) -> String {
 async fn role_and_cluster_role_via_both_binding_kinds() {
     let api = api("rbac-matrix").await;
     let read = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]);
-    admin_create(&api, &roles("default"), role(Some("default"), "pod-reader", read)).await;
+    admin_create(
+        &api,
+        &roles("default"),
+        role(Some("default"), "pod-reader", read),
+    )
+    .await;
     let cm_read = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]);
-    admin_create(&api, &format!("{RBAC}/clusterroles"), role(None, "cm-reader", cm_read)).await;
+    admin_create(
+        &api,
+        &format!("{RBAC}/clusterroles"),
+        role(None, "cm-reader", cm_read),
+    )
+    .await;
     // Role via RoleBinding: alice may list pods in default only.
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "alice-pods", "Role", "pod-reader", user("alice")),
+        binding(
+            Some("default"),
+            "alice-pods",
+            "Role",
+            "pod-reader",
+            user("alice"),
+        ),
     )
     .await;
     // ClusterRole via RoleBinding: bob may list configmaps in default only.
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "bob-cms", "ClusterRole", "cm-reader", user("bob")),
+        binding(
+            Some("default"),
+            "bob-cms",
+            "ClusterRole",
+            "cm-reader",
+            user("bob"),
+        ),
     )
     .await;
     // ClusterRole via ClusterRoleBinding to a group: everywhere.
@@ -202,7 +224,15 @@ async fn role_and_cluster_role_via_both_binding_kinds() {
     .await;
     eventually(&api, "alice", "GET", &pods("default"), None, 200).await;
     eventually(&api, "bob", "GET", &cms("default"), None, 200).await;
-    eventually(&api, "carol,readers", "GET", "/api/v1/configmaps", None, 200).await;
+    eventually(
+        &api,
+        "carol,readers",
+        "GET",
+        "/api/v1/configmaps",
+        None,
+        200,
+    )
+    .await;
 
     let cases: &[(&str, String, u16)] = &[
         ("alice", pods("default"), 200),
@@ -235,7 +265,14 @@ async fn role_and_cluster_role_via_both_binding_kinds() {
         )
     );
     // Writes are not reads.
-    let r = call(&api, "alice", "DELETE", &format!("{}/p", pods("default")), None).await;
+    let r = call(
+        &api,
+        "alice",
+        "DELETE",
+        &format!("{}/p", pods("default")),
+        None,
+    )
+    .await;
     assert_eq!(r.code, 403);
     // A binding to a missing role says so in the reason.
     admin_create(
@@ -259,8 +296,18 @@ async fn role_and_cluster_role_via_both_binding_kinds() {
 #[tokio::test]
 async fn resource_names_subresources_wildcards_and_urls() {
     let api = api("rbac-rules").await;
-    admin_create(&api, &cms("default"), json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})).await;
-    admin_create(&api, &cms("default"), json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}})).await;
+    admin_create(
+        &api,
+        &cms("default"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+    )
+    .await;
+    admin_create(
+        &api,
+        &cms("default"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+    )
+    .await;
     admin_create(&api, &pods("default"), crate::common::pod("p", None)).await;
     let rules = json!([
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"], "verbs": ["get", "list"]},
@@ -268,7 +315,12 @@ async fn resource_names_subresources_wildcards_and_urls() {
         {"apiGroups": ["apps"], "resources": ["*"], "verbs": ["*"]},
         {"nonResourceURLs": ["/metrics", "/livez/*"], "verbs": ["get"]},
     ]);
-    admin_create(&api, &format!("{RBAC}/clusterroles"), role(None, "mixed", rules)).await;
+    admin_create(
+        &api,
+        &format!("{RBAC}/clusterroles"),
+        role(None, "mixed", rules),
+    )
+    .await;
     admin_create(
         &api,
         &format!("{RBAC}/clusterrolebindings"),
@@ -292,7 +344,11 @@ async fn resource_names_subresources_wildcards_and_urls() {
         ("GET", "/api/v1/namespaces/default/pods/p", 403),
         ("GET", "/apis/apps/v1/namespaces/default/deployments", 200),
         ("GET", "/apis/apps/v1/statefulsets", 200),
-        ("DELETE", "/apis/apps/v1/namespaces/default/deployments/x", 404),
+        (
+            "DELETE",
+            "/apis/apps/v1/namespaces/default/deployments/x",
+            404,
+        ),
         ("GET", "/apis/batch/v1/namespaces/default/jobs", 403),
         ("GET", "/metrics", 200),
         ("GET", "/livez/ping", 200),
@@ -306,7 +362,10 @@ async fn resource_names_subresources_wildcards_and_urls() {
         assert_eq!(r.code.as_u16(), *code, "erin {method} {path}: {}", r.body);
     }
     let r = call(&api, "erin", "GET", "/readyz/ping", None).await;
-    assert_eq!(r.status().2, "forbidden: User \"erin\" cannot get path \"/readyz/ping\"");
+    assert_eq!(
+        r.status().2,
+        "forbidden: User \"erin\" cannot get path \"/readyz/ping\""
+    );
     // Without any binding only the defaults apply.
     for (path, code) in [("/metrics", 403), ("/version", 200), ("/openapi/v2", 200)] {
         let r = call(&api, "frank", "GET", path, None).await;
@@ -338,15 +397,46 @@ async fn bindings_take_effect_and_are_revoked() {
     )
     .await;
     eventually(&api, "gina", "GET", &cms("default"), None, 200).await;
-    let mut current = call(&api, ADMIN, "GET", &format!("{}/cms", roles("default")), None).await.body;
+    let mut current = call(
+        &api,
+        ADMIN,
+        "GET",
+        &format!("{}/cms", roles("default")),
+        None,
+    )
+    .await
+    .body;
     current["rules"] = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]);
-    let r = call(&api, ADMIN, "PUT", &format!("{}/cms", roles("default")), Some(&current)).await;
+    let r = call(
+        &api,
+        ADMIN,
+        "PUT",
+        &format!("{}/cms", roles("default")),
+        Some(&current),
+    )
+    .await;
     assert_eq!(r.code, 200, "{}", r.body);
     eventually(&api, "gina", "GET", &cms("default"), None, 403).await;
-    eventually(&api, "gina", "GET", "/api/v1/namespaces/default/secrets", None, 200).await;
+    eventually(
+        &api,
+        "gina",
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        None,
+        200,
+    )
+    .await;
     // Deleting the role revokes too.
     admin_delete(&api, &format!("{}/cms", roles("default"))).await;
-    eventually(&api, "gina", "GET", "/api/v1/namespaces/default/secrets", None, 403).await;
+    eventually(
+        &api,
+        "gina",
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        None,
+        403,
+    )
+    .await;
     eprintln!("binding took effect after {granted:?}, revoked after {revoked:?}");
 }
 
@@ -356,9 +446,21 @@ async fn aggregation_follows_labelled_cluster_roles() {
     // The bootstrap's aggregated roles get their rules.
     let start = Instant::now();
     loop {
-        let view = call(&api, ADMIN, "GET", &format!("{RBAC}/clusterroles/view"), None).await.body;
+        let view = call(
+            &api,
+            ADMIN,
+            "GET",
+            &format!("{RBAC}/clusterroles/view"),
+            None,
+        )
+        .await
+        .body;
         let has_pods = view["rules"].as_array().is_some_and(|rules| {
-            rules.iter().any(|r| r["resources"].as_array().is_some_and(|rs| rs.contains(&json!("pods"))))
+            rules.iter().any(|r| {
+                r["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.contains(&json!("pods")))
+            })
         });
         if has_pods {
             break;
@@ -369,13 +471,30 @@ async fn aggregation_follows_labelled_cluster_roles() {
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "hank-view", "ClusterRole", "view", user("hank")),
+        binding(
+            Some("default"),
+            "hank-view",
+            "ClusterRole",
+            "view",
+            user("hank"),
+        ),
     )
     .await;
     eventually(&api, "hank", "GET", &pods("default"), None, 200).await;
     let secrets = "/api/v1/namespaces/default/secrets";
-    assert_eq!(call(&api, "hank", "GET", secrets, None).await.code, 403, "view excludes secrets");
-    let r = call(&api, "hank", "DELETE", &format!("{}/x", pods("default")), None).await;
+    assert_eq!(
+        call(&api, "hank", "GET", secrets, None).await.code,
+        403,
+        "view excludes secrets"
+    );
+    let r = call(
+        &api,
+        "hank",
+        "DELETE",
+        &format!("{}/x", pods("default")),
+        None,
+    )
+    .await;
     assert_eq!(r.code, 403, "view is read-only");
 
     let extra = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]);
@@ -387,11 +506,25 @@ async fn aggregation_follows_labelled_cluster_roles() {
     for name in ["view", "edit", "admin"] {
         let start = Instant::now();
         loop {
-            let body = call(&api, ADMIN, "GET", &format!("{RBAC}/clusterroles/{name}"), None).await.body;
-            if body["rules"].as_array().is_some_and(|r| r.contains(&extra[0])) {
+            let body = call(
+                &api,
+                ADMIN,
+                "GET",
+                &format!("{RBAC}/clusterroles/{name}"),
+                None,
+            )
+            .await
+            .body;
+            if body["rules"]
+                .as_array()
+                .is_some_and(|r| r.contains(&extra[0]))
+            {
                 break;
             }
-            assert!(start.elapsed() < DEADLINE, "{name} never gained the rule: {body}");
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{name} never gained the rule: {body}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -399,7 +532,12 @@ async fn aggregation_follows_labelled_cluster_roles() {
     eventually(&api, "hank", "GET", secrets, None, 403).await;
     // Only cluster admins may write an aggregationRule.
     let grant = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]);
-    admin_create(&api, &format!("{RBAC}/clusterroles"), role(None, "cr-writer", grant)).await;
+    admin_create(
+        &api,
+        &format!("{RBAC}/clusterroles"),
+        role(None, "cr-writer", grant),
+    )
+    .await;
     admin_create(
         &api,
         &format!("{RBAC}/clusterrolebindings"),
@@ -434,11 +572,22 @@ async fn escalation_is_refused_unless_held_or_escalate_or_bind() {
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
     ]);
-    admin_create(&api, &format!("{RBAC}/clusterroles"), role(None, "rbac-writer", writer)).await;
+    admin_create(
+        &api,
+        &format!("{RBAC}/clusterroles"),
+        role(None, "rbac-writer", writer),
+    )
+    .await;
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "judy-writer", "ClusterRole", "rbac-writer", user("judy")),
+        binding(
+            Some("default"),
+            "judy-writer",
+            "ClusterRole",
+            "rbac-writer",
+            user("judy"),
+        ),
     )
     .await;
     // A role within what judy holds.
@@ -465,15 +614,36 @@ async fn escalation_is_refused_unless_held_or_escalate_or_bind() {
     );
     assert_eq!(r.body["details"]["name"], "more");
     // Updating a held role into more than she holds is refused too.
-    let mut current = call(&api, "judy", "GET", &format!("{}/held", roles("default")), None).await.body;
+    let mut current = call(
+        &api,
+        "judy",
+        "GET",
+        &format!("{}/held", roles("default")),
+        None,
+    )
+    .await
+    .body;
     current["rules"] = more["rules"].clone();
-    let r = call(&api, "judy", "PUT", &format!("{}/held", roles("default")), Some(&current)).await;
+    let r = call(
+        &api,
+        "judy",
+        "PUT",
+        &format!("{}/held", roles("default")),
+        Some(&current),
+    )
+    .await;
     assert_eq!(r.code, 403, "{}", r.body);
     // Binding a role she holds: allowed; binding cluster-admin: refused.
     let ok = binding(Some("default"), "held-to-kim", "Role", "held", user("kim"));
     let r = call(&api, "judy", "POST", &rolebindings("default"), Some(&ok)).await;
     assert_eq!(r.code, 201, "{}", r.body);
-    let admin = binding(Some("default"), "judy-admin", "ClusterRole", "cluster-admin", user("judy"));
+    let admin = binding(
+        Some("default"),
+        "judy-admin",
+        "ClusterRole",
+        "cluster-admin",
+        user("judy"),
+    );
     let r = call(&api, "judy", "POST", &rolebindings("default"), Some(&admin)).await;
     assert_eq!(
         r.status(),
@@ -493,11 +663,22 @@ async fn escalation_is_refused_unless_held_or_escalate_or_bind() {
 
     // `escalate` on roles lets her write any role...
     let esc = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]}]);
-    admin_create(&api, &format!("{RBAC}/clusterroles"), role(None, "escalator", esc)).await;
+    admin_create(
+        &api,
+        &format!("{RBAC}/clusterroles"),
+        role(None, "escalator", esc),
+    )
+    .await;
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "judy-esc", "ClusterRole", "escalator", user("judy")),
+        binding(
+            Some("default"),
+            "judy-esc",
+            "ClusterRole",
+            "escalator",
+            user("judy"),
+        ),
     )
     .await;
     eventually(&api, "judy", "POST", &roles("default"), Some(&more), 201).await;
@@ -506,15 +687,28 @@ async fn escalation_is_refused_unless_held_or_escalate_or_bind() {
     assert_eq!(r.code, 403);
     // `bind` on that one ClusterRole lets her bind it.
     let bind = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": ["cluster-admin"], "verbs": ["bind"]}]);
-    admin_create(&api, &format!("{RBAC}/clusterroles"), role(None, "binder", bind)).await;
+    admin_create(
+        &api,
+        &format!("{RBAC}/clusterroles"),
+        role(None, "binder", bind),
+    )
+    .await;
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "judy-bind", "ClusterRole", "binder", user("judy")),
+        binding(
+            Some("default"),
+            "judy-bind",
+            "ClusterRole",
+            "binder",
+            user("judy"),
+        ),
     )
     .await;
-    let may_bind = ssar(json!({"namespace": "default", "verb": "bind", "group": "rbac.authorization.k8s.io",
-                               "resource": "clusterroles", "name": "cluster-admin"}));
+    let may_bind = ssar(
+        json!({"namespace": "default", "verb": "bind", "group": "rbac.authorization.k8s.io",
+                               "resource": "clusterroles", "name": "cluster-admin"}),
+    );
     eventually_matching(
         &api,
         "judy",
@@ -525,10 +719,19 @@ async fn escalation_is_refused_unless_held_or_escalate_or_bind() {
     )
     .await;
     // `bind` is per role name: another ClusterRole is still refused...
-    let edit = binding(Some("default"), "judy-edit", "ClusterRole", "edit", user("judy"));
+    let edit = binding(
+        Some("default"),
+        "judy-edit",
+        "ClusterRole",
+        "edit",
+        user("judy"),
+    );
     let r = call(&api, "judy", "POST", &rolebindings("default"), Some(&edit)).await;
     assert_eq!(r.code, 403, "{}", r.body);
-    assert!(r.status().2.contains("is attempting to grant RBAC permissions not currently held"));
+    assert!(r
+        .status()
+        .2
+        .contains("is attempting to grant RBAC permissions not currently held"));
     // ...and the named one is allowed.
     let r = call(&api, "judy", "POST", &rolebindings("default"), Some(&admin)).await;
     assert_eq!(r.code, 201, "{}", r.body);
@@ -543,20 +746,45 @@ fn ssar(resource_attributes: Value) -> Value {
 async fn access_reviews() {
     let api = api("rbac-reviews").await;
     let rules = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
-    admin_create(&api, &roles("default"), role(Some("default"), "pod-lister", rules)).await;
+    admin_create(
+        &api,
+        &roles("default"),
+        role(Some("default"), "pod-lister", rules),
+    )
+    .await;
     let list_pods = ssar(json!({"namespace": "default", "verb": "list", "resource": "pods"}));
-    let r = call(&api, "lena", "POST", &format!("{AUTHZ}/selfsubjectaccessreviews"), Some(&list_pods)).await;
+    let r = call(
+        &api,
+        "lena",
+        "POST",
+        &format!("{AUTHZ}/selfsubjectaccessreviews"),
+        Some(&list_pods),
+    )
+    .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_eq!(r.body["kind"], "SelfSubjectAccessReview");
     assert_eq!(r.body["status"], json!({"allowed": false}));
     admin_create(
         &api,
         &rolebindings("default"),
-        binding(Some("default"), "lena-pods", "Role", "pod-lister", user("lena")),
+        binding(
+            Some("default"),
+            "lena-pods",
+            "Role",
+            "pod-lister",
+            user("lena"),
+        ),
     )
     .await;
     eventually(&api, "lena", "GET", &pods("default"), None, 200).await;
-    let r = call(&api, "lena", "POST", &format!("{AUTHZ}/selfsubjectaccessreviews"), Some(&list_pods)).await;
+    let r = call(
+        &api,
+        "lena",
+        "POST",
+        &format!("{AUTHZ}/selfsubjectaccessreviews"),
+        Some(&list_pods),
+    )
+    .await;
     assert_eq!(
         r.body["status"],
         json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"default/lena-pods\" of Role \"pod-lister\" to User \"lena\""})
@@ -564,9 +792,23 @@ async fn access_reviews() {
     // Non-resource attributes.
     let url = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                      "spec": {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}});
-    let r = call(&api, "lena", "POST", &format!("{AUTHZ}/selfsubjectaccessreviews"), Some(&url)).await;
+    let r = call(
+        &api,
+        "lena",
+        "POST",
+        &format!("{AUTHZ}/selfsubjectaccessreviews"),
+        Some(&url),
+    )
+    .await;
     assert_eq!(r.body["status"]["allowed"], false);
-    let r = call(&api, ADMIN, "POST", &format!("{AUTHZ}/selfsubjectaccessreviews"), Some(&url)).await;
+    let r = call(
+        &api,
+        ADMIN,
+        "POST",
+        &format!("{AUTHZ}/selfsubjectaccessreviews"),
+        Some(&url),
+    )
+    .await;
     assert_eq!(r.body["status"]["allowed"], true);
 
     // SubjectAccessReview: about another user; creating one is an admin's.
@@ -574,12 +816,33 @@ async fn access_reviews() {
         json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                "spec": {"user": user, "resourceAttributes": {"namespace": "default", "verb": "list", "resource": "pods"}}})
     };
-    let r = call(&api, ADMIN, "POST", &format!("{AUTHZ}/subjectaccessreviews"), Some(&sar("lena"))).await;
+    let r = call(
+        &api,
+        ADMIN,
+        "POST",
+        &format!("{AUTHZ}/subjectaccessreviews"),
+        Some(&sar("lena")),
+    )
+    .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_eq!(r.body["status"]["allowed"], true);
-    let r = call(&api, ADMIN, "POST", &format!("{AUTHZ}/subjectaccessreviews"), Some(&sar("mo"))).await;
+    let r = call(
+        &api,
+        ADMIN,
+        "POST",
+        &format!("{AUTHZ}/subjectaccessreviews"),
+        Some(&sar("mo")),
+    )
+    .await;
     assert_eq!(r.body["status"], json!({"allowed": false}));
-    let r = call(&api, "lena", "POST", &format!("{AUTHZ}/subjectaccessreviews"), Some(&sar("mo"))).await;
+    let r = call(
+        &api,
+        "lena",
+        "POST",
+        &format!("{AUTHZ}/subjectaccessreviews"),
+        Some(&sar("mo")),
+    )
+    .await;
     assert_eq!(
         r.status(),
         (
@@ -588,7 +851,14 @@ async fn access_reviews() {
             "subjectaccessreviews.authorization.k8s.io is forbidden: User \"lena\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope"
         )
     );
-    let r = call(&api, ADMIN, "POST", &format!("{AUTHZ}/subjectaccessreviews"), Some(&sar(""))).await;
+    let r = call(
+        &api,
+        ADMIN,
+        "POST",
+        &format!("{AUTHZ}/subjectaccessreviews"),
+        Some(&sar("")),
+    )
+    .await;
     assert_eq!(r.code, 422, "{}", r.body);
     assert_eq!(r.body["details"]["causes"][0]["field"], "spec.user");
 
@@ -614,18 +884,43 @@ async fn access_reviews() {
 
     // SelfSubjectRulesReview.
     let srr = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}});
-    let r = call(&api, "lena", "POST", &format!("{AUTHZ}/selfsubjectrulesreviews"), Some(&srr)).await;
+    let r = call(
+        &api,
+        "lena",
+        "POST",
+        &format!("{AUTHZ}/selfsubjectrulesreviews"),
+        Some(&srr),
+    )
+    .await;
     assert_eq!(r.code, 201, "{}", r.body);
     let status = &r.body["status"];
     assert_eq!(status["incomplete"], false);
     let resource_rules = status["resourceRules"].as_array().unwrap();
-    assert!(resource_rules.contains(&json!({"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]})), "{status}");
+    assert!(
+        resource_rules
+            .contains(&json!({"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]})),
+        "{status}"
+    );
     assert!(resource_rules.contains(&json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]})), "{status}");
-    assert!(status["nonResourceRules"].as_array().unwrap().iter().any(|r| r["nonResourceURLs"].as_array().unwrap().contains(&json!("/api/*"))));
+    assert!(status["nonResourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["nonResourceURLs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/api/*"))));
 
     // SelfSubjectReview.
     let ssr = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    let r = call(&api, "lena,devs", "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(&ssr)).await;
+    let r = call(
+        &api,
+        "lena,devs",
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        Some(&ssr),
+    )
+    .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_eq!(
         r.body["status"],
@@ -633,15 +928,32 @@ async fn access_reviews() {
     );
 
     // Virtual kinds are create-only, in discovery as in the API.
-    let r = call(&api, ADMIN, "GET", &format!("{AUTHZ}/selfsubjectaccessreviews"), None).await;
+    let r = call(
+        &api,
+        ADMIN,
+        "GET",
+        &format!("{AUTHZ}/selfsubjectaccessreviews"),
+        None,
+    )
+    .await;
     assert_eq!(r.code, 405, "{}", r.body);
     let doc = call(&api, ADMIN, "GET", AUTHZ, None).await.body;
     for entry in doc["resources"].as_array().unwrap() {
         assert_eq!(entry["verbs"], json!(["create"]), "{entry}");
     }
-    let names: Vec<&str> = doc["resources"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = doc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
         names,
-        ["localsubjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews"]
+        [
+            "localsubjectaccessreviews",
+            "selfsubjectaccessreviews",
+            "selfsubjectrulesreviews",
+            "subjectaccessreviews"
+        ]
     );
 }

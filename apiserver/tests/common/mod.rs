@@ -147,8 +147,11 @@ impl Api {
     ) -> Api {
         let Api { state, .. } = Self::new(name).await;
         let mut state = Arc::into_inner(state).expect("no other reference to the state yet");
-        let (authorizer, index) =
-            apiserver::authorizer(&["RBAC".to_string()], Arc::clone(&state.store), &state.prefix);
+        let (authorizer, index) = apiserver::authorizer(
+            &["RBAC".to_string()],
+            Arc::clone(&state.store),
+            &state.prefix,
+        );
         let index = index.expect("RBAC mode has an index");
         tokio::time::timeout(DEADLINE, index.wait_synced())
             .await
