@@ -745,6 +745,15 @@ fn ssar(resource_attributes: Value) -> Value {
 #[tokio::test]
 async fn access_reviews() {
     let api = api("rbac-reviews").await;
+    let r = call(
+        &api,
+        ADMIN,
+        "GET",
+        "/readyz/poststarthook/rbac/bootstrap-roles",
+        None,
+    )
+    .await;
+    assert_eq!((r.code.as_u16(), r.text().as_str()), (200, "ok"));
     let rules = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
     admin_create(
         &api,
