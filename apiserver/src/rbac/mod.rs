@@ -582,8 +582,9 @@ fn confirm_no_escalation(
 /// - a RoleBinding/ClusterRoleBinding: allowed with `bind` on the role it
 ///   references, else only if the writer holds every rule of that role.
 ///
-/// Updates that leave the rules (or subjects and roleRef) unchanged are not
-/// checked. Without the RBAC index (another authorization mode) only the
+/// Updates that change nothing but what the garbage collector writes
+/// (owner references, finalizers) are not checked, as in kube; any other
+/// change is (a label alone can feed an aggregated role). Without the RBAC index (another authorization mode) only the
 /// authorizer's `escalate`/`bind` answer counts.
 pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()> {
     if scope.res.group != rules::GROUP || scope.user.in_group(SYSTEM_MASTERS) {
@@ -592,12 +593,11 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
     let name = meta(new, "name");
     let namespace = scope.namespace.clone().unwrap_or_default();
     let is_role = matches!(scope.res.plural, "roles" | "clusterroles");
-    let unchanged =
-        |fields: &[&str]| old.is_some_and(|o| fields.iter().all(|f| o.get(f) == new.get(f)));
+    if old.is_some_and(|o| only_gc_fields_changed(o, new)) {
+        return Ok(());
+    }
     if is_role {
-        if unchanged(&["rules", "aggregationRule"])
-            || may(scope, "escalate", scope.res.plural, &name, &namespace).await
-        {
+        if may(scope, "escalate", scope.res.plural, &name, &namespace).await {
             return Ok(());
         }
         let Some(rbac) = &scope.state.rbac else {
@@ -625,9 +625,6 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
         }
         return Ok(());
     }
-    if unchanged(&["subjects", "roleRef"]) {
-        return Ok(());
-    }
     let role_ref: RoleRef = new
         .get("roleRef")
         .and_then(|r| serde_json::from_value(r.clone()).ok())
@@ -652,6 +649,26 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
         .map_err(|why| escalation_refused(scope, &name, why))?;
     confirm_no_escalation(rbac, &scope.user, &namespace, &role_rules)
         .map_err(|why| escalation_refused(scope, &name, why))
+}
+
+/// Whether an update changes nothing but owner references and finalizers
+/// (and the fields the server maintains).
+fn only_gc_fields_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for f in [
+                "ownerReferences",
+                "finalizers",
+                "managedFields",
+                "resourceVersion",
+            ] {
+                m.remove(f);
+            }
+        }
+        v
+    };
+    strip(old) == strip(new)
 }
 
 /// The modes `--authorization-mode` accepts.

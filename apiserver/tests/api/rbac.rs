@@ -633,6 +633,27 @@ async fn escalation_is_refused_unless_held_or_escalate_or_bind() {
     )
     .await;
     assert_eq!(r.code, 403, "{}", r.body);
+    // Any change to a role beyond her is refused (a label can feed an
+    // aggregated role); a change that only touches finalizers is not.
+    let big = role(
+        Some("default"),
+        "big",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]),
+    );
+    admin_create(&api, &roles("default"), big).await;
+    let big_path = format!("{}/big", roles("default"));
+    let mut current = call(&api, "judy", "GET", &big_path, None).await.body;
+    current["metadata"]["labels"] = json!({"x": "y"});
+    let r = call(&api, "judy", "PUT", &big_path, Some(&current)).await;
+    assert_eq!(r.code, 403, "{}", r.body);
+    assert!(r
+        .status()
+        .2
+        .contains("is attempting to grant RBAC permissions not currently held"));
+    let mut current = call(&api, "judy", "GET", &big_path, None).await.body;
+    current["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    let r = call(&api, "judy", "PUT", &big_path, Some(&current)).await;
+    assert_eq!(r.code, 200, "{}", r.body);
     // Binding a role she holds: allowed; binding cluster-admin: refused.
     let ok = binding(Some("default"), "held-to-kim", "Role", "held", user("kim"));
     let r = call(&api, "judy", "POST", &rolebindings("default"), Some(&ok)).await;
