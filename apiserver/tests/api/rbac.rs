@@ -987,3 +987,65 @@ async fn access_reviews() {
         ]
     );
 }
+
+/// Two replicas on one prefix both run the aggregation (compare-and-swap,
+/// no leader): they converge on the same rules and both authorize by them.
+#[tokio::test]
+async fn two_replicas_aggregate_to_the_same_rules() {
+    use watchcache::{Cacher, CacherConfig, Storage};
+    let a = api("rbac-replicas").await;
+    let store = watchcache::testing::TestEtcd::shared().await.store().await;
+    let cache = Cacher::new(
+        store,
+        CacherConfig {
+            prefix: format!("{}/", a.state.prefix),
+            ..CacherConfig::default()
+        },
+    );
+    let b_store: Arc<dyn Storage> = Arc::new(cache);
+    let (_, b) = apiserver::authorizer(&["RBAC".to_string()], b_store, &a.state.prefix);
+    let b = b.expect("RBAC index");
+    tokio::time::timeout(DEADLINE, b.wait_synced())
+        .await
+        .expect("replica b synced");
+
+    admin_create(
+        &a,
+        &rolebindings("default"),
+        binding(
+            Some("default"),
+            "olga-view",
+            "ClusterRole",
+            "view",
+            user("olga"),
+        ),
+    )
+    .await;
+    let extra =
+        json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list"]}]);
+    let mut agg = role(None, "widgets-to-view", extra.clone());
+    agg["metadata"]["labels"] = json!({"rbac.authorization.k8s.io/aggregate-to-view": "true"});
+    admin_create(&a, &format!("{RBAC}/clusterroles"), agg).await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let olga = UserInfo::new("olga", vec!["system:authenticated".into()]);
+    let request = apimachinery::auth::request_info("GET", widgets, None).unwrap();
+    let start = Instant::now();
+    loop {
+        let on_a = a.state.rbac.as_ref().unwrap().decide(&olga, &request).0;
+        let on_b = b.decide(&olga, &request).0;
+        if on_a == apiserver::auth::Decision::Allow && on_b == apiserver::auth::Decision::Allow {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "a: {on_a:?}, b: {on_b:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let view = call(&a, ADMIN, "GET", &format!("{RBAC}/clusterroles/view"), None)
+        .await
+        .body;
+    let rules = view["rules"].as_array().unwrap();
+    assert_eq!(
+        rules.iter().filter(|r| **r == extra[0]).count(),
+        1,
+        "{view}"
+    );
+}
