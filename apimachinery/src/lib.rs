@@ -12,6 +12,7 @@ pub mod managedfields;
 pub mod media;
 pub mod patch;
 pub mod query;
+pub mod rbac;
 pub mod read;
 pub mod schema;
 pub mod selector;

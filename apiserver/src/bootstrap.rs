@@ -1,5 +1,6 @@
-//! Objects every cluster has from the start: the system namespaces and the
-//! `default/kubernetes` Service. Created once (idempotently) by whichever
+//! Objects every cluster has from the start: the system namespaces, the
+//! `default/kubernetes` Service and the default RBAC roles and bindings
+//! (`rbac::policy`). Created once (idempotently) by whichever
 //! replica gets there first; readyz waits for it.
 
 use crate::object;
@@ -60,7 +61,15 @@ async fn bootstrap_once(state: &AppState) -> Result<(), StorageError> {
     for ns in SYSTEM_NAMESPACES {
         ensure(state, "", "namespaces", None, namespace(ns)).await?;
     }
-    ensure(state, "", "services", Some("default"), kubernetes_service()).await
+    ensure(state, "", "services", Some("default"), kubernetes_service()).await?;
+    let rbac = apimachinery::rbac::GROUP;
+    for role in crate::rbac::policy::cluster_roles() {
+        ensure(state, rbac, "clusterroles", None, role).await?;
+    }
+    for binding in crate::rbac::policy::cluster_role_bindings() {
+        ensure(state, rbac, "clusterrolebindings", None, binding).await?;
+    }
+    Ok(())
 }
 
 /// Retries until the bootstrap objects exist, then marks the state ready.

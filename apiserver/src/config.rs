@@ -94,6 +94,11 @@ pub struct Config {
     /// a caller sampled through `traceparent` always are).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub tracing_sampling_rate_per_million: u32,
+
+    /// Authorization modes, in the order they are asked (comma-separated):
+    /// `RBAC`, `AlwaysAllow`. Members of system:masters are always allowed.
+    #[arg(long, value_delimiter = ',', default_value = "RBAC")]
+    pub authorization_mode: Vec<String>,
 }
 
 /// Parses a Go-style duration as kube-apiserver's flags take them: `90s`,
@@ -166,5 +171,8 @@ mod tests {
         assert_eq!(c.tracing_endpoint.as_deref(), Some("http://127.0.0.1:4317"));
         assert_eq!(c.tracing_sampling_rate_per_million, 10);
         assert!(Config::try_parse_from(["apiserver", "--log-format=xml"]).is_err());
+        assert_eq!(c.authorization_mode, vec!["RBAC".to_string()]);
+        let c = Config::parse_from(["apiserver", "--authorization-mode=RBAC,AlwaysAllow"]);
+        assert_eq!(c.authorization_mode, vec!["RBAC", "AlwaysAllow"]);
     }
 }

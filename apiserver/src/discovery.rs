@@ -391,6 +391,9 @@ pub(crate) fn has_deletecollection(r: &Resource) -> bool {
 
 /// The verbs of a resource (not a subresource).
 fn resource_verbs(r: &Resource) -> Vec<&'static str> {
+    if r.virtual_create.is_some() {
+        return vec!["create"];
+    }
     RESOURCE_VERBS
         .iter()
         .copied()
@@ -774,6 +777,8 @@ mod tests {
             [
                 "apps",
                 "events.k8s.io",
+                "authentication.k8s.io",
+                "authorization.k8s.io",
                 "autoscaling",
                 "batch",
                 "networking.k8s.io",
@@ -786,7 +791,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            doc["groups"][2],
+            doc["groups"][4],
             json!({"name": "autoscaling",
                    "versions": [{"groupVersion": "autoscaling/v2", "version": "v2"}],
                    "preferredVersion": {"groupVersion": "autoscaling/v2", "version": "v2"}})

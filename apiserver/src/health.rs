@@ -35,8 +35,15 @@ impl Endpoint {
                 "watch-cache",
                 "shutdown",
                 "poststarthook/bootstrap",
+                "poststarthook/rbac/bootstrap-roles",
             ],
-            Endpoint::Healthz => &["ping", "log", "etcd", "poststarthook/bootstrap"],
+            Endpoint::Healthz => &[
+                "ping",
+                "log",
+                "etcd",
+                "poststarthook/bootstrap",
+                "poststarthook/rbac/bootstrap-roles",
+            ],
         }
     }
 }
@@ -70,6 +77,12 @@ async fn run_check(state: &AppState, name: &str) -> Result<(), &'static str> {
                 Err("not finished")
             }
         }
+        // Until the RBAC index has its first snapshot every user but
+        // system:masters would be refused.
+        "poststarthook/rbac/bootstrap-roles" => match &state.rbac {
+            Some(r) if !r.is_synced() => Err("the RBAC policy is not loaded yet"),
+            _ => Ok(()),
+        },
         _ => Err("unknown check"),
     }
 }

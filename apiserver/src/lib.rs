@@ -20,6 +20,7 @@ pub mod limits;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+pub mod rbac;
 pub mod registry;
 pub mod request;
 pub mod response;
@@ -54,6 +55,35 @@ pub enum StartError {
     },
     #[error("server error: {0}")]
     Serve(#[source] std::io::Error),
+    #[error("invalid --authorization-mode: {0}")]
+    AuthorizationMode(String),
+}
+
+/// The chain's authorizer for `--authorization-mode` (already validated),
+/// and the RBAC index when RBAC is one of the modes.
+pub fn authorizer(
+    modes: &[String],
+    store: Arc<dyn Storage>,
+    prefix: &str,
+) -> (Arc<dyn auth::Authorizer>, Option<Arc<rbac::Rbac>>) {
+    let mut index = None;
+    let mut chain: Vec<Arc<dyn auth::Authorizer>> = Vec::new();
+    for mode in modes {
+        match mode.as_str() {
+            "RBAC" => {
+                let r = rbac::Rbac::start(Arc::clone(&store), prefix);
+                index = Some(Arc::clone(&r));
+                chain.push(r);
+            }
+            _ => chain.push(Arc::new(auth::AlwaysAllow)),
+        }
+    }
+    let authorizer: Arc<dyn auth::Authorizer> = if chain.len() == 1 {
+        chain.remove(0)
+    } else {
+        Arc::new(rbac::Union(chain))
+    };
+    (authorizer, index)
 }
 
 /// Connects to etcd and proves it answers, within `timeout`.
@@ -74,6 +104,7 @@ pub async fn connect_store(
 
 /// Runs the server until SIGINT/SIGTERM.
 pub async fn run(cfg: Config) -> Result<(), StartError> {
+    rbac::validate_modes(&cfg.authorization_mode).map_err(StartError::AuthorizationMode)?;
     let mut embedded = None;
     let endpoints = if cfg.etcd_servers.is_empty() {
         let p = EtcdProcess::start(&cfg.data_dir).await?;
@@ -113,6 +144,13 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         );
         state = state.with_cache(cache);
     }
+    let (authorizer, rbac_index) = authorizer(
+        &cfg.authorization_mode,
+        Arc::clone(&state.store),
+        &cfg.etcd_prefix,
+    );
+    state.authorizer = authorizer;
+    state.rbac = rbac_index;
     // Work that must run once per cluster follows the elected leader.
     let leadership = leader::Leadership::spawn(
         etcd_client.clone(),

@@ -470,6 +470,20 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
     };
 
     let mut items = Vec::new();
+    if r.virtual_create.is_some() {
+        // Create-only kinds: one POST on the collection, its query
+        // parameters declared on the path as kube does.
+        let mut create = ops(&[Verb::Create], "", &defs);
+        for op in &mut create {
+            op.params.clear();
+        }
+        items.push(item(
+            collection,
+            params(&[WRITE_PARAMS, &[PRETTY]].concat()),
+            create,
+        ));
+        return items;
+    }
     if r.namespaced {
         items.push(all_namespaces(&gv.prefix, Verb::ListAllNamespaces));
     }
@@ -1331,9 +1345,15 @@ mod tests {
                 format!("{prefix}/namespaces/{{namespace}}/{}", r.plural),
             ];
             let gvk = json!({"group": r.group, "kind": r.kind, "version": r.version});
+            // Create-only kinds have no list: their POST carries the GVK.
+            let verb = if r.virtual_create.is_some() {
+                "post"
+            } else {
+                "get"
+            };
             let found = candidates
                 .iter()
-                .any(|p| doc["paths"][p]["get"]["x-kubernetes-group-version-kind"] == gvk);
+                .any(|p| doc["paths"][p][verb]["x-kubernetes-group-version-kind"] == gvk);
             assert!(found, "no list path for {} in {key}", r.kind);
             let schema = doc["components"]["schemas"]
                 .as_object()

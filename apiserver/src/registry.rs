@@ -66,7 +66,21 @@ pub struct Resource {
     /// Whether an immediate DELETE answers with the deleted object (kube's
     /// ReturnDeletedObject) rather than a Success Status.
     pub delete_returns_object: bool,
+    /// A virtual kind (access reviews, token reviews): create only, never
+    /// stored, answered by this function (see [`VirtualCreate`]).
+    pub virtual_create: Option<VirtualCreate>,
 }
+
+/// The answer to a create of a virtual kind: gets the decoded request object
+/// (kind checked, metadata.namespace defaulted to the path's) and returns
+/// the response object (the request with its `status` filled in). The
+/// generic create path decodes, calls this, and answers 201; every other
+/// verb is 405. Adding a virtual kind is a table row plus one function.
+pub type VirtualCreate =
+    for<'a> fn(
+        &'a crate::handlers::Scope,
+        serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'a, crate::error::Result<serde_json::Value>>;
 
 impl Resource {
     pub fn api_version(&self) -> String {
@@ -217,6 +231,23 @@ const fn res(
         generation: false,
         create_on_update: false,
         delete_returns_object: false,
+        virtual_create: None,
+    }
+}
+
+/// A row of a virtual (create-only) kind.
+const fn virtual_kind(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+    answer: VirtualCreate,
+) -> Resource {
+    Resource {
+        name_rule: NameRule::PathSegment,
+        virtual_create: Some(answer),
+        ..res(group, "v1", kind, plural, singular, namespaced)
     }
 }
 
@@ -561,7 +592,7 @@ pub static RESOURCES: &[Resource] = &[
             false,
         )
     },
-    // rbac.authorization.k8s.io/v1 (stored only; enforcement comes later)
+    // rbac.authorization.k8s.io/v1 (enforced by `rbac`)
     Resource {
         create_on_update: true,
         name_rule: NameRule::PathSegment,
@@ -612,6 +643,47 @@ pub static RESOURCES: &[Resource] = &[
             false,
         )
     },
+    // Virtual kinds: create only, answered by `handlers::review`.
+    virtual_kind(
+        "authentication.k8s.io",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        false,
+        crate::handlers::review::self_subject_review,
+    ),
+    virtual_kind(
+        "authorization.k8s.io",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        true,
+        crate::handlers::review::local_subject_access_review,
+    ),
+    virtual_kind(
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        false,
+        crate::handlers::review::self_subject_access_review,
+    ),
+    virtual_kind(
+        "authorization.k8s.io",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        false,
+        crate::handlers::review::self_subject_rules_review,
+    ),
+    virtual_kind(
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        false,
+        crate::handlers::review::subject_access_review,
+    ),
 ];
 
 /// A group with its served versions (preferred first).

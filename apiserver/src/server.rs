@@ -46,6 +46,9 @@ pub struct AppState {
     pub anonymous_auth: bool,
     /// Decides what each user may do.
     pub authorizer: Arc<dyn crate::auth::Authorizer>,
+    /// The RBAC policy index, when RBAC is an authorization mode (the
+    /// escalation checks and SelfSubjectRulesReview read it).
+    pub rbac: Option<Arc<crate::rbac::Rbac>>,
 }
 
 impl AppState {
@@ -73,6 +76,7 @@ impl AppState {
             authenticator: None,
             anonymous_auth: false,
             authorizer: Arc::new(crate::auth::AlwaysAllow),
+            rbac: None,
         }
     }
 

@@ -18,6 +18,8 @@ mod health;
 mod input;
 #[path = "api/lists.rs"]
 mod lists;
+#[path = "api/rbac.rs"]
+mod rbac;
 #[path = "api/watch.rs"]
 mod watch;
 #[path = "api/writes.rs"]

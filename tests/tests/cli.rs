@@ -245,3 +245,25 @@ async fn embedded_etcd_starts_and_stops_with_the_server() {
         "server port still open"
     );
 }
+
+#[tokio::test]
+async fn unknown_authorization_mode_exits_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = Proc::spawn(
+        &[
+            "--authorization-mode=RBAC,Webhook".to_string(),
+            format!("--listen=127.0.0.1:{}", free_port()),
+        ],
+        None,
+        dir.path(),
+    );
+    let status = p.exit_within(Duration::from_secs(8)).await;
+    let err = p.stderr();
+    assert!(!status.success(), "{status}; stderr:\n{err}");
+    let l = lines(&err);
+    assert_eq!(l.len(), 1, "want one error line, got:\n{err}");
+    assert!(
+        l[0].contains("authorization-mode \"Webhook\" is not a valid mode"),
+        "{err}"
+    );
+}

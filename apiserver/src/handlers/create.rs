@@ -15,3 +15,21 @@ pub async fn create(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     let resp = response::object(scope, StatusCode::CREATED, &stored);
     Ok(response::with_warnings(resp, &warnings))
 }
+
+/// POST of a virtual kind: decoded and checked as any create, answered by
+/// the kind's function, never stored.
+pub async fn create_virtual(
+    scope: &Scope,
+    answer: crate::registry::VirtualCreate,
+    body: axum::body::Bytes,
+) -> Result<Response> {
+    let params = write::write_params(scope, apimachinery::query::WriteVerb::Create)?;
+    let (mut obj, warnings) = write::decode_object(scope, &body, &params)?;
+    write::check_namespace(scope, &obj)?;
+    if let Some(ns) = &scope.namespace {
+        object::meta_mut(&mut obj).insert("namespace".into(), ns.clone().into());
+    }
+    let answered = answer(scope, obj).await?;
+    let resp = response::object(scope, StatusCode::CREATED, &answered);
+    Ok(response::with_warnings(resp, &warnings))
+}

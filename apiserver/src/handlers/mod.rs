@@ -8,6 +8,7 @@ mod delete;
 mod get;
 mod list;
 mod patch;
+pub mod review;
 mod scale;
 mod update;
 mod watch;
@@ -17,6 +18,7 @@ use crate::error::{status_response, ApiError, Result};
 use crate::registry::{Resource, Subresource};
 use crate::request::{self, ApiPath, ResourceRequest};
 use crate::server::AppState;
+use apimachinery::auth::UserInfo;
 use apimachinery::media::{self, Negotiated};
 use apimachinery::query::{self, Query};
 use apimachinery::status::MAX_REQUEST_BODY_BYTES;
@@ -41,6 +43,8 @@ pub struct Scope {
     pub out: Negotiated,
     pub pretty: bool,
     pub headers: HeaderMap,
+    /// The user the request runs as (the chain's `Identity`).
+    pub user: Arc<UserInfo>,
 }
 
 impl Scope {
@@ -84,6 +88,11 @@ impl Scope {
 /// Entry point for every path the router does not name.
 pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
+    let user = parts
+        .extensions
+        .get::<crate::auth::Identity>()
+        .map(|i| Arc::clone(&i.0))
+        .unwrap_or_default();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
         Some(ApiPath::Resource(r)) => {
@@ -94,6 +103,7 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
                 parts.headers,
                 r,
                 body,
+                user,
             )
             .await
             {
@@ -136,6 +146,7 @@ async fn resource(
     headers: HeaderMap,
     r: ResourceRequest,
     body: Body,
+    user: Arc<UserInfo>,
 ) -> Result<Response> {
     let Some(res) = state.registry.lookup(&r.group, &r.version, &r.resource) else {
         return Err(Status::path_not_found().into());
@@ -184,8 +195,17 @@ async fn resource(
         out,
         pretty,
         headers,
+        user,
     };
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
+    if let Some(answer) = res.virtual_create {
+        return match (method, r.name.is_some()) {
+            (Method::POST, false) => {
+                create::create_virtual(&scope, answer, read_body(body).await?).await
+            }
+            _ => Err(Status::method_not_allowed().into()),
+        };
+    }
     match (method, r.name.is_some()) {
         (Method::GET, true) if is_scale => scale::get(&scope).await,
         (Method::GET, true) => get::get(&scope).await,

@@ -389,6 +389,7 @@ where
             scope.subresource_name(),
         );
         validate(scope, &new, Some(&current.value))?;
+        crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
@@ -496,6 +497,7 @@ pub async fn create_object(
         }
     }
     validate(scope, &obj, None)?;
+    crate::rbac::admit(scope, &obj, None).await?;
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     if params.dry_run {
@@ -593,7 +595,12 @@ pub async fn namespace_finalizer(state: Arc<AppState>, ns: String) {
 /// One pass over every namespaced resource; true when nothing is left.
 async fn drain_namespace(state: &Arc<AppState>, ns: &str) -> Result<bool, StorageError> {
     let mut empty = true;
-    for res in state.registry.all().iter().filter(|r| r.namespaced) {
+    for res in state
+        .registry
+        .all()
+        .iter()
+        .filter(|r| r.namespaced && r.virtual_create.is_none())
+    {
         let prefix = state.collection_prefix(res, Some(ns));
         let opts = watchcache::ListOptions {
             freshness: Freshness::MostRecent,

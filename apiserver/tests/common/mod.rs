@@ -140,6 +140,32 @@ impl Api {
         Api { state, router }
     }
 
+    /// A secure-port server authorized by RBAC over its own (bootstrapped)
+    /// objects, as `--authorization-mode=RBAC` runs it; returns once the
+    /// policy index has its first snapshot.
+    pub async fn secure_rbac(
+        name: &str,
+        authenticator: Arc<dyn apiserver::auth::Authenticator>,
+    ) -> Api {
+        let Api { state, .. } = Self::new(name).await;
+        let mut state = Arc::into_inner(state).expect("no other reference to the state yet");
+        let (authorizer, index) = apiserver::authorizer(
+            &["RBAC".to_string()],
+            Arc::clone(&state.store),
+            &state.prefix,
+        );
+        let index = index.expect("RBAC mode has an index");
+        tokio::time::timeout(DEADLINE, index.wait_synced())
+            .await
+            .expect("RBAC index synced");
+        state.authenticator = Some(authenticator);
+        state.authorizer = authorizer;
+        state.rbac = Some(index);
+        let state = Arc::new(state);
+        let router = apiserver::server::secure_router(Arc::clone(&state));
+        Api { state, router }
+    }
+
     /// The one request helper: method, path (with query), extra headers,
     /// body.
     pub async fn call(
