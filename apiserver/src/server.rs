@@ -46,6 +46,10 @@ pub struct AppState {
     pub anonymous_auth: bool,
     /// Decides what each user may do.
     pub authorizer: Arc<dyn crate::auth::Authorizer>,
+    /// Issues and checks service-account tokens (secure port on).
+    pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
+    /// Failed authentications per client address.
+    pub auth_failures: crate::auth::ratelimit::FailureLimiter,
 }
 
 impl AppState {
@@ -73,6 +77,8 @@ impl AppState {
             authenticator: None,
             anonymous_auth: false,
             authorizer: Arc::new(crate::auth::AlwaysAllow),
+            service_accounts: None,
+            auth_failures: Default::default(),
         }
     }
 
@@ -147,13 +153,18 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// metrics → authenticate → authorize → compression → handler.
+/// metrics → authenticate → impersonate → authorize → compression →
+/// handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             crate::auth::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::impersonate,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -86,6 +86,16 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
+        Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_request(&r) => {
+            crate::auth::serviceaccount::token_request(
+                state,
+                parts.method,
+                &parts.headers,
+                &r,
+                body,
+            )
+            .await
+        }
         Some(ApiPath::Resource(r)) => {
             match resource(
                 state,

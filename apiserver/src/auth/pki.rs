@@ -1,0 +1,183 @@
+//! The certificates the server makes for itself when none are given: a
+//! private CA, a serving certificate for the server's names, a client
+//! certificate for `kubernetes-admin` (group `system:masters`) and the
+//! `admin.kubeconfig` that uses it. Made once under the data directory and
+//! reused on later starts (the serving certificate is remade, by the same
+//! CA, when the wanted names change).
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+use std::path::{Path, PathBuf};
+
+const CA_CN: &str = "apiserver-ca";
+pub const ADMIN_USER: &str = "kubernetes-admin";
+
+/// The PEM files of the generated PKI.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub dir: PathBuf,
+    pub ca_cert: PathBuf,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
+}
+
+fn ca_params() -> Result<CertificateParams, String> {
+    let mut p = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, CA_CN);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time_now();
+    p.not_before = now - time::Duration::hours(1);
+    p.not_after = now + time::Duration::days(3650);
+    Ok(p)
+}
+
+fn time_now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    let mut f = opts
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn write_public(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// Loads or makes the CA (`pki/ca.crt`, `pki/ca.key`).
+fn ensure_ca(dir: &Path) -> Result<(String, KeyPair), String> {
+    let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
+    if let (Some(c), Some(k)) = (read(&crt), read(&key)) {
+        let key = KeyPair::from_pem(&k).map_err(|e| format!("{}: {e}", key.display()))?;
+        return Ok((c, key));
+    }
+    let key = KeyPair::generate().map_err(|e| e.to_string())?;
+    let cert = ca_params()?.self_signed(&key).map_err(|e| e.to_string())?;
+    write_private(&dir.join("ca.key"), &key.serialize_pem())?;
+    write_public(&crt, &cert.pem())?;
+    tracing::info!(path = %crt.display(), "generated a private CA");
+    Ok((cert.pem(), key))
+}
+
+fn leaf_params(cn: &str, orgs: &[&str], sans: &[String]) -> Result<CertificateParams, String> {
+    let mut p = CertificateParams::new(sans.to_vec()).map_err(|e| e.to_string())?;
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    for o in orgs {
+        p.distinguished_name.push(DnType::OrganizationName, *o);
+    }
+    p.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    p.use_authority_key_identifier_extension = true;
+    let now = time_now();
+    p.not_before = now - time::Duration::hours(1);
+    p.not_after = now + time::Duration::days(365);
+    Ok(p)
+}
+
+/// Loads or makes the CA, the serving certificate for `sans` and the admin
+/// client certificate under `data_dir/pki`.
+pub fn ensure(data_dir: &Path, sans: &[String]) -> Result<Generated, String> {
+    let dir = data_dir.join("pki");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let (_, ca_key) = ensure_ca(&dir)?;
+    let issuer = Issuer::new(ca_params()?, &ca_key);
+
+    let out = Generated {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        dir: dir.clone(),
+    };
+    let names_file = dir.join("apiserver.names");
+    let wanted = sans.join("\n");
+    let current = read(&out.serving_cert).is_some() && read(&out.serving_key).is_some();
+    if !current || read(&names_file).as_deref() != Some(wanted.as_str()) {
+        let key = KeyPair::generate().map_err(|e| e.to_string())?;
+        let mut p = leaf_params("kube-apiserver", &[], sans)?;
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = p.signed_by(&key, &issuer).map_err(|e| e.to_string())?;
+        write_private(&out.serving_key, &key.serialize_pem())?;
+        write_public(&out.serving_cert, &cert.pem())?;
+        write_public(&names_file, &wanted)?;
+        tracing::info!(names = ?sans, "generated the serving certificate");
+    }
+    let (admin_crt, admin_key) = (dir.join("admin.crt"), dir.join("admin.key"));
+    if read(&admin_crt).is_none() || read(&admin_key).is_none() {
+        let key = KeyPair::generate().map_err(|e| e.to_string())?;
+        let mut p = leaf_params(ADMIN_USER, &[apimachinery::auth::SYSTEM_MASTERS], &[])?;
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&key, &issuer).map_err(|e| e.to_string())?;
+        write_private(&admin_key, &key.serialize_pem())?;
+        write_public(&admin_crt, &cert.pem())?;
+    }
+    Ok(out)
+}
+
+/// Writes `data_dir/admin.kubeconfig`: the admin client certificate, the
+/// CA, and `server`.
+pub fn write_admin_kubeconfig(
+    data_dir: &Path,
+    ca_pem: &str,
+    server: &str,
+) -> Result<PathBuf, String> {
+    let dir = data_dir.join("pki");
+    let crt = read(&dir.join("admin.crt")).ok_or("admin.crt is missing")?;
+    let key = read(&dir.join("admin.key")).ok_or("admin.key is missing")?;
+    let b64 = |s: &str| STANDARD.encode(s.as_bytes());
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: apiserver\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\ncontexts:\n- name: {ADMIN_USER}@apiserver\n  context:\n    cluster: apiserver\n    user: {ADMIN_USER}\ncurrent-context: {ADMIN_USER}@apiserver\nusers:\n- name: {ADMIN_USER}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\npreferences: {{}}\n",
+        b64(ca_pem),
+        b64(&crt),
+        b64(&key),
+    );
+    let path = data_dir.join("admin.kubeconfig");
+    write_private(&path, &text)?;
+    Ok(path)
+}
+
+/// Loads or makes the service-account signing key (`data_dir/pki/sa.key`).
+pub fn ensure_sa_key(data_dir: &Path) -> Result<PathBuf, String> {
+    let dir = data_dir.join("pki");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join("sa.key");
+    if read(&path).is_none() {
+        write_private(&path, &super::jwt::SigningKey::generate_pem()?)?;
+        tracing::info!(path = %path.display(), "generated the service-account signing key");
+    }
+    Ok(path)
+}
+
+/// SHA-256 of a PEM certificate's DER, hex (for logs and tests).
+pub fn fingerprint(pem: &str) -> Option<String> {
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
+    let d = ring::digest::digest(&ring::digest::SHA256, der.as_ref());
+    Some(d.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+}
