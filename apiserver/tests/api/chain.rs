@@ -164,12 +164,24 @@ async fn anonymous_when_enabled() {
     assert_eq!(r.status(), (401, "Unauthorized", "Unauthorized"));
     let r = api.get("/metrics").await;
     assert_eq!(r.code, 401);
-    for path in ["/version", "/api", "/api/v1", "/apis", "/apis/apps/v1", "/livez", "/readyz/ping"] {
+    for path in [
+        "/version",
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/apis/apps/v1",
+        "/livez",
+        "/readyz/ping",
+    ] {
         let r = api.get(path).await;
         // The test authorizer has no rule for them: reaching it (403
         // naming system:anonymous) is what anonymous authentication allows.
         assert_eq!(r.code, 403, "{path}: {}", r.text());
-        assert!(r.status().2.contains("User \"system:anonymous\""), "{path}: {}", r.text());
+        assert!(
+            r.status().2.contains("User \"system:anonymous\""),
+            "{path}: {}",
+            r.text()
+        );
     }
     let off = api_without_anonymous().await;
     assert_eq!(off.get("/version").await.code, 401);
@@ -190,7 +202,12 @@ async fn impersonation_needs_the_impersonate_verb() {
     let empty = || axum::body::Body::empty();
     // alice may impersonate carol: the request runs as carol (authenticated).
     let r = api
-        .call("GET", CMS, &[("x-test-user", "alice"), ("impersonate-user", "carol")], empty())
+        .call(
+            "GET",
+            CMS,
+            &[("x-test-user", "alice"), ("impersonate-user", "carol")],
+            empty(),
+        )
         .await;
     assert_eq!(r.code, 200, "{}", r.text());
     let r = api
@@ -201,10 +218,19 @@ async fn impersonation_needs_the_impersonate_verb() {
             empty(),
         )
         .await;
-    assert!(r.status().2.contains("User \"carol\" cannot delete"), "{}", r.text());
+    assert!(
+        r.status().2.contains("User \"carol\" cannot delete"),
+        "{}",
+        r.text()
+    );
     // ... but not bob, nor with a group she may not use.
     let r = api
-        .call("GET", CMS, &[("x-test-user", "alice"), ("impersonate-user", "bob")], empty())
+        .call(
+            "GET",
+            CMS,
+            &[("x-test-user", "alice"), ("impersonate-user", "bob")],
+            empty(),
+        )
         .await;
     assert_eq!(
         r.status(),
@@ -234,7 +260,10 @@ async fn impersonation_needs_the_impersonate_verb() {
         .call(
             "GET",
             CMS,
-            &[("x-test-user", "alice"), ("impersonate-user", "system:serviceaccount:ns:bot")],
+            &[
+                ("x-test-user", "alice"),
+                ("impersonate-user", "system:serviceaccount:ns:bot"),
+            ],
             empty(),
         )
         .await;
@@ -243,7 +272,12 @@ async fn impersonation_needs_the_impersonate_verb() {
         "serviceaccounts \"bot\" is forbidden: User \"alice\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"ns\""
     );
     let r = api
-        .call("GET", CMS, &[("x-test-user", "alice"), ("impersonate-uid", "7")], empty())
+        .call(
+            "GET",
+            CMS,
+            &[("x-test-user", "alice"), ("impersonate-uid", "7")],
+            empty(),
+        )
         .await;
     assert_eq!(r.code, 500, "uid without a user: {}", r.text());
     assert!(r.status().2.contains("without impersonating a user"));
@@ -266,7 +300,10 @@ async fn impersonation_needs_the_impersonate_verb() {
         .call(
             "GET",
             "/metrics",
-            &[("x-test-user", "root,system:masters"), ("impersonate-user", "bob")],
+            &[
+                ("x-test-user", "root,system:masters"),
+                ("impersonate-user", "bob"),
+            ],
             empty(),
         )
         .await;
