@@ -101,11 +101,55 @@ fn leaf_params(cn: &str, orgs: &[&str], sans: &[String]) -> Result<CertificatePa
     Ok(p)
 }
 
+/// Holds `data_dir/pki.lock` while the PKI is made, so that replicas
+/// sharing a data directory (deploy/compose.yaml) make one CA between them.
+/// A lock older than a minute is a crashed holder's and is taken over.
+struct PkiLock(PathBuf);
+
+impl PkiLock {
+    fn acquire(data_dir: &Path) -> Result<PkiLock, String> {
+        let path = data_dir.join("pki.lock");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(PkiLock(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > std::time::Duration::from_secs(60));
+                    if stale {
+                        let _ = std::fs::remove_file(&path);
+                        continue;
+                    }
+                    if std::time::Instant::now() > deadline {
+                        return Err(format!("{} is held by another process", path.display()));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+            }
+        }
+    }
+}
+
+impl Drop for PkiLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Loads or makes the CA, the serving certificate for `sans` and the admin
 /// client certificate under `data_dir/pki`.
 pub fn ensure(data_dir: &Path, sans: &[String]) -> Result<Generated, String> {
     let dir = data_dir.join("pki");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let _lock = PkiLock::acquire(data_dir)?;
     let (_, ca_key) = ensure_ca(&dir)?;
     let issuer = Issuer::new(ca_params()?, &ca_key);
 
@@ -167,6 +211,7 @@ pub fn ensure_sa_key(data_dir: &Path) -> Result<PathBuf, String> {
     let dir = data_dir.join("pki");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join("sa.key");
+    let _lock = PkiLock::acquire(data_dir)?;
     if read(&path).is_none() {
         write_private(&path, &super::jwt::SigningKey::generate_pem()?)?;
         tracing::info!(path = %path.display(), "generated the service-account signing key");
