@@ -5,6 +5,7 @@
 //! the generated certificates reused across a restart.
 
 use e2e::{free_port, stderr, stdout, Server};
+use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use std::path::{Path, PathBuf};
 use watchcache::testing::TestEtcd;
@@ -250,7 +251,25 @@ async fn restart_reuses_the_generated_certificates() {
     let kubeconfig = first.admin_kubeconfig();
     first.kubectl_ok(&kubeconfig, &["create", "serviceaccount", "keeper"]);
     let token = first.kubectl_ok(&kubeconfig, &["create", "token", "keeper"]);
+    // A watch open over TLS when SIGTERM comes ends cleanly, and the
+    // process exits 0: graceful shutdown covers the secure port too.
+    let client = kube_client(&kubeconfig).await;
+    let cms = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::default_namespaced(client);
+    let mut watch = cms
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .expect("watch over TLS")
+        .boxed();
     assert!(first.server.stop().is_some_and(|s| s.success()));
+    let drained = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(event) = watch.next().await {
+            if let Err(e) = event {
+                panic!("watch ended with an error: {e}");
+            }
+        }
+    })
+    .await;
+    assert!(drained.is_ok(), "the watch did not end after shutdown");
     drop(first.server);
 
     let second = start_with_prefix(dir.path(), &prefix).await;
