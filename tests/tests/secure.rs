@@ -194,7 +194,7 @@ async fn kube_crate_over_tls_with_the_admin_kubeconfig() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start(dir.path()).await;
     let client = kube_client(&s.admin_kubeconfig()).await;
-    let list = kube::Api::<Namespace>::all(client)
+    let list = kube::Api::<Namespace>::all(client.clone())
         .list(&Default::default())
         .await
         .expect("list namespaces over TLS");
@@ -204,6 +204,88 @@ async fn kube_crate_over_tls_with_the_admin_kubeconfig() {
         .filter_map(|n| n.metadata.name.clone())
         .collect();
     assert!(names.contains(&"kube-system".to_string()), "{names:?}");
+
+    // TokenRequest and TokenReview through the kube crate's typed API.
+    let sas =
+        kube::Api::<k8s_openapi::api::core::v1::ServiceAccount>::default_namespaced(client.clone());
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "reviewed"}})).unwrap();
+    let sa = sas
+        .create(&Default::default(), &sa)
+        .await
+        .expect("create sa");
+    let request: k8s_openapi::api::authentication::v1::TokenRequest = serde_json::from_value(
+        serde_json::json!({"spec": {"audiences": ["api", "vault"], "expirationSeconds": 600}}),
+    )
+    .unwrap();
+    let issued = sas
+        .create_token_request("reviewed", &Default::default(), &request)
+        .await
+        .expect("token request");
+    let status = issued.status.expect("status");
+    assert_eq!(issued.spec.expiration_seconds, Some(600));
+    let reviews = kube::Api::<k8s_openapi::api::authentication::v1::TokenReview>::all(client);
+    let review = |token: String, audiences: Vec<&str>| {
+        serde_json::from_value::<k8s_openapi::api::authentication::v1::TokenReview>(
+            serde_json::json!({"spec": {"token": token, "audiences": audiences}}),
+        )
+        .unwrap()
+    };
+    let r = reviews
+        .create(
+            &Default::default(),
+            &review(status.token.clone(), vec!["vault"]),
+        )
+        .await
+        .expect("token review")
+        .status
+        .expect("review status");
+    assert_eq!(r.authenticated, Some(true), "{r:?}");
+    let user = r.user.expect("user");
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:default:reviewed")
+    );
+    assert_eq!(user.uid, sa.metadata.uid);
+    assert_eq!(
+        user.groups.unwrap_or_default(),
+        vec![
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ]
+    );
+    assert_eq!(r.audiences, Some(vec!["vault".to_string()]));
+    // For an audience the token does not carry, or garbage: not authenticated.
+    for (token, aud) in [
+        (status.token.clone(), vec!["other"]),
+        ("x.y.z".to_string(), vec![]),
+    ] {
+        let r = reviews
+            .create(&Default::default(), &review(token, aud))
+            .await
+            .expect("token review")
+            .status
+            .expect("review status");
+        assert_ne!(r.authenticated, Some(true), "{r:?}");
+        assert_eq!(r.error.as_deref(), Some("invalid bearer token"));
+    }
+    // The token-file user.
+    let r = reviews
+        .create(
+            &Default::default(),
+            &review("s3cr3t-token-for-e2e".into(), vec![]),
+        )
+        .await
+        .expect("token review")
+        .status
+        .expect("review status");
+    let user = r.user.expect("user");
+    assert_eq!(user.username.as_deref(), Some("jane"));
+    assert_eq!(
+        user.groups.unwrap_or_default(),
+        vec!["dev", "ops", "system:authenticated"]
+    );
 
     // No credentials at all: 401 Unauthorized (anonymous auth is off).
     let nobody = kube_client(&s.kubeconfig_with("nobody", "{}")).await;

@@ -261,6 +261,112 @@ pub async fn review_token(
     }
 }
 
+/// Whether a resource request is `/apis/authentication.k8s.io/v1/tokenreviews`.
+pub fn is_token_review(r: &crate::request::ResourceRequest) -> bool {
+    r.group == "authentication.k8s.io"
+        && r.version == "v1"
+        && r.resource == "tokenreviews"
+        && r.namespace.is_none()
+        && r.name.is_none()
+}
+
+/// Decodes a JSON or protobuf request body into an object.
+async fn decode_body(
+    headers: &axum::http::HeaderMap,
+    body: Body,
+    kind: &str,
+) -> Result<Value, Response> {
+    let bytes = axum::body::to_bytes(body, apimachinery::status::MAX_REQUEST_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            status_response(&Status::bad_request(format!(
+                "unable to read the request body: {e}"
+            )))
+        })?;
+    let protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf"));
+    let decoded = if protobuf {
+        k8s_proto::decode_object(&bytes).map_err(|e| e.to_string())
+    } else if bytes.is_empty() {
+        Ok(json!({}))
+    } else {
+        serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
+    };
+    let unrecognized = |why: String| {
+        status_response(&Status::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): {why}"
+        )))
+    };
+    let v = match decoded {
+        Ok(v) if v.is_object() => v,
+        Ok(_) => return Err(unrecognized("not an object".into())),
+        Err(e) => return Err(unrecognized(e)),
+    };
+    let got = v["kind"].as_str().unwrap_or(kind);
+    if got != kind {
+        return Err(unrecognized(format!("kind {got:?}")));
+    }
+    Ok(v)
+}
+
+/// `POST /apis/authentication.k8s.io/v1/tokenreviews`: authenticates
+/// `spec.token` for `spec.audiences` (default: the API's) with
+/// [`review_token`] and answers in `status`, as kube-apiserver does.
+pub async fn token_review(
+    state: Arc<AppState>,
+    method: Method,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+) -> Response {
+    if method != Method::POST {
+        return status_response(&Status::method_not_allowed());
+    }
+    let mut review = match decode_body(headers, body, "TokenReview").await {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let token = review["spec"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if token.is_empty() {
+        return status_response(&Status::invalid(
+            apimachinery::status::GroupKind {
+                group: "authentication.k8s.io",
+                kind: "TokenReview",
+            },
+            "",
+            vec![apimachinery::status::StatusCause::new(
+                "FieldValueRequired",
+                "Required value: token must not be empty",
+                "spec.token",
+            )],
+        ));
+    }
+    let audiences: Vec<String> = review["spec"]["audiences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    review["apiVersion"] = json!("authentication.k8s.io/v1");
+    review["kind"] = json!("TokenReview");
+    review["metadata"] = json!({"creationTimestamp": null});
+    review["status"] = match review_token(&state, &token, &audiences).await {
+        Some((user, accepted)) => json!({
+            "authenticated": true,
+            "user": user,
+            "audiences": accepted,
+        }),
+        None => json!({"user": {}, "error": "invalid bearer token"}),
+    };
+    crate::server::json_response(StatusCode::CREATED, &review)
+}
+
 /// Whether a resource request is `POST .../serviceaccounts/{name}/token`.
 pub fn is_token_request(r: &crate::request::ResourceRequest) -> bool {
     r.group.is_empty()
