@@ -386,3 +386,54 @@ async fn secure_port_off_writes_no_pki() {
         .kubectl_ok(&["get", "ns", "-o", "name"])
         .contains("namespace/default"));
 }
+
+/// `kubectl get -w` over TLS (kubectl negotiates HTTP/2 by ALPN): the
+/// initial state, then a change made after it, arrive as they happen.
+#[tokio::test]
+async fn kubectl_watch_over_tls() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path()).await;
+    let admin = s.admin_kubeconfig();
+    s.kubectl_ok(&admin, &["create", "configmap", "before"]);
+    let kc = admin.display().to_string();
+    let mut child = s
+        .server
+        .kubectl_cmd(&[
+            "--kubeconfig",
+            &kc,
+            "get",
+            "configmaps",
+            "-w",
+            "--output-watch-events",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_for = |name: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.split_whitespace().take(2).eq(["ADDED", name]) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no ADDED {name} from kubectl get -w: {e}"),
+            }
+        }
+    };
+    wait_for("before");
+    s.kubectl_ok(&admin, &["create", "configmap", "after"]);
+    wait_for("after");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -2,9 +2,12 @@
 //! leaves brute force to the token's entropy and to front proxies); here
 //! each client IP has a token bucket that only failed authentications drain
 //! (`burst` failures at once, refilled at `per_second`). A client whose
-//! bucket is empty gets 429 with Retry-After for requests that carry
-//! credentials until it refills, so guessing tokens runs at `per_second`
-//! at best, while clients that authenticate are never slowed down.
+//! bucket is empty gets 429 with Retry-After for requests that carry a
+//! bearer token until it refills, so guessing tokens runs at `per_second`
+//! at best. Requests with a verified client certificate are never held
+//! back. Behind a TCP proxy (deploy/haproxy.cfg) all clients share the
+//! proxy's address, so a token guesser there also delays other token
+//! clients for a second at a time; certificate clients are unaffected.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
