@@ -10,7 +10,7 @@
 
 use super::der;
 use axum::extract::Request;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -150,7 +150,11 @@ pub async fn serve(
                 req.map(axum::body::Body::new)
             });
             let service = hyper_util::service::TowerToHyperService::new(service);
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            // With a timer, HTTP/1 connections that do not finish sending
+            // their headers within hyper's default 30 s are closed.
+            builder.http1().timer(TokioTimer::new());
+            builder.http2().timer(TokioTimer::new());
             let conn = builder.serve_connection(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
