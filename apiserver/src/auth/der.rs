@@ -95,6 +95,36 @@ pub fn certificate_subject(cert: &[u8]) -> Option<Subject> {
     Some(subject)
 }
 
+/// When a DER certificate stops being valid (`notAfter`), in Unix seconds.
+pub fn certificate_not_after(cert: &[u8]) -> Option<i64> {
+    let (cert, _) = expect(cert, SEQUENCE)?;
+    let (mut tbs, _) = expect(cert, SEQUENCE)?;
+    let (first, rest) = read(tbs)?;
+    if first.tag == 0xa0 {
+        tbs = rest;
+    }
+    let (_serial, tbs) = expect(tbs, 0x02)?;
+    let (_sig_alg, tbs) = expect(tbs, SEQUENCE)?;
+    let (_issuer, tbs) = expect(tbs, SEQUENCE)?;
+    let (validity, _) = expect(tbs, SEQUENCE)?;
+    let (_not_before, rest) = read(validity)?;
+    let (not_after, _) = read(rest)?;
+    let text = std::str::from_utf8(not_after.body).ok()?;
+    let full = match not_after.tag {
+        // UTCTime: YYMMDDHHMMSSZ, years 1950-2049.
+        0x17 if text.len() == 13 => {
+            let yy: i32 = text.get(..2)?.parse().ok()?;
+            let century = if yy >= 50 { "19" } else { "20" };
+            format!("{century}{text}")
+        }
+        // GeneralizedTime: YYYYMMDDHHMMSSZ.
+        0x18 if text.len() == 15 => text.to_string(),
+        _ => return None,
+    };
+    let t = chrono::NaiveDateTime::parse_from_str(full.strip_suffix('Z')?, "%Y%m%d%H%M%S").ok()?;
+    Some(t.and_utc().timestamp())
+}
+
 /// The algorithm of a public key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyAlgorithm {
@@ -149,6 +179,16 @@ mod tests {
                 organizations: vec!["dev".into()],
             })
         );
+        // GeneralizedTime (rcgen's default: year 4096), then UTCTime.
+        let not_after = certificate_not_after(cert.der()).unwrap();
+        assert_eq!(not_after, params.not_after.unix_timestamp());
+        let mut utc = params.clone();
+        utc.not_after = rcgen::date_time_ymd(2031, 7, 9);
+        let c = utc.self_signed(&key).unwrap();
+        assert_eq!(
+            certificate_not_after(c.der()),
+            Some(utc.not_after.unix_timestamp())
+        );
         let (alg, point) =
             spki_public_key(&rcgen::PublicKeyData::subject_public_key_info(&key)).unwrap();
         assert_eq!(alg, KeyAlgorithm::EcP256);
@@ -160,6 +200,7 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = certificate_subject(&bytes);
             let _ = spki_public_key(&bytes);
+            let _ = certificate_not_after(&bytes);
         }
 
         #[test]
@@ -169,6 +210,7 @@ mod tests {
             let der = cert.der();
             let cut = cut.min(der.len());
             let _ = certificate_subject(&der[..cut]);
+            let _ = certificate_not_after(&der[..cut]);
         }
     }
 }

@@ -68,6 +68,21 @@ fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// Whether the PEM certificate at `path` exists and stays valid for more
+/// than 30 days (leaf certificates are remade, by the same CA, before they
+/// expire; a restart within the last 30 days renews them).
+fn fresh(path: &Path) -> bool {
+    use rustls::pki_types::pem::PemObject;
+    let Some(pem) = read(path) else {
+        return false;
+    };
+    let Ok(der) = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()) else {
+        return false;
+    };
+    let renew_at = time_now().unix_timestamp() + 30 * 24 * 3600;
+    super::der::certificate_not_after(&der).is_some_and(|t| t > renew_at)
+}
+
 /// Loads or makes the CA (`pki/ca.crt`, `pki/ca.key`).
 fn ensure_ca(dir: &Path) -> Result<(String, KeyPair), String> {
     let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
@@ -161,7 +176,7 @@ pub fn ensure(data_dir: &Path, sans: &[String]) -> Result<Generated, String> {
     };
     let names_file = dir.join("apiserver.names");
     let wanted = sans.join("\n");
-    let current = read(&out.serving_cert).is_some() && read(&out.serving_key).is_some();
+    let current = read(&out.serving_key).is_some() && fresh(&out.serving_cert);
     if !current || read(&names_file).as_deref() != Some(wanted.as_str()) {
         let key = KeyPair::generate().map_err(|e| e.to_string())?;
         let mut p = leaf_params("kube-apiserver", &[], sans)?;
@@ -173,7 +188,7 @@ pub fn ensure(data_dir: &Path, sans: &[String]) -> Result<Generated, String> {
         tracing::info!(names = ?sans, "generated the serving certificate");
     }
     let (admin_crt, admin_key) = (dir.join("admin.crt"), dir.join("admin.key"));
-    if read(&admin_crt).is_none() || read(&admin_key).is_none() {
+    if !fresh(&admin_crt) || read(&admin_key).is_none() {
         let key = KeyPair::generate().map_err(|e| e.to_string())?;
         let mut p = leaf_params(ADMIN_USER, &[apimachinery::auth::SYSTEM_MASTERS], &[])?;
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -225,4 +240,46 @@ pub fn fingerprint(pem: &str) -> Option<String> {
     let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
     let d = ring::digest::digest(&ring::digest::SHA256, der.as_ref());
     Some(d.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(g: &Generated) -> (String, String) {
+        (
+            std::fs::read_to_string(&g.ca_cert).unwrap(),
+            std::fs::read_to_string(&g.serving_cert).unwrap(),
+        )
+    }
+
+    #[test]
+    fn reuses_renews_and_follows_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let g = ensure(dir.path(), &names).unwrap();
+        let (ca, serving) = read_all(&g);
+        // Reused as they are.
+        assert_eq!(
+            read_all(&ensure(dir.path(), &names).unwrap()),
+            (ca.clone(), serving.clone())
+        );
+        // New names: a new serving certificate from the same CA.
+        let more = vec!["localhost".to_string(), "api.example".to_string()];
+        let (ca2, serving2) = read_all(&ensure(dir.path(), &more).unwrap());
+        assert_eq!(ca2, ca);
+        assert_ne!(serving2, serving);
+        // A serving certificate about to expire is remade.
+        let key = KeyPair::generate().unwrap();
+        let mut p = leaf_params("kube-apiserver", &[], &more).unwrap();
+        p.not_after = time_now() + time::Duration::days(2);
+        std::fs::write(&g.serving_cert, p.self_signed(&key).unwrap().pem()).unwrap();
+        let (_, renewed) = read_all(&ensure(dir.path(), &more).unwrap());
+        assert!(fresh(&g.serving_cert));
+        assert_ne!(renewed, serving2);
+        assert!(
+            !dir.path().join("pki.lock").exists(),
+            "the lock is released"
+        );
+    }
 }
