@@ -153,8 +153,14 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
                 .await
                 .map_err(|source| StartError::Listen { addr, source })?;
             let bound = listener.local_addr().unwrap_or(addr);
-            let s = auth::secure::setup(&cfg, bound, Arc::clone(&state.store))
-                .map_err(StartError::Secure)?;
+            // File I/O, key generation and maybe a wait on another
+            // replica's PKI lock: off the async workers.
+            let (setup_cfg, store) = (cfg.clone(), Arc::clone(&state.store));
+            let s =
+                tokio::task::spawn_blocking(move || auth::secure::setup(&setup_cfg, bound, store))
+                    .await
+                    .map_err(|e| StartError::Secure(e.to_string()))?
+                    .map_err(StartError::Secure)?;
             state.authenticator = Some(Arc::clone(&s.authenticator));
             state.anonymous_auth = cfg.anonymous_auth;
             state.service_accounts = Some(Arc::clone(&s.service_accounts));

@@ -23,6 +23,8 @@ pub struct Generated {
     pub ca_cert: PathBuf,
     pub serving_cert: PathBuf,
     pub serving_key: PathBuf,
+    /// The CA certificate (PEM) the certificates were signed with.
+    pub ca_pem: String,
 }
 
 fn ca_params() -> Result<CertificateParams, String> {
@@ -165,7 +167,7 @@ pub fn ensure(data_dir: &Path, sans: &[String]) -> Result<Generated, String> {
     let dir = data_dir.join("pki");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let _lock = PkiLock::acquire(data_dir)?;
-    let (_, ca_key) = ensure_ca(&dir)?;
+    let (ca_pem, ca_key) = ensure_ca(&dir)?;
     let issuer = Issuer::new(ca_params()?, &ca_key);
 
     let out = Generated {
@@ -173,6 +175,7 @@ pub fn ensure(data_dir: &Path, sans: &[String]) -> Result<Generated, String> {
         serving_cert: dir.join("apiserver.crt"),
         serving_key: dir.join("apiserver.key"),
         dir: dir.clone(),
+        ca_pem,
     };
     let names_file = dir.join("apiserver.names");
     let wanted = sans.join("\n");
@@ -281,5 +284,26 @@ mod tests {
             !dir.path().join("pki.lock").exists(),
             "the lock is released"
         );
+    }
+
+    #[test]
+    fn replicas_sharing_a_directory_make_one_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = vec!["localhost".to_string()];
+        let start = std::sync::Barrier::new(8);
+        let cas: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let g = ensure(dir.path(), &names).unwrap();
+                        ensure_sa_key(dir.path()).unwrap();
+                        g.ca_pem
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(cas.iter().all(|c| *c == cas[0]), "different CAs were made");
     }
 }
