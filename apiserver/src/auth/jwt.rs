@@ -345,6 +345,39 @@ mod tests {
         assert!(verifying_keys_from_pem(b"nothing").is_err());
     }
 
+    /// RS256 with a test-only RSA key (testdata/, made with openssl):
+    /// PKCS#1 and PKCS#8 private keys sign, the SPKI public key verifies.
+    #[test]
+    fn rs256_keys() {
+        let pkcs1 = SigningKey::from_pem(include_bytes!("testdata/rsa-pkcs1.pem")).unwrap();
+        let pkcs8 = SigningKey::from_pem(include_bytes!("testdata/rsa-pkcs8.pem")).unwrap();
+        assert_eq!(pkcs1.verifying_key(), pkcs8.verifying_key());
+        assert_eq!(pkcs1.verifying_key().alg, KeyAlgorithm::Rsa);
+        let public = verifying_keys_from_pem(include_bytes!("testdata/rsa-public.pem")).unwrap();
+        assert_eq!(public, vec![pkcs1.verifying_key().clone()]);
+        let t = pkcs8.sign(&claims(5000)).unwrap();
+        assert!(t.starts_with(
+            &URL_SAFE_NO_PAD
+                .encode(json!({"alg": "RS256", "kid": pkcs1.verifying_key().kid}).to_string())
+        ));
+        let c = verify(&t, &public).unwrap();
+        validate_claims(&c, &["https://issuer".into()], &["api".into()], 2000).unwrap();
+        // Not with the EC key, and an RS256 header over an EC signature
+        // is not accepted either.
+        assert!(verify(&t, std::slice::from_ref(key().verifying_key())).is_err());
+        let ec = key().sign(&claims(5000)).unwrap();
+        let parts: Vec<&str> = ec.split('.').collect();
+        let relabelled = format!(
+            "{}.{}.{}",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"RS256"}"#),
+            parts[1],
+            parts[2]
+        );
+        let mut both = public.clone();
+        both.push(key().verifying_key().clone());
+        assert!(verify(&relabelled, &both).is_err());
+    }
+
     proptest! {
         #[test]
         fn garbage_never_panics_nor_passes(token in "[A-Za-z0-9_.-]{0,200}") {
