@@ -25,22 +25,27 @@ async fn start(dir: &Path) -> Secure {
 }
 
 async fn start_with_prefix(dir: &Path, prefix: &str) -> Secure {
+    start_with(dir, prefix, &[]).await
+}
+
+async fn start_with(dir: &Path, prefix: &str, extra: &[&str]) -> Secure {
     let data = dir.join("data");
     std::fs::create_dir_all(&data).expect("data dir");
     let tokens = dir.join("tokens.csv");
     std::fs::write(&tokens, ADMIN_TOKEN_LINE).expect("token file");
     let port = free_port();
     let etcd = TestEtcd::shared().await;
-    let server = Server::start_with_prefix(
-        &etcd.endpoint(),
-        prefix,
-        &[
-            &format!("--secure-listen=127.0.0.1:{port}"),
-            &format!("--data-dir={}", data.display()),
-            &format!("--token-auth-file={}", tokens.display()),
-        ],
-    )
-    .await;
+    let own = [
+        format!("--secure-listen=127.0.0.1:{port}"),
+        format!("--data-dir={}", data.display()),
+        format!("--token-auth-file={}", tokens.display()),
+    ];
+    let args: Vec<&str> = own
+        .iter()
+        .map(String::as_str)
+        .chain(extra.iter().copied())
+        .collect();
+    let server = Server::start_with_prefix(&etcd.endpoint(), prefix, &args).await;
     Secure { server, data, port }
 }
 
@@ -436,4 +441,35 @@ async fn kubectl_watch_over_tls() {
     wait_for("after");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `--anonymous-auth=true` (what the deployments' HTTPS probes rely on):
+/// health, version and discovery answer without credentials, nothing else.
+#[tokio::test]
+async fn anonymous_requests_reach_health_version_and_discovery_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_with(
+        dir.path(),
+        &e2e::unique_prefix(),
+        &["--anonymous-auth=true"],
+    )
+    .await;
+    let nobody = kube_client(&s.kubeconfig_with("nobody", "{}")).await;
+    let version = nobody
+        .apiserver_version()
+        .await
+        .expect("/version anonymously");
+    assert_eq!(version.major, "1");
+    for path in ["/readyz", "/livez", "/healthz", "/api", "/apis"] {
+        let req = hyper::Request::get(path).body(Vec::new()).unwrap();
+        let text = nobody.request_text(req).await;
+        assert!(text.is_ok(), "{path}: {text:?}");
+    }
+    match kube::Api::<Namespace>::all(nobody)
+        .list(&Default::default())
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 401),
+        other => panic!("want 401, got {other:?}"),
+    }
 }
