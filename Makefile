@@ -1,13 +1,16 @@
 # The Makefile mirrors CI: `make ci` is what .ci/run executes.
 CARGO ?= cargo
 LISTEN ?= 127.0.0.1:8080
+SECURE_LISTEN ?= 127.0.0.1:6443
 
 .PHONY: run deps build test test-deploy lint fmt ci bench clean
 
-## run: install what is missing, build, and serve on $(LISTEN) with an embedded etcd under ./data
+## run: install what is missing, build, and serve TLS on $(SECURE_LISTEN) (and plain
+## HTTP, admin for every request, on $(LISTEN)) with an embedded etcd under ./data;
+## then: kubectl --kubeconfig data/admin.kubeconfig get ns
 run: deps
 	$(CARGO) build --release --bin apiserver
-	./target/release/apiserver --listen $(LISTEN) --data-dir ./data
+	./target/release/apiserver --secure-listen $(SECURE_LISTEN) --listen $(LISTEN) --data-dir ./data
 
 deps:
 	./tools/install-deps.sh

@@ -21,9 +21,58 @@ pub struct Config {
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
 
-    /// Address to serve plain HTTP on.
+    /// Address to serve plain HTTP on, for local development and tests:
+    /// every request there runs as a cluster admin, so only loopback
+    /// addresses are accepted.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+
+    /// Address of the secure (TLS, authenticated) port; `off` disables it.
+    #[arg(long, default_value = "0.0.0.0:6443", value_parser = parse_secure_listen)]
+    pub secure_listen: SecureListen,
+
+    /// Serving certificate (PEM, chain allowed). Without it (and the key),
+    /// the server makes a private CA and a certificate under --data-dir/pki
+    /// on first start and reuses them.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Private key of --tls-cert-file (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Extra names (DNS or IP) for the generated serving certificate.
+    #[arg(long, value_delimiter = ',')]
+    pub tls_san: Vec<String>,
+
+    /// CA bundle that client certificates are verified against (CN = user,
+    /// O = groups). Default: the generated CA, when the server made one.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Static bearer tokens, CSV: token,user,uid,"group1,group2".
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+
+    /// Private key (PEM; RSA or P-256, PKCS#8 or PKCS#1) that signs
+    /// service-account tokens. Default: one made under --data-dir/pki.
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+
+    /// PEM files of public (or private) keys that verify service-account
+    /// tokens; repeatable. Default: the signing key's.
+    #[arg(long)]
+    pub service_account_key_file: Vec<PathBuf>,
+
+    /// The `iss` of service-account tokens, and the audience the API
+    /// accepts.
+    #[arg(long, default_value = crate::auth::serviceaccount::DEFAULT_ISSUER)]
+    pub service_account_issuer: String,
+
+    /// Requests without credentials on the secure port run as
+    /// system:anonymous, for health, version and discovery paths only.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
 
     /// Where the embedded etcd keeps its data.
     #[arg(long, default_value = "./data")]
@@ -101,6 +150,19 @@ pub struct Config {
     pub authorization_mode: Vec<String>,
 }
 
+/// `--secure-listen`: an address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecureListen(pub Option<SocketAddr>);
+
+pub fn parse_secure_listen(s: &str) -> Result<SecureListen, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(SecureListen(None));
+    }
+    s.parse()
+        .map(|a| SecureListen(Some(a)))
+        .map_err(|e| format!("want host:port or `off`: {e}"))
+}
+
 /// Parses a Go-style duration as kube-apiserver's flags take them: `90s`,
 /// `5m`, `1h30m`, `500ms`, or `0`. A bare number is seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -174,5 +236,12 @@ mod tests {
         assert_eq!(c.authorization_mode, vec!["RBAC".to_string()]);
         let c = Config::parse_from(["apiserver", "--authorization-mode=RBAC,AlwaysAllow"]);
         assert_eq!(c.authorization_mode, vec!["RBAC", "AlwaysAllow"]);
+        assert_eq!(
+            c.secure_listen,
+            SecureListen(Some("0.0.0.0:6443".parse().unwrap()))
+        );
+        assert!(!c.anonymous_auth);
+        let c = Config::parse_from(["apiserver", "--secure-listen=off"]);
+        assert_eq!(c.secure_listen, SecureListen(None));
     }
 }

@@ -55,6 +55,10 @@ pub enum StartError {
     },
     #[error("server error: {0}")]
     Serve(#[source] std::io::Error),
+    #[error("--listen={0} is not a loopback address: the plain-HTTP port serves every request as a cluster admin; use --secure-listen for other addresses")]
+    InsecureListen(std::net::SocketAddr),
+    #[error("secure serving: {0}")]
+    Secure(String),
     #[error("invalid --authorization-mode: {0}")]
     AuthorizationMode(String),
 }
@@ -105,6 +109,9 @@ pub async fn connect_store(
 /// Runs the server until SIGINT/SIGTERM.
 pub async fn run(cfg: Config) -> Result<(), StartError> {
     rbac::validate_modes(&cfg.authorization_mode).map_err(StartError::AuthorizationMode)?;
+    if !cfg.listen.ip().is_loopback() {
+        return Err(StartError::InsecureListen(cfg.listen));
+    }
     let mut embedded = None;
     let endpoints = if cfg.etcd_servers.is_empty() {
         let p = EtcdProcess::start(&cfg.data_dir).await?;
@@ -181,6 +188,31 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         }
         tokio::spawn(c.run())
     });
+    let secure = match cfg.secure_listen.0 {
+        None => None,
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?;
+            let bound = listener.local_addr().unwrap_or(addr);
+            // File I/O, key generation and maybe a wait on another
+            // replica's PKI lock: off the async workers.
+            let (setup_cfg, store) = (cfg.clone(), Arc::clone(&state.store));
+            let s =
+                tokio::task::spawn_blocking(move || auth::secure::setup(&setup_cfg, bound, store))
+                    .await
+                    .map_err(|e| StartError::Secure(e.to_string()))?
+                    .map_err(StartError::Secure)?;
+            state.authenticator = Some(Arc::clone(&s.authenticator));
+            state.anonymous_auth = cfg.anonymous_auth;
+            state.service_accounts = Some(Arc::clone(&s.service_accounts));
+            if let Some(k) = &s.admin_kubeconfig {
+                tracing::info!(kubeconfig = %k.display(), "wrote the admin kubeconfig");
+            }
+            tracing::info!(secure_listen = %bound, "serving TLS");
+            Some((listener, s.tls))
+        }
+    };
     let state = Arc::new(state.with_limits(limits::Limits::new(
         cfg.max_requests_inflight,
         cfg.max_mutating_requests_inflight,
@@ -191,7 +223,8 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     tracing::info!(listen = %cfg.listen, "serving");
     let app = server::router(Arc::clone(&state));
-    let served = serve_until_stopped(listener, app, Arc::clone(&state), &cfg).await;
+    let secure = secure.map(|(l, tls)| (l, tls, server::secure_router(Arc::clone(&state))));
+    let served = serve_until_stopped(listener, app, secure, Arc::clone(&state), &cfg).await;
     if let Some(c) = compactor {
         c.abort();
     }
@@ -209,9 +242,15 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
 /// server keeps serving for `shutdown_delay_duration`; then it stops
 /// accepting connections, ends open watch streams cleanly, and waits for
 /// in-flight requests up to `shutdown_timeout`. `/livez` stays green.
+/// The secure port, when on, follows the same steps.
 async fn serve_until_stopped(
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    secure: Option<(
+        tokio::net::TcpListener,
+        Arc<rustls::ServerConfig>,
+        axum::Router,
+    )>,
     state: Arc<AppState>,
     cfg: &Config,
 ) -> std::io::Result<()> {
@@ -219,6 +258,7 @@ async fn serve_until_stopped(
     let delay = cfg.shutdown_delay_duration;
     let deadline = cfg.shutdown_timeout;
     let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (secure_stop, secure_stopped) = tokio::sync::watch::channel(false);
     let lifecycle = Arc::clone(&state);
     let signals = tokio::spawn(async move {
         shutdown_signal().await;
@@ -238,9 +278,23 @@ async fn serve_until_stopped(
                 std::future::pending::<()>().await;
             }
             tracing::info!("stopped accepting; ending watch streams");
+            secure_stop.send_replace(true);
             streams.stop_streams();
         })
         .into_future();
+    let secure_serve = async move {
+        match secure {
+            Some((l, tls, router)) => auth::tls::serve(l, tls, router, secure_stopped).await,
+            None => Ok(()),
+        }
+    };
+    // Both listeners run until they have drained; the plain one's end
+    // (after graceful shutdown) is what the select below waits on, with the
+    // secure one joined to it.
+    let serve = async move {
+        let (plain, secure) = tokio::join!(serve, secure_serve);
+        plain.and(secure)
+    };
     let mut stopping = state.stopping.subscribe();
     let served = tokio::select! {
         r = serve => r,

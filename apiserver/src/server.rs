@@ -49,6 +49,10 @@ pub struct AppState {
     /// The RBAC policy index, when RBAC is an authorization mode (the
     /// escalation checks and SelfSubjectRulesReview read it).
     pub rbac: Option<Arc<crate::rbac::Rbac>>,
+    /// Issues and checks service-account tokens (secure port on).
+    pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
+    /// Failed authentications per client address.
+    pub auth_failures: crate::auth::ratelimit::FailureLimiter,
 }
 
 impl AppState {
@@ -77,6 +81,8 @@ impl AppState {
             anonymous_auth: false,
             authorizer: Arc::new(crate::auth::AlwaysAllow),
             rbac: None,
+            service_accounts: None,
+            auth_failures: Default::default(),
         }
     }
 
@@ -160,7 +166,8 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// request id → metrics → authenticate → authorize → compression →
+/// request id → metrics → authenticate → impersonate → authorize →
+/// compression →
 /// handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
@@ -168,6 +175,10 @@ fn filtered(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             crate::auth::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::impersonate,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

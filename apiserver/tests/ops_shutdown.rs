@@ -61,6 +61,7 @@ async fn sigterm_drains_then_exits_zero() {
         .args(["--etcd-servers", &etcd.endpoint()])
         .args(["--etcd-prefix", &prefix])
         .args(["--listen", &addr.to_string()])
+        .args(["--secure-listen", "off"])
         .args(["--shutdown-delay-duration", "2s"])
         .args(["--etcd-compaction-interval", "0"])
         .stdin(Stdio::null())

@@ -79,13 +79,20 @@ def test_three_apiserver_replicas_use_all_members(compose):
             assert svc["depends_on"][m]["condition"] == "service_healthy"
         # Replicas are reached through HAProxy only.
         assert "ports" not in svc
+        # TLS with one shared PKI (a shared data volume, one hostname so one
+        # serving certificate); anonymous auth for the HTTPS health checks.
+        assert "--anonymous-auth=true" in svc["command"]
+        assert not any(a.startswith("--listen") for a in svc["command"])
+        assert "apiserver-data:/var/lib/apiserver" in svc["volumes"]
+        assert svc["hostname"] == "apiserver"
+    assert "apiserver-data" in compose["volumes"]
 
 
 def test_haproxy_service(compose):
     svc = compose["services"]["haproxy"]
     assert re.fullmatch(r"haproxy:\d+\.\d+(\.\d+)?(-\w+)?", svc["image"]), svc["image"]
     assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in svc["volumes"]
-    assert any(p.endswith(":8080:8080") for p in svc["ports"])
+    assert any(p.endswith(":6443:6443") for p in svc["ports"])
     assert sorted(svc["depends_on"]) == sorted(apiservers(compose))
 
 
@@ -98,8 +105,13 @@ def test_haproxy_checks_readyz_on_every_replica(compose):
     servers = [l.split() for l in lines if l.startswith("server ")]
     assert sorted(s[1] for s in servers) == sorted(apiservers(compose))
     for s in servers:
-        assert s[2] == f"{s[1]}:8080"
+        assert s[2] == f"{s[1]}:6443"
         assert "check" in s[3:]
+    # TLS passes through to the replicas; the checks speak HTTPS.
+    default_server = next(l for l in lines if l.startswith("default-server"))
+    assert "check-ssl" in default_server.split()
+    defaults = [l for l in haproxy_lines()]
+    assert "mode tcp" in defaults
     frontends = [l for l in haproxy_lines() if l.startswith("default_backend")]
     assert "default_backend apiservers" in frontends
 

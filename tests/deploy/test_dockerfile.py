@@ -66,10 +66,16 @@ def test_multi_stage_with_small_non_root_runtime():
     assert not any("apt-get" in a or "cargo" in a for w, a in runtime if w == "RUN")
     users = [a for w, a in runtime if w == "USER"]
     assert users and users[-1].split(":")[0] not in ("root", "0")
-    assert ("EXPOSE", "8080") in runtime
+    assert ("EXPOSE", "6443") in runtime
     entry = json.loads(next(a for w, a in runtime if w == "ENTRYPOINT"))
     assert entry[0].endswith("/apiserver")
-    assert "--listen=0.0.0.0:8080" in entry
+    # The secure port for everyone; the plain port (admin for every request)
+    # refuses non-loopback addresses, so the image must not ask for one.
+    assert "--secure-listen=0.0.0.0:6443" in entry
+    assert not any(a.startswith("--listen") for a in entry)
+    # The generated PKI lives in a directory the non-root user owns.
+    assert "--data-dir=/var/lib/apiserver" in entry
+    assert any("/var/lib/apiserver" in a and "10001" in a for w, a in runtime if w == "RUN")
     copies = [a for w, a in runtime if w == "COPY"]
     assert copies == ["--from=builder /src/target/release/apiserver /usr/local/bin/apiserver"]
     assert words.index("USER") > words.index("COPY")

@@ -35,9 +35,10 @@ def test_chart_lints_clean_with_everything_enabled():
 
 def test_default_kinds(default_docs):
     kinds = sorted(d["kind"] for d in default_docs)
-    assert kinds == ["Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service"]
+    assert kinds == ["Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Secret", "Service"]
     for doc in default_docs:
-        assert doc["metadata"]["name"] == "demo-apiserver"
+        want = "demo-apiserver-pki" if doc["kind"] == "Secret" else "demo-apiserver"
+        assert doc["metadata"]["name"] == want
         assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "demo"
 
 
@@ -47,8 +48,10 @@ def test_probes_resources_and_security(default_docs):
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["startupProbe"]["httpGet"]["path"] == "/livez"
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-        assert c[probe]["httpGet"]["port"] == "http"
-    assert {"name": "http", "containerPort": 8080, "protocol": "TCP"} in c["ports"]
+        assert c[probe]["httpGet"]["port"] == "https"
+        assert c[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert {"name": "https", "containerPort": 6443, "protocol": "TCP"} in c["ports"]
+    assert "--anonymous-auth=true" in c["args"]
     assert c["resources"]["requests"]["cpu"]
     assert c["resources"]["requests"]["memory"]
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
@@ -66,8 +69,32 @@ def test_args_carry_etcd_servers_and_shutdown_delay(default_docs):
     assert "--shutdown-delay-duration=15s" in args
     assert "--request-timeout=60s" in args
     assert all(isinstance(a, str) and a.startswith("--") for a in args), args
-    # The image's entrypoint sets --listen; the chart must not override it.
+    # The image's entrypoint sets --secure-listen; the plain port is
+    # loopback-only and never asked for.
     assert not any(a.startswith("--listen") for a in args)
+
+
+def test_pki_secret_is_generated_and_mounted(default_docs):
+    import base64
+
+    deployment, c = container(default_docs)
+    secret = one(default_docs, "Secret")
+    assert secret["metadata"]["name"] == "demo-apiserver-pki"
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert sorted(data) == ["ca.crt", "sa.key", "tls.crt", "tls.key", "tokens.csv"]
+    assert data["ca.crt"].startswith("-----BEGIN CERTIFICATE-----")
+    assert "PRIVATE KEY-----" in data["tls.key"] and "PRIVATE KEY-----" in data["sa.key"]
+    token, user, uid, groups = data["tokens.csv"].strip().split(",")
+    assert len(token) >= 32 and groups == "system:masters"
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "pki", "secret": {"secretName": "demo-apiserver-pki", "defaultMode": 0o440}} in volumes
+    for flag, key in (("--tls-cert-file", "tls.crt"), ("--client-ca-file", "ca.crt"), ("--token-auth-file", "tokens.csv")):
+        assert f"{flag}=/etc/apiserver/pki/{key}" in c["args"]
+    # An existing Secret replaces the generated one.
+    docs = render({"pki": {"existingSecret": "mine"}})
+    assert by_kind(docs, "Secret") == []
+    _, = [v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"] if v["name"] == "pki" and v["secret"]["secretName"] == "mine"]
 
 
 def test_prestop_matches_shutdown_delay(default_docs):
@@ -100,7 +127,7 @@ def test_pdb_and_service_select_the_pods(default_docs):
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     svc = one(default_docs, "Service")
     assert svc["spec"]["selector"].items() <= pod_labels.items()
-    assert svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert svc["spec"]["ports"][0]["targetPort"] == "https"
 
 
 def test_service_monitor_only_when_enabled(default_docs):
@@ -111,7 +138,8 @@ def test_service_monitor_only_when_enabled(default_docs):
     assert sm["metadata"]["labels"]["release"] == "prom"
     endpoint = sm["spec"]["endpoints"][0]
     assert endpoint["path"] == "/metrics"
-    assert endpoint["port"] == "http"
+    assert endpoint["port"] == "https"
+    assert endpoint["scheme"] == "https"
     assert sm["spec"]["selector"]["matchLabels"].items() <= one(docs, "Service")["metadata"]["labels"].items()
     assert sm["spec"]["namespaceSelector"]["matchNames"] == ["apiserver"]
 
@@ -129,7 +157,7 @@ def test_values_override():
             "server": {"extraArgs": ["--etcd-compaction-interval=5m"]},
         }
     )
-    assert sorted(d["kind"] for d in docs) == ["Deployment", "Service"]
+    assert sorted(d["kind"] for d in docs) == ["Deployment", "Secret", "Service"]
     deployment, c = container(docs)
     assert deployment["spec"]["replicas"] == 5
     assert c["image"] == "registry.example/apiserver:v9"

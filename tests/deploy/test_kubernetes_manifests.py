@@ -33,6 +33,22 @@ def test_deployment(docs):
     (c,) = pod["containers"]
     assert c["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert c[probe]["httpGet"]["scheme"] == "HTTPS"
+        assert c[probe]["httpGet"]["port"] == "https"
+    assert c["ports"] == [{"name": "https", "containerPort": 6443, "protocol": "TCP"}]
+    # The kubelet's probes carry no credentials.
+    assert "--anonymous-auth=true" in c["args"]
+    assert not any(a.startswith("--listen") for a in c["args"])
+    # One PKI for every replica, from a Secret readable by the server's group.
+    pki = next(v for v in pod["volumes"] if v["name"] == "pki")
+    assert pki["secret"]["secretName"] == "apiserver-pki"
+    assert pod["securityContext"]["fsGroup"] == 10001
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts["pki"] == "/etc/apiserver/pki"
+    for flag in ("--tls-cert-file", "--tls-private-key-file", "--client-ca-file", "--service-account-signing-key-file"):
+        (arg,) = [a for a in c["args"] if a.startswith(flag + "=")]
+        assert arg.split("=", 1)[1].startswith("/etc/apiserver/pki/")
     assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
     delay = [a for a in c["args"] if a.startswith("--shutdown-delay-duration=")]
     assert delay == ["--shutdown-delay-duration=15s"]
@@ -47,7 +63,9 @@ def test_deployment(docs):
 
 def test_service_and_pdb_select_the_pods(docs):
     labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    assert one(docs, "Service")["spec"]["selector"].items() <= labels.items()
+    svc = one(docs, "Service")
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert svc["spec"]["ports"][0]["targetPort"] == "https"
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["apiVersion"] == "policy/v1"
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()

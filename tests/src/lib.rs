@@ -70,6 +70,12 @@ impl Server {
             .arg(format!("--etcd-servers={etcd}"))
             .arg(format!("--etcd-prefix={prefix}"))
             .arg(format!("--listen=127.0.0.1:{port}"))
+            // Many servers run at once: the secure port is opt-in here
+            // (tests/tests/secure.rs passes its own).
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--secure-listen")))
+                    .then_some("--secure-listen=off"),
+            )
             .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))

@@ -21,6 +21,9 @@ impl Proc {
         let stderr_path = dir.join("stderr.log");
         let err = std::fs::File::create(&stderr_path).expect("stderr file");
         let mut cmd = Command::new(server_binary());
+        if !args.iter().any(|a| a.starts_with("--secure-listen")) {
+            cmd.arg("--secure-listen=off");
+        }
         cmd.args(args)
             .env_remove("APISERVER_ETCD_SERVERS")
             .env_remove("RUST_LOG")
@@ -146,6 +149,26 @@ async fn unreachable_etcd_exits_with_one_error_line() {
     assert_eq!(l.len(), 1, "want one error line, got:\n{err}");
     assert!(l[0].contains("etcd"), "{err}");
     assert!(l[0].contains(&closed.to_string()), "{err}");
+}
+
+#[tokio::test]
+async fn non_loopback_plain_listen_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = Proc::spawn(
+        &[
+            "--etcd-servers=http://127.0.0.1:1".to_string(),
+            format!("--listen=0.0.0.0:{}", free_port()),
+        ],
+        None,
+        dir.path(),
+    );
+    let status = p.exit_within(Duration::from_secs(8)).await;
+    let err = p.stderr();
+    assert!(!status.success(), "{status}; stderr:\n{err}");
+    let l = lines(&err);
+    assert_eq!(l.len(), 1, "want one error line, got:\n{err}");
+    assert!(l[0].contains("is not a loopback address"), "{err}");
+    assert!(l[0].contains("--secure-listen"), "{err}");
 }
 
 #[tokio::test]

@@ -14,6 +14,19 @@
 //!   [`Authorizer`]; members of `system:masters` are always allowed, as
 //!   kube-apiserver's privileged-group authorizer allows them.
 
+pub mod der;
+pub mod impersonate;
+pub mod jwt;
+pub mod pki;
+pub mod ratelimit;
+pub mod secure;
+pub mod serviceaccount;
+pub mod tls;
+pub mod token_file;
+
+pub use impersonate::impersonate;
+pub use serviceaccount::review_token;
+
 use crate::error::status_response;
 use crate::server::AppState;
 use apimachinery::auth::{self as info, RequestInfo, UserInfo, SYSTEM_MASTERS};
@@ -50,6 +63,74 @@ pub enum Authentication {
 #[async_trait]
 pub trait Authenticator: Send + Sync {
     async fn authenticate(&self, request: &Parts) -> Authentication;
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer_token(request: &Parts) -> Option<&str> {
+    let value = request
+        .headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Several authenticators as one, as kube-apiserver unions them: the first
+/// that names a user wins; otherwise a rejected credential is a 401, and
+/// no credentials at all is `NoCredentials`.
+pub struct Union(pub Vec<Arc<dyn Authenticator>>);
+
+#[async_trait]
+impl Authenticator for Union {
+    async fn authenticate(&self, request: &Parts) -> Authentication {
+        let mut invalid: Vec<String> = Vec::new();
+        for a in &self.0 {
+            match a.authenticate(request).await {
+                Authentication::User(u) => return Authentication::User(u),
+                Authentication::Invalid(why) => invalid.push(why),
+                Authentication::NoCredentials => {}
+            }
+        }
+        if invalid.is_empty() {
+            Authentication::NoCredentials
+        } else {
+            Authentication::Invalid(invalid.join("; "))
+        }
+    }
+}
+
+/// Client certificates: the TLS handshake verified the chain against the
+/// client CA (see `tls`); the leaf's CN is the user, its Os the groups.
+pub struct ClientCertificates;
+
+#[async_trait]
+impl Authenticator for ClientCertificates {
+    async fn authenticate(&self, request: &Parts) -> Authentication {
+        let Some(tls::PeerCertificates(chain)) = request.extensions.get::<tls::PeerCertificates>()
+        else {
+            return Authentication::NoCredentials;
+        };
+        match chain.first().and_then(|leaf| tls::certificate_user(leaf)) {
+            Some(u) => Authentication::User(u),
+            None => Authentication::Invalid("client certificate has no common name".into()),
+        }
+    }
+}
+
+/// Paths an anonymous request may reach when anonymous authentication is
+/// on: health, version and discovery (every other path is a 401).
+pub fn anonymous_path(path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.first().copied().unwrap_or("") {
+        "healthz" | "livez" | "readyz" | "openapi" => true,
+        "version" => segs.len() == 1,
+        "api" => segs.len() <= 2,
+        "apis" => segs.len() <= 3,
+        _ => false,
+    }
 }
 
 /// An authorizer's answer.
@@ -108,16 +189,36 @@ pub async fn authenticate(
         return next.run(req).await;
     }
     let (mut parts, body) = req.into_parts();
+    let client = parts.extensions.get::<tls::ClientAddr>().map(|a| a.0.ip());
+    let presents_credentials = parts
+        .headers
+        .contains_key(axum::http::header::AUTHORIZATION)
+        || parts.extensions.get::<tls::PeerCertificates>().is_some();
+    if let (Some(ip), true) = (client, presents_credentials) {
+        if let Some(wait) = state.auth_failures.blocked(ip, std::time::Instant::now()) {
+            return status_response(&Status::too_many_requests(
+                "too many failed authentication attempts from this address, please try again later",
+                wait,
+            ));
+        }
+    }
     let outcome = match &state.authenticator {
         Some(a) => a.authenticate(&parts).await,
         None => Authentication::NoCredentials,
     };
     let user = match outcome {
         Authentication::User(user) => user.with_authenticated_group(),
-        Authentication::NoCredentials if state.anonymous_auth => UserInfo::anonymous(),
+        Authentication::NoCredentials
+            if state.anonymous_auth && anonymous_path(parts.uri.path()) =>
+        {
+            UserInfo::anonymous()
+        }
         Authentication::NoCredentials => return status_response(&Status::unauthorized()),
         Authentication::Invalid(why) => {
             tracing::info!(reason = %why, path = parts.uri.path(), "authentication failed");
+            if let Some(ip) = client {
+                state.auth_failures.failed(ip, std::time::Instant::now());
+            }
             return status_response(&Status::unauthorized());
         }
     };

@@ -95,6 +95,20 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
         .unwrap_or_default();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
+        Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_request(&r) => {
+            crate::auth::serviceaccount::token_request(
+                state,
+                parts.method,
+                &parts.headers,
+                &r,
+                body,
+            )
+            .await
+        }
+        Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_review(&r) => {
+            crate::auth::serviceaccount::token_review(state, parts.method, &parts.headers, body)
+                .await
+        }
         Some(ApiPath::Resource(r)) => {
             match resource(
                 state,

@@ -33,19 +33,29 @@ impl Authenticator for HeaderUser {
     }
 }
 
-/// Allows `get` and `list` of configmaps, and only to authenticated users.
+/// Allows `get` and `list` of configmaps, and only to authenticated users;
+/// and `alice` may impersonate the user `carol` and the group `dev`.
 struct ReadConfigMaps;
 
 #[async_trait]
 impl Authorizer for ReadConfigMaps {
     async fn authorize(&self, user: &UserInfo, r: &RequestInfo) -> Decision {
         let reads = r.resource == "configmaps" && (r.verb == "get" || r.verb == "list");
-        if reads && user.in_group("system:authenticated") {
+        let impersonation = user.username == "alice"
+            && r.verb == "impersonate"
+            && r.api_group.is_empty()
+            && ((r.resource == "users" && r.name == "carol")
+                || (r.resource == "groups" && r.name == "dev"));
+        if impersonation || reads && user.in_group("system:authenticated") {
             Decision::Allow
         } else {
             Decision::NoOpinion(String::new())
         }
     }
+}
+
+async fn api_without_anonymous() -> Api {
+    api(false).await
 }
 
 async fn api(anonymous: bool) -> Api {
@@ -149,15 +159,32 @@ async fn authenticated_users_are_authorized() {
 #[tokio::test]
 async fn anonymous_when_enabled() {
     let api = api(true).await;
+    // Anonymous requests reach health, version and discovery only.
     let r = api.get(CMS).await;
-    assert_eq!(
-        r.status(),
-        (
-            403,
-            "Forbidden",
-            "configmaps is forbidden: User \"system:anonymous\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
-        )
-    );
+    assert_eq!(r.status(), (401, "Unauthorized", "Unauthorized"));
+    let r = api.get("/metrics").await;
+    assert_eq!(r.code, 401);
+    for path in [
+        "/version",
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/apis/apps/v1",
+        "/livez",
+        "/readyz/ping",
+    ] {
+        let r = api.get(path).await;
+        // The test authorizer has no rule for them: reaching it (403
+        // naming system:anonymous) is what anonymous authentication allows.
+        assert_eq!(r.code, 403, "{path}: {}", r.text());
+        assert!(
+            r.status().2.contains("User \"system:anonymous\""),
+            "{path}: {}",
+            r.text()
+        );
+    }
+    let off = api_without_anonymous().await;
+    assert_eq!(off.get("/version").await.code, 401);
     let r = api
         .call(
             "GET",
@@ -167,4 +194,122 @@ async fn anonymous_when_enabled() {
         )
         .await;
     assert_eq!(r.code, 401, "bad credentials are not anonymous");
+}
+
+#[tokio::test]
+async fn impersonation_needs_the_impersonate_verb() {
+    let api = api(false).await;
+    let empty = || axum::body::Body::empty();
+    // alice may impersonate carol: the request runs as carol (authenticated).
+    let r = api
+        .call(
+            "GET",
+            CMS,
+            &[("x-test-user", "alice"), ("impersonate-user", "carol")],
+            empty(),
+        )
+        .await;
+    assert_eq!(r.code, 200, "{}", r.text());
+    let r = api
+        .call(
+            "DELETE",
+            &format!("{CMS}/x"),
+            &[("x-test-user", "alice"), ("impersonate-user", "carol")],
+            empty(),
+        )
+        .await;
+    assert!(
+        r.status().2.contains("User \"carol\" cannot delete"),
+        "{}",
+        r.text()
+    );
+    // ... but not bob, nor with a group she may not use.
+    let r = api
+        .call(
+            "GET",
+            CMS,
+            &[("x-test-user", "alice"), ("impersonate-user", "bob")],
+            empty(),
+        )
+        .await;
+    assert_eq!(
+        r.status(),
+        (
+            403,
+            "Forbidden",
+            "users \"bob\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        )
+    );
+    let r = api
+        .call(
+            "GET",
+            CMS,
+            &[
+                ("x-test-user", "alice"),
+                ("impersonate-user", "carol"),
+                ("impersonate-group", "ops"),
+            ],
+            empty(),
+        )
+        .await;
+    assert_eq!(
+        r.status().2,
+        "groups \"ops\" is forbidden: User \"alice\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope"
+    );
+    let r = api
+        .call(
+            "GET",
+            CMS,
+            &[
+                ("x-test-user", "alice"),
+                ("impersonate-user", "system:serviceaccount:ns:bot"),
+            ],
+            empty(),
+        )
+        .await;
+    assert_eq!(
+        r.status().2,
+        "serviceaccounts \"bot\" is forbidden: User \"alice\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"ns\""
+    );
+    let r = api
+        .call(
+            "GET",
+            CMS,
+            &[("x-test-user", "alice"), ("impersonate-uid", "7")],
+            empty(),
+        )
+        .await;
+    assert_eq!(r.code, 500, "uid without a user: {}", r.text());
+    assert!(r.status().2.contains("without impersonating a user"));
+    // Members of system:masters may impersonate anyone; with groups given,
+    // they are the impersonated user's groups (system:authenticated added).
+    let r = api
+        .call(
+            "GET",
+            CMS,
+            &[
+                ("x-test-user", "root,system:masters"),
+                ("impersonate-user", "bob"),
+                ("impersonate-group", "dev"),
+            ],
+            empty(),
+        )
+        .await;
+    assert_eq!(r.code, 200, "{}", r.text());
+    let r = api
+        .call(
+            "GET",
+            "/metrics",
+            &[
+                ("x-test-user", "root,system:masters"),
+                ("impersonate-user", "bob"),
+            ],
+            empty(),
+        )
+        .await;
+    assert_eq!(
+        r.status().2,
+        "forbidden: User \"bob\" cannot get path \"/metrics\"",
+        "bob is not a master"
+    );
 }

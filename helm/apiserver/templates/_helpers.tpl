@@ -37,7 +37,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The server's command-line arguments (the image's entrypoint adds --listen). */}}
+{{/* The Secret with the PKI and token file. */}}
+{{- define "apiserver.pkiSecret" -}}
+{{- default (printf "%s-pki" (include "apiserver.fullname" .)) .Values.pki.existingSecret }}
+{{- end }}
+
+{{/* The server's command-line arguments (the image's entrypoint adds --secure-listen). */}}
 {{- define "apiserver.args" -}}
 {{- $servers := required "etcd.servers must list the etcd client URLs" .Values.etcd.servers -}}
 - {{ printf "--etcd-servers=%s" (join "," $servers) | quote }}
@@ -47,6 +52,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - {{ printf "--max-requests-inflight=%d" (int .Values.server.maxRequestsInflight) | quote }}
 - {{ printf "--max-mutating-requests-inflight=%d" (int .Values.server.maxMutatingRequestsInflight) | quote }}
 - {{ printf "--shutdown-delay-duration=%ds" (int .Values.shutdownDelaySeconds) | quote }}
+- {{ printf "--anonymous-auth=%t" .Values.anonymousAuth | quote }}
+- "--tls-cert-file=/etc/apiserver/pki/tls.crt"
+- "--tls-private-key-file=/etc/apiserver/pki/tls.key"
+- "--client-ca-file=/etc/apiserver/pki/ca.crt"
+- "--service-account-signing-key-file=/etc/apiserver/pki/sa.key"
+- "--token-auth-file=/etc/apiserver/pki/tokens.csv"
 {{- range .Values.server.extraArgs }}
 - {{ . | quote }}
 {{- end }}

@@ -142,6 +142,7 @@ impl Server {
             .arg(format!("--etcd-servers={etcd}"))
             .arg(format!("--etcd-prefix={prefix}"))
             .arg(format!("--listen={addr}"))
+            .arg("--secure-listen=off")
             .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -1,0 +1,134 @@
+//! Everything the secure port needs, from the flags: the serving
+//! certificate (given, or made under the data directory), the client CA,
+//! the authenticators, and the admin kubeconfig.
+
+use super::serviceaccount::ServiceAccounts;
+use super::token_file::TokenFile;
+use super::{jwt, pki, tls, Authenticator, ClientCertificates, Union};
+use crate::config::Config;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What `setup` made.
+pub struct Secure {
+    pub tls: Arc<rustls::ServerConfig>,
+    pub authenticator: Arc<dyn Authenticator>,
+    pub service_accounts: Arc<ServiceAccounts>,
+    /// `data_dir/admin.kubeconfig`, when the server made its own CA.
+    pub admin_kubeconfig: Option<PathBuf>,
+}
+
+/// The names the generated serving certificate is for.
+pub fn serving_names(addr: SocketAddr, extra: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        "kubernetes".into(),
+        "kubernetes.default".into(),
+        "kubernetes.default.svc".into(),
+        "kubernetes.default.svc.cluster.local".into(),
+    ];
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        let h = h.trim();
+        if !h.is_empty() {
+            names.push(h.to_string());
+        }
+    }
+    if !addr.ip().is_unspecified() {
+        names.push(addr.ip().to_string());
+    }
+    names.extend(extra.iter().filter(|s| !s.is_empty()).cloned());
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
+}
+
+pub fn setup(
+    cfg: &Config,
+    addr: SocketAddr,
+    store: Arc<dyn watchcache::Storage>,
+) -> Result<Secure, String> {
+    let (chain, key, generated) = match (&cfg.tls_cert_file, &cfg.tls_private_key_file) {
+        (Some(c), Some(k)) => (tls::load_certs(c)?, tls::load_key(k)?, None),
+        (None, None) => {
+            let g = pki::ensure(&cfg.data_dir, &serving_names(addr, &cfg.tls_san))?;
+            (
+                tls::load_certs(&g.serving_cert)?,
+                tls::load_key(&g.serving_key)?,
+                Some(g),
+            )
+        }
+        _ => return Err("--tls-cert-file and --tls-private-key-file go together".into()),
+    };
+    let client_ca = match (&cfg.client_ca_file, &generated) {
+        (Some(f), _) => tls::load_certs(f)?,
+        (None, Some(g)) => tls::load_certs(&g.ca_cert)?,
+        (None, None) => Vec::new(),
+    };
+    let tls = Arc::new(tls::server_config(chain, key, &client_ca)?);
+
+    let admin_kubeconfig = match &generated {
+        Some(g) => {
+            let host = if addr.ip().is_unspecified() || addr.ip().is_loopback() {
+                "127.0.0.1".to_string()
+            } else {
+                addr.ip().to_string()
+            };
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            let ca = std::fs::read_to_string(&g.ca_cert)
+                .map_err(|e| format!("{}: {e}", g.ca_cert.display()))?;
+            Some(pki::write_admin_kubeconfig(
+                &cfg.data_dir,
+                &ca,
+                &format!("https://{host}:{}", addr.port()),
+            )?)
+        }
+        None => None,
+    };
+
+    let signing_path = match &cfg.service_account_signing_key_file {
+        Some(p) => p.clone(),
+        None => pki::ensure_sa_key(&cfg.data_dir)?,
+    };
+    let signing_pem = std::fs::read(&signing_path)
+        .map_err(|e| format!("cannot read {}: {e}", signing_path.display()))?;
+    let signer = jwt::SigningKey::from_pem(&signing_pem)
+        .map_err(|e| format!("{}: {e}", signing_path.display()))?;
+    let mut keys = Vec::new();
+    for f in &cfg.service_account_key_file {
+        let pem = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        keys.extend(
+            jwt::verifying_keys_from_pem(&pem).map_err(|e| format!("{}: {e}", f.display()))?,
+        );
+    }
+    let service_accounts = Arc::new(ServiceAccounts::new(
+        signer,
+        keys,
+        cfg.service_account_issuer.clone(),
+        store,
+        &cfg.etcd_prefix,
+    ));
+
+    let mut chain: Vec<Arc<dyn Authenticator>> = Vec::new();
+    if !client_ca.is_empty() {
+        chain.push(Arc::new(ClientCertificates));
+    }
+    if let Some(f) = &cfg.token_auth_file {
+        let tokens = TokenFile::load(f)?;
+        tracing::info!(tokens = tokens.len(), "loaded the token file");
+        chain.push(Arc::new(tokens));
+    }
+    chain.push(service_accounts.clone());
+    Ok(Secure {
+        tls,
+        authenticator: Arc::new(Union(chain)),
+        service_accounts,
+        admin_kubeconfig,
+    })
+}
