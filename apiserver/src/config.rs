@@ -79,6 +79,12 @@ pub struct Config {
     /// finish before the process exits anyway.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+
+    /// An EncryptionConfiguration (apiserver.config.k8s.io/v1, YAML or
+    /// JSON): which resources are encrypted at rest, with which providers
+    /// and keys. Without it nothing is encrypted.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
 }
 
 /// Parses a Go-style duration as kube-apiserver's flags take them: `90s`,

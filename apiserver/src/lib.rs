@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod compaction;
 pub mod config;
 pub mod discovery;
+pub mod encryption;
 pub mod error;
 pub mod etcd_process;
 pub mod handlers;
@@ -51,6 +52,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Encryption(#[from] encryption::ConfigError),
     #[error("server error: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -73,6 +76,12 @@ pub async fn connect_store(
 
 /// Runs the server until SIGINT/SIGTERM.
 pub async fn run(cfg: Config) -> Result<(), StartError> {
+    // Configuration errors end the process before anything starts.
+    let encryption = cfg
+        .encryption_provider_config
+        .as_deref()
+        .map(encryption::EncryptionConfig::load)
+        .transpose()?;
     let mut embedded = None;
     let endpoints = if cfg.etcd_servers.is_empty() {
         let p = EtcdProcess::start(&cfg.data_dir).await?;
@@ -84,7 +93,12 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         cfg.etcd_servers.clone()
     };
     let timeout = Duration::from_secs(cfg.etcd_request_timeout.max(1));
-    let store = connect_store(&endpoints, timeout).await?;
+    let mut store = connect_store(&endpoints, timeout).await?;
+    if let Some(enc) = &encryption {
+        let transformers = enc.transformers(&cfg.etcd_prefix, registry::Registry::builtin());
+        tracing::info!(prefixes = ?transformers, "encryption at rest configured");
+        store = store.with_transformers(transformers);
+    }
     let etcd_client = store.client();
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

@@ -12,6 +12,8 @@ mod common;
 mod chain;
 #[path = "api/crud.rs"]
 mod crud;
+#[path = "api/encryption.rs"]
+mod encryption;
 #[path = "api/health.rs"]
 mod health;
 #[path = "api/input.rs"]

@@ -120,6 +120,28 @@ impl Api {
         Api { state, router }
     }
 
+    /// A server on `prefix` (which may hold another server's data) whose
+    /// etcd store transforms values with `transformers` (encryption at
+    /// rest), with the watch cache, bootstrapped.
+    pub async fn transformed(prefix: &str, transformers: watchcache::Transformers) -> Api {
+        let store = TestEtcd::shared()
+            .await
+            .store()
+            .await
+            .with_transformers(transformers);
+        let cache = Cacher::new(
+            store.clone(),
+            CacherConfig {
+                prefix: format!("{prefix}/"),
+                ..CacherConfig::default()
+            },
+        );
+        let state = Arc::new(AppState::new(Arc::new(store), prefix).with_cache(cache));
+        apiserver::bootstrap::run(Arc::clone(&state)).await;
+        let router = router(Arc::clone(&state));
+        Api { state, router }
+    }
+
     /// A server whose router is the secure port's (requests authenticated
     /// by `authenticator`, authorized by `authorizer`).
     pub async fn secure(

@@ -122,6 +122,9 @@ pub(crate) struct Shared {
     /// While true, the reflector keeps no etcd watch open (failure injection
     /// for tests: `Cacher::hold_etcd_watch`).
     hold: notify::Sender<bool>,
+    /// The etcd store's value transformers: raw etcd values are decoded
+    /// (decrypted) through them before they enter the cache.
+    transformers: crate::transform::Transformers,
 }
 
 impl Shared {
@@ -290,6 +293,7 @@ impl Cacher {
             watchers: AtomicUsize::new(0),
             backfilling: std::sync::atomic::AtomicBool::new(false),
             hold: notify::channel(false).0,
+            transformers: store.transformers().clone(),
         });
         let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
         Cacher {
@@ -711,5 +715,9 @@ impl Storage for Cacher {
 
     async fn current_revision(&self) -> Result<Revision> {
         self.inner.store.current_revision().await
+    }
+
+    async fn is_stale(&self, key: &str) -> Result<bool> {
+        self.inner.store.is_stale(key).await
     }
 }
