@@ -6,6 +6,7 @@
 //! watch cache next) → `response` for encoding, `error` for every failure.
 //! See ARCHITECTURE.md.
 
+pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod compaction;
@@ -54,6 +55,14 @@ pub enum StartError {
     },
     #[error(transparent)]
     Encryption(#[from] encryption::ConfigError),
+    #[error(transparent)]
+    AuditPolicy(#[from] audit::policy::PolicyError),
+    #[error("cannot open the audit log {path}: {source}")]
+    AuditLog {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("server error: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -74,6 +83,31 @@ pub async fn connect_store(
     Ok(store)
 }
 
+/// The audit policy and log of `--audit-policy-file` and `--audit-log-*`
+/// (auditing is on when both a policy and a log path are given, as in
+/// kube-apiserver).
+fn audit_from(cfg: &Config) -> Result<Option<Arc<audit::Auditor>>, StartError> {
+    let (Some(policy), Some(path)) = (&cfg.audit_policy_file, &cfg.audit_log_path) else {
+        if cfg.audit_policy_file.is_some() != cfg.audit_log_path.is_some() {
+            tracing::warn!(
+                "auditing needs both --audit-policy-file and --audit-log-path; it is off"
+            );
+        }
+        return Ok(None);
+    };
+    let policy = audit::policy::Policy::load(policy)?;
+    let sink = audit::Sink::start(audit::LogConfig {
+        path: path.clone(),
+        max_bytes: cfg.audit_log_maxsize.saturating_mul(1 << 20),
+        max_backups: cfg.audit_log_maxbackup,
+    })
+    .map_err(|source| StartError::AuditLog {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Some(Arc::new(audit::Auditor { policy, sink })))
+}
+
 /// Runs the server until SIGINT/SIGTERM.
 pub async fn run(cfg: Config) -> Result<(), StartError> {
     // Configuration errors end the process before anything starts.
@@ -82,6 +116,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         .as_deref()
         .map(encryption::EncryptionConfig::load)
         .transpose()?;
+    let auditor = audit_from(&cfg)?;
     let mut embedded = None;
     let endpoints = if cfg.etcd_servers.is_empty() {
         let p = EtcdProcess::start(&cfg.data_dir).await?;
@@ -153,6 +188,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         }
         tokio::spawn(c.run())
     });
+    state.audit = auditor;
     let state = Arc::new(state.with_limits(limits::Limits::new(
         cfg.max_requests_inflight,
         cfg.max_mutating_requests_inflight,

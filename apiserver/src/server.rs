@@ -46,6 +46,8 @@ pub struct AppState {
     pub anonymous_auth: bool,
     /// Decides what each user may do.
     pub authorizer: Arc<dyn crate::auth::Authorizer>,
+    /// The audit policy and log (`None`: auditing off).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl AppState {
@@ -73,6 +75,7 @@ impl AppState {
             authenticator: None,
             anonymous_auth: false,
             authorizer: Arc::new(crate::auth::AlwaysAllow),
+            audit: None,
         }
     }
 
@@ -147,7 +150,8 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// metrics → authenticate → authorize → compression → handler.
+/// metrics → (failed-authentication audit) → authenticate → audit →
+/// authorize → compression → handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
@@ -157,7 +161,15 @@ fn filtered(state: Arc<AppState>) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
+            crate::audit::audit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
             crate::auth::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::audit::audit_failed_authentication,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

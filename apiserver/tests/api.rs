@@ -8,6 +8,8 @@
 
 mod common;
 
+#[path = "api/audit.rs"]
+mod audit;
 #[path = "api/chain.rs"]
 mod chain;
 #[path = "api/crud.rs"]

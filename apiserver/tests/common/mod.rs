@@ -142,6 +142,22 @@ impl Api {
         Api { state, router }
     }
 
+    /// A server whose state `f` adjusts first (auditing, authenticator,
+    /// authorizer); the secure port's router when `secure`, else the plain
+    /// one.
+    pub async fn customized(name: &str, secure: bool, f: impl FnOnce(&mut AppState)) -> Api {
+        let Api { state, .. } = Self::new(name).await;
+        let mut state = Arc::into_inner(state).expect("no other reference to the state yet");
+        f(&mut state);
+        let state = Arc::new(state);
+        let router = if secure {
+            apiserver::server::secure_router(Arc::clone(&state))
+        } else {
+            router(Arc::clone(&state))
+        };
+        Api { state, router }
+    }
+
     /// A server whose router is the secure port's (requests authenticated
     /// by `authenticator`, authorized by `authorizer`).
     pub async fn secure(
