@@ -364,9 +364,10 @@ impl Cipher {
                 )),
                 _ => return Err(bad_size("16, 24 or 32")),
             },
+            // kube-apiserver: 32 bytes for AES-CBC, 16, 24 or 32 for GCM.
             Kind::AesCbc => match secret.len() {
-                16 | 24 | 32 => Cipher::Cbc(secret.to_vec()),
-                _ => return Err(bad_size("16, 24 or 32")),
+                32 => Cipher::Cbc(secret.to_vec()),
+                _ => return Err(bad_size("32")),
             },
             Kind::Secretbox => match secret.len() {
                 32 => Cipher::Secretbox(Box::new(
@@ -455,20 +456,12 @@ fn unreachable_cipher<T>() -> Result<T, aes_gcm::aead::Error> {
     Err(aes_gcm::aead::Error)
 }
 
+/// AES-256-CBC (the key is 32 bytes, checked when parsed).
 fn cbc_encrypt(key: &[u8], iv: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
     use cbc::cipher::{block_padding::Pkcs7, BlockEncryptMut, KeyIvInit};
-    let bad = |_| "invalid key or IV size".to_string();
-    Ok(match key.len() {
-        16 => cbc::Encryptor::<aes::Aes128>::new_from_slices(key, iv)
-            .map_err(bad)?
-            .encrypt_padded_vec_mut::<Pkcs7>(data),
-        24 => cbc::Encryptor::<aes::Aes192>::new_from_slices(key, iv)
-            .map_err(bad)?
-            .encrypt_padded_vec_mut::<Pkcs7>(data),
-        _ => cbc::Encryptor::<aes::Aes256>::new_from_slices(key, iv)
-            .map_err(bad)?
-            .encrypt_padded_vec_mut::<Pkcs7>(data),
-    })
+    Ok(cbc::Encryptor::<aes::Aes256>::new_from_slices(key, iv)
+        .map_err(|_| "invalid key or IV size".to_string())?
+        .encrypt_padded_vec_mut::<Pkcs7>(data))
 }
 
 fn cbc_decrypt(key: &[u8], iv: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
@@ -476,22 +469,10 @@ fn cbc_decrypt(key: &[u8], iv: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
     if data.is_empty() || data.len() % CBC_BLOCK != 0 {
         return Err("the stored data is not a multiple of the block size".into());
     }
-    let bad = |_| "invalid key or IV size".to_string();
-    let padding = |_| "invalid PKCS7 data (empty or not padded)".to_string();
-    match key.len() {
-        16 => cbc::Decryptor::<aes::Aes128>::new_from_slices(key, iv)
-            .map_err(bad)?
-            .decrypt_padded_vec_mut::<Pkcs7>(data)
-            .map_err(padding),
-        24 => cbc::Decryptor::<aes::Aes192>::new_from_slices(key, iv)
-            .map_err(bad)?
-            .decrypt_padded_vec_mut::<Pkcs7>(data)
-            .map_err(padding),
-        _ => cbc::Decryptor::<aes::Aes256>::new_from_slices(key, iv)
-            .map_err(bad)?
-            .decrypt_padded_vec_mut::<Pkcs7>(data)
-            .map_err(padding),
-    }
+    cbc::Decryptor::<aes::Aes256>::new_from_slices(key, iv)
+        .map_err(|_| "invalid key or IV size".to_string())?
+        .decrypt_padded_vec_mut::<Pkcs7>(data)
+        .map_err(|_| "invalid PKCS7 data (empty or not padded)".to_string())
 }
 
 /// One resource entry's ordered providers, as a storage transformer.
@@ -666,6 +647,7 @@ mod tests {
             config("  - aesgcm:\n      keys: []\n"),
             config("  - aesgcm:\n      keys:\n      - name: a\n        secret: c2hvcnQ=\n"),
             config(&format!("  - secretbox:\n      keys:\n      - name: a\n        secret: {K16}\n")),
+            config(&format!("  - aescbc:\n      keys:\n      - name: a\n        secret: {K16}\n")),
             config(&format!(
                 "  - aescbc:\n      keys:\n      - name: a\n        secret: {K32}\n      - name: a\n        secret: {K32}\n"
             )),
