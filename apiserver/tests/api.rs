@@ -16,6 +16,8 @@ mod chain;
 mod crud;
 #[path = "api/encryption.rs"]
 mod encryption;
+#[path = "api/hardening.rs"]
+mod hardening;
 #[path = "api/health.rs"]
 mod health;
 #[path = "api/input.rs"]

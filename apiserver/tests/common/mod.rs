@@ -176,6 +176,11 @@ impl Api {
         Api { state, router }
     }
 
+    /// The router, to serve over TCP.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
     /// The one request helper: method, path (with query), extra headers,
     /// body.
     pub async fn call(
