@@ -481,7 +481,7 @@ pub struct PrefixTransformer {
 }
 
 impl ValueTransformer for PrefixTransformer {
-    fn to_storage(&self, key: &str, data: Vec<u8>) -> Result<Vec<u8>, TransformError> {
+    fn transform_to_storage(&self, key: &str, data: Vec<u8>) -> Result<Vec<u8>, TransformError> {
         match self.providers.first() {
             None | Some(Provider::Identity) => Ok(data),
             Some(Provider::Keys { keys, .. }) => {
@@ -505,7 +505,11 @@ impl ValueTransformer for PrefixTransformer {
         }
     }
 
-    fn from_storage<'a>(&self, key: &str, data: &'a [u8]) -> Result<Cow<'a, [u8]>, TransformError> {
+    fn transform_from_storage<'a>(
+        &self,
+        key: &str,
+        data: &'a [u8],
+    ) -> Result<Cow<'a, [u8]>, TransformError> {
         if !data.starts_with(ENCRYPTED_PREFIX) {
             return Ok(Cow::Borrowed(data));
         }
@@ -564,16 +568,22 @@ mod tests {
             ("secretbox", K32, 24 + 16),
         ] {
             let t = one(kind, secret);
-            let out = t.to_storage(key, b"hello".to_vec()).expect("encrypts");
+            let out = t
+                .transform_to_storage(key, b"hello".to_vec())
+                .expect("encrypts");
             let prefix = format!("k8s:enc:{kind}:v1:k1:");
             assert!(out.starts_with(prefix.as_bytes()), "{kind}");
             assert_eq!(out.len(), prefix.len() + 5 + overhead, "{kind}");
         }
         let t = one("aescbc", K32);
-        let out = t.to_storage(key, b"hello".to_vec()).expect("encrypts");
+        let out = t
+            .transform_to_storage(key, b"hello".to_vec())
+            .expect("encrypts");
         // IV + one padded block.
         assert_eq!(out.len(), "k8s:enc:aescbc:v1:k1:".len() + 16 + 16);
-        let out = t.to_storage(key, vec![b'x'; 16]).expect("encrypts");
+        let out = t
+            .transform_to_storage(key, vec![b'x'; 16])
+            .expect("encrypts");
         // A full block gains a whole block of padding (PKCS#7).
         assert_eq!(out.len(), "k8s:enc:aescbc:v1:k1:".len() + 16 + 32);
     }
@@ -582,20 +592,27 @@ mod tests {
     fn aesgcm_binds_the_ciphertext_to_its_key() {
         let t = one("aesgcm", K32);
         let out = t
-            .to_storage("/registry/secrets/a/x", b"{}".to_vec())
+            .transform_to_storage("/registry/secrets/a/x", b"{}".to_vec())
             .expect("encrypts");
-        assert!(t.from_storage("/registry/secrets/a/x", &out).is_ok());
-        assert!(t.from_storage("/registry/secrets/a/y", &out).is_err());
+        assert!(t
+            .transform_from_storage("/registry/secrets/a/x", &out)
+            .is_ok());
+        assert!(t
+            .transform_from_storage("/registry/secrets/a/y", &out)
+            .is_err());
     }
 
     #[test]
     fn plaintext_is_read_as_is_and_unknown_keys_fail() {
         let t = one("aesgcm", K32);
         assert_eq!(
-            t.from_storage("/k", b"{\"a\":1}").expect("plain").as_ref(),
+            t.transform_from_storage("/k", b"{\"a\":1}")
+                .expect("plain")
+                .as_ref(),
             b"{\"a\":1}"
         );
-        let e = t.from_storage("/k", b"k8s:enc:aesgcm:v1:other:xxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        let e =
+            t.transform_from_storage("/k", b"k8s:enc:aesgcm:v1:other:xxxxxxxxxxxxxxxxxxxxxxxxxxx");
         assert_eq!(
             e.err().map(|e| e.0),
             Some("no matching prefix found".into())
@@ -610,14 +627,14 @@ mod tests {
         let c = EncryptionConfig::parse(&text).expect("valid");
         let t = &c.entries[0].transformer;
         assert_eq!(
-            t.to_storage("/k", b"{}".to_vec()).ok(),
+            t.transform_to_storage("/k", b"{}".to_vec()).ok(),
             Some(b"{}".to_vec())
         );
         let sealed = one("aesgcm", K32)
-            .to_storage("/k", b"{}".to_vec())
+            .transform_to_storage("/k", b"{}".to_vec())
             .expect("enc");
         assert_eq!(
-            t.from_storage("/k", &sealed).ok().as_deref(),
+            t.transform_from_storage("/k", &sealed).ok().as_deref(),
             Some(&b"{}"[..])
         );
     }
@@ -673,9 +690,9 @@ mod tests {
         fn round_trip_every_provider(data in proptest::collection::vec(any::<u8>(), 0..300), kind in 0usize..3) {
             let kinds = ["aesgcm", "aescbc", "secretbox"];
             let t = one(kinds[kind], K32);
-            let sealed = t.to_storage("/registry/secrets/ns/n", data.clone()).expect("encrypts");
+            let sealed = t.transform_to_storage("/registry/secrets/ns/n", data.clone()).expect("encrypts");
             prop_assert!(sealed.starts_with(ENCRYPTED_PREFIX));
-            let opened = t.from_storage("/registry/secrets/ns/n", &sealed).expect("decrypts");
+            let opened = t.transform_from_storage("/registry/secrets/ns/n", &sealed).expect("decrypts");
             prop_assert_eq!(opened.as_ref(), &data[..]);
         }
 
@@ -689,11 +706,11 @@ mod tests {
             // The authenticated providers (aescbc has no integrity check).
             let kinds = ["aesgcm", "secretbox"];
             let t = one(kinds[kind], K32);
-            let mut sealed = t.to_storage("/k", data).expect("encrypts");
+            let mut sealed = t.transform_to_storage("/k", data).expect("encrypts");
             let prefix = format!("k8s:enc:{}:v1:k1:", kinds[kind]).len();
             let i = prefix + at.index(sealed.len() - prefix);
             sealed[i] ^= flip;
-            prop_assert!(t.from_storage("/k", &sealed).is_err());
+            prop_assert!(t.transform_from_storage("/k", &sealed).is_err());
         }
 
         #[test]
@@ -702,7 +719,7 @@ mod tests {
             let t = one(kinds[kind], K32);
             let mut value = format!("k8s:enc:{}:v1:k1:", kinds[kind]).into_bytes();
             value.extend(data);
-            let _ = t.from_storage("/k", &value);
+            let _ = t.transform_from_storage("/k", &value);
         }
 
         #[test]

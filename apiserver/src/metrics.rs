@@ -171,6 +171,8 @@ pub struct Metrics {
     cache_window_bytes: IntGauge,
     cache_objects: IntGauge,
     cache_fallbacks: IntCounter,
+    audit_events: IntCounter,
+    audit_errors: IntCounterVec,
     /// Serializes scrape-time counter updates (never held across `.await`).
     refresh: std::sync::Mutex<()>,
 }
@@ -297,6 +299,17 @@ impl Metrics {
                 "apiserver_watch_cache_consistent_read_fallbacks_total",
                 "Consistent reads served by etcd because the watch cache did not catch up in time.",
             )?,
+            audit_events: counter(
+                &r,
+                "apiserver_audit_event_total",
+                "Counter of audit events generated and sent to the audit backend.",
+            )?,
+            audit_errors: counter_vec(
+                &r,
+                "apiserver_audit_error_total",
+                "Counter of audit events that failed to be audited properly (plugin: \"buffered\" for a full queue, \"log\" for write errors).",
+                &["plugin"],
+            )?,
             registry: r,
             refresh: std::sync::Mutex::new(()),
         })
@@ -318,6 +331,20 @@ impl Metrics {
             self.cache_window_bytes.set(to_i64(stats.window_bytes));
             self.cache_objects.set(to_i64(stats.objects));
             self.count_objects(state, cache.store().client()).await;
+        }
+        if let Some(audit) = &state.audit {
+            use std::sync::atomic::Ordering::Relaxed;
+            let c = &audit.sink.counters;
+            let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+            bump(&self.audit_events, c.events.load(Relaxed));
+            bump(
+                &self.audit_errors.with_label_values(&["buffered"]),
+                c.dropped.load(Relaxed),
+            );
+            bump(
+                &self.audit_errors.with_label_values(&["log"]),
+                c.errors.load(Relaxed),
+            );
         }
         let families = self.registry.gather();
         TextEncoder::new()

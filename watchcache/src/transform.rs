@@ -18,10 +18,14 @@ use std::sync::Arc;
 /// Turns an object's JSON into the bytes stored in etcd and back.
 pub trait ValueTransformer: Send + Sync + 'static {
     /// The bytes to store at `key` for `data`.
-    fn to_storage(&self, key: &str, data: Vec<u8>) -> Result<Vec<u8>, TransformError>;
+    fn transform_to_storage(&self, key: &str, data: Vec<u8>) -> Result<Vec<u8>, TransformError>;
     /// The object's JSON stored at `key` as `data`.
-    fn from_storage<'a>(&self, key: &str, data: &'a [u8]) -> Result<Cow<'a, [u8]>, TransformError>;
-    /// Whether `data` is in a form `to_storage` no longer writes (encrypted
+    fn transform_from_storage<'a>(
+        &self,
+        key: &str,
+        data: &'a [u8],
+    ) -> Result<Cow<'a, [u8]>, TransformError>;
+    /// Whether `data` is in a form `transform_to_storage` no longer writes (encrypted
     /// with a key that is not the first any more, or plaintext where
     /// values are now encrypted): an unchanged update rewrites it then, so
     /// that rewriting every object completes a key rotation.
@@ -85,7 +89,7 @@ impl Transformers {
         match self.for_key(key) {
             None => Ok(data),
             Some(t) => t
-                .to_storage(key, data)
+                .transform_to_storage(key, data)
                 .map_err(|e| StorageError::Transform {
                     key: key.to_string(),
                     message: e.0,
@@ -108,7 +112,7 @@ impl Transformers {
         match self.for_key(key) {
             None => Ok(Cow::Borrowed(data)),
             Some(t) => t
-                .from_storage(key, data)
+                .transform_from_storage(key, data)
                 .map_err(|e| StorageError::Transform {
                     key: key.to_string(),
                     message: e.0,
@@ -124,12 +128,16 @@ mod tests {
     struct Tag(&'static str);
 
     impl ValueTransformer for Tag {
-        fn to_storage(&self, _: &str, mut data: Vec<u8>) -> Result<Vec<u8>, TransformError> {
+        fn transform_to_storage(
+            &self,
+            _: &str,
+            mut data: Vec<u8>,
+        ) -> Result<Vec<u8>, TransformError> {
             let mut out = self.0.as_bytes().to_vec();
             out.append(&mut data);
             Ok(out)
         }
-        fn from_storage<'a>(
+        fn transform_from_storage<'a>(
             &self,
             _: &str,
             data: &'a [u8],

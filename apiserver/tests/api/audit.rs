@@ -258,6 +258,21 @@ rules:
     // No rule: None.
     a.api.get("/api/v1/namespaces/default/endpoints").await;
     assert_eq!(a.events().len(), before);
+
+    // Counted for /metrics: two events written so far (the services
+    // request's were omitted before reaching the queue).
+    let metrics = a.api.get("/metrics").await.text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "apiserver_audit_event_total 2"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("audit"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[tokio::test]
