@@ -239,16 +239,20 @@ async fn serve_until_stopped(
         let _ = stop_accepting.send(());
     });
     let streams = Arc::clone(&state);
-    let serve = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            if accepting_stopped.await.is_err() {
-                // The signal task is gone: never stop on our own.
-                std::future::pending::<()>().await;
-            }
-            tracing::info!("stopped accepting; ending watch streams");
-            streams.stop_streams();
-        })
-        .into_future();
+    // The peer address reaches the audit log (`sourceIPs`).
+    let serve = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        if accepting_stopped.await.is_err() {
+            // The signal task is gone: never stop on our own.
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("stopped accepting; ending watch streams");
+        streams.stop_streams();
+    })
+    .into_future();
     let mut stopping = state.stopping.subscribe();
     let served = tokio::select! {
         r = serve => r,
@@ -282,5 +286,30 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[tokio::test]
+    async fn bad_encryption_or_audit_configuration_stops_the_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, "kind: Nothing\n").expect("write");
+        let bad = bad.to_string_lossy().into_owned();
+        let log = dir.path().join("audit.log").to_string_lossy().into_owned();
+        let enc = Config::parse_from(["apiserver", "--encryption-provider-config", &bad]);
+        assert!(matches!(run(enc).await, Err(StartError::Encryption(_))));
+        let audit = Config::parse_from([
+            "apiserver",
+            "--audit-policy-file",
+            &bad,
+            "--audit-log-path",
+            &log,
+        ]);
+        assert!(matches!(run(audit).await, Err(StartError::AuditPolicy(_))));
     }
 }

@@ -350,3 +350,52 @@ async fn secret_data_never_reaches_the_log() {
     assert!(!full.contains(data) && !full.contains("plain-token"));
     assert!(full.contains("\"visible\":\"yes\""));
 }
+
+#[tokio::test]
+async fn source_ips_come_from_forwarding_headers_and_the_peer() {
+    use std::future::IntoFuture;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let a = Audited::new("audit-ips", EVERYTHING_METADATA, false).await;
+    let r = a
+        .api
+        .call(
+            "GET",
+            CMS,
+            &[
+                ("x-forwarded-for", "10.0.0.1, 10.0.0.2"),
+                ("audit-id", "fwd"),
+            ],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(r.code, 200);
+    let events = a.events_of("fwd");
+    assert_eq!(events[0]["sourceIPs"], json!(["10.0.0.1", "10.0.0.2"]));
+
+    // Over a real connection, as `run` serves: the peer's address.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let app = a
+        .api
+        .router()
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let server = tokio::spawn(axum::serve(listener, app).into_future());
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(
+        format!("GET {CMS} HTTP/1.1\r\nhost: x\r\naudit-id: peer\r\nconnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(crate::common::DEADLINE, conn.read_to_end(&mut answer))
+        .await
+        .expect("answer in time")
+        .expect("read");
+    server.abort();
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    let events = a.events_of("peer");
+    assert_eq!(events[0]["sourceIPs"], json!(["127.0.0.1"]));
+}
