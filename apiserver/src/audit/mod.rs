@@ -378,6 +378,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, req: Request<Body>, next:
     let mut req = req;
     req.extensions_mut().insert(slot.clone());
 
+    let mut request_object = None;
     if level >= Level::Request {
         let (parts, body) = req.into_parts();
         let bytes =
@@ -397,14 +398,16 @@ pub async fn audit(State(state): State<Arc<AppState>>, req: Request<Body>, next:
                     return with_audit_id(crate::error::status_response(&status), &id);
                 }
             };
-        if let Some(obj) = parse_body(&parts.headers, &bytes) {
-            let obj = event.object(obj);
-            event.base.insert("requestObject".into(), obj);
-        }
+        request_object = parse_body(&parts.headers, &bytes).map(|o| event.object(o));
         req = Request::from_parts(parts, Body::from(bytes));
     }
-    let event = Arc::new(event);
+    // As in kube, the request object is known from the handler on: not
+    // at RequestReceived.
     event.emit(Stage::RequestReceived, Map::new(), Some(&slot));
+    if let Some(obj) = request_object {
+        event.base.insert("requestObject".into(), obj);
+    }
+    let event = Arc::new(event);
 
     let run = std::panic::AssertUnwindSafe(next.run(req))
         .catch_unwind()

@@ -241,6 +241,19 @@ rules:
         "allow"
     );
 
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let created = a.api.post("/api/v1/namespaces/default/pods", &pod).await;
+    assert_eq!(created.code, 201, "{}", created.text());
+    let id = created.header("audit-id").expect("audit id").to_string();
+    let events = a.events_of(&id);
+    assert_eq!(events[0]["level"], "Request");
+    assert_eq!(
+        events[0]["requestObject"]["spec"]["containers"][0]["image"],
+        "i"
+    );
+    assert!(events[0].get("responseObject").is_none());
+
     let pods = a.api.get("/api/v1/namespaces/default/pods").await;
     let id = pods.header("audit-id").expect("audit id").to_string();
     let events = a.events_of(&id);
@@ -259,13 +272,13 @@ rules:
     a.api.get("/api/v1/namespaces/default/endpoints").await;
     assert_eq!(a.events().len(), before);
 
-    // Counted for /metrics: two events written so far (the services
+    // Counted for /metrics: three events written so far (the services
     // request's were omitted before reaching the queue).
     let metrics = a.api.get("/metrics").await.text();
     assert!(
         metrics
             .lines()
-            .any(|l| l == "apiserver_audit_event_total 2"),
+            .any(|l| l == "apiserver_audit_event_total 3"),
         "{}",
         metrics
             .lines()
@@ -398,4 +411,42 @@ async fn source_ips_come_from_forwarding_headers_and_the_peer() {
     assert!(answer.starts_with(b"HTTP/1.1 200"));
     let events = a.events_of("peer");
     assert_eq!(events[0]["sourceIPs"], json!(["127.0.0.1"]));
+}
+
+#[tokio::test]
+async fn request_objects_follow_the_handler_and_managed_fields_can_be_omitted() {
+    let policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n\
+                  - level: RequestResponse\n  omitManagedFields: true\n  resources: [{group: '', resources: [configmaps]}]\n\
+                  - level: RequestResponse\n";
+    let a = Audited::new("audit-objects", policy, false).await;
+    let created = a.api.post(CMS, &configmap("m", &[("k", "v")])).await;
+    assert_eq!(created.code, 201);
+    assert!(
+        created.body["metadata"]["managedFields"].is_array(),
+        "the server records them"
+    );
+    let id = created.header("audit-id").expect("audit id").to_string();
+    let events = a.events_of(&id);
+    assert_eq!(stages(&events), ["RequestReceived", "ResponseComplete"]);
+    assert!(events[0].get("requestObject").is_none(), "{}", events[0]);
+    assert_eq!(events[1]["requestObject"]["data"]["k"], "v");
+    assert_eq!(events[1]["responseObject"]["metadata"]["name"], "m");
+    assert!(events[1]["responseObject"]["metadata"]
+        .get("managedFields")
+        .is_none());
+
+    // Without omitManagedFields they stay.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}});
+    let created = a
+        .api
+        .post("/api/v1/namespaces/default/serviceaccounts", &sa)
+        .await;
+    assert_eq!(created.code, 201, "{}", created.text());
+    let id = created.header("audit-id").expect("audit id").to_string();
+    let events = a.events_of(&id);
+    assert!(
+        events[1]["responseObject"]["metadata"]["managedFields"].is_array(),
+        "{}",
+        events[1]
+    );
 }
