@@ -436,12 +436,11 @@ async fn request_objects_follow_the_handler_and_managed_fields_can_be_omitted() 
         .is_none());
 
     // Without omitManagedFields they stay.
-    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}});
-    let created = a
-        .api
-        .post("/api/v1/namespaces/default/serviceaccounts", &sa)
-        .await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let created = a.api.post("/api/v1/namespaces/default/pods", &pod).await;
     assert_eq!(created.code, 201, "{}", created.text());
+    assert!(created.body["metadata"]["managedFields"].is_array());
     let id = created.header("audit-id").expect("audit id").to_string();
     let events = a.events_of(&id);
     assert!(
