@@ -263,4 +263,25 @@ async fn a_key_that_cannot_decrypt_is_an_internal_error_status() {
         "{}",
         r.text()
     );
+    // A list served by the ready watch cache fails the same way instead of
+    // leaving the secret out; other secrets come back once it is gone.
+    let cache = wrong.state.cache.as_ref().expect("a watch cache");
+    assert!(cache.wait_ready(Duration::from_secs(20)).await);
+    let r = wrong.get(SECRETS).await;
+    let (code, _, message) = r.status();
+    assert_eq!(code, 500, "{}", r.text());
+    assert!(
+        message.starts_with("Internal error occurred: failed to decrypt secrets"),
+        "{message}"
+    );
+    // Reading it first, the API cannot delete it either (as in kube);
+    // removed behind the server's back, the cache serves lists again.
+    assert_eq!(wrong.delete(&format!("{SECRETS}/b1")).await.code, 500);
+    let mut kv = TestEtcd::shared().await.store().await.client().kv_client();
+    kv.delete(format!("{prefix}/secrets/default/b1"), None)
+        .await
+        .expect("etcd delete");
+    wrong.create(SECRETS, &secret("b2")).await;
+    let list = wrong.must_get(SECRETS).await;
+    assert_eq!(crate::common::names(&list), ["b2"]);
 }
