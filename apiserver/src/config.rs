@@ -148,6 +148,29 @@ pub struct Config {
     /// `RBAC`, `AlwaysAllow`. Members of system:masters are always allowed.
     #[arg(long, value_delimiter = ',', default_value = "RBAC")]
     pub authorization_mode: Vec<String>,
+
+    /// An EncryptionConfiguration (apiserver.config.k8s.io/v1, YAML or
+    /// JSON): which resources are encrypted at rest, with which providers
+    /// and keys. Without it nothing is encrypted.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
+
+    /// The audit policy (audit.k8s.io/v1 Policy, YAML): which requests are
+    /// recorded at which level. Auditing needs it and --audit-log-path.
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
+
+    /// Where audit events go, one JSON line each (`-`: standard output).
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
+
+    /// Size in megabytes past which the audit log is rotated (0: 100).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+
+    /// Rotated audit log files kept (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxbackup: usize,
 }
 
 /// `--secure-listen`: an address, or `off`.

@@ -110,6 +110,17 @@ fn storage_status(err: &StorageError, gr: GroupResource<'static>, name: &str) ->
             tracing::error!(%key, %message, "stored object does not decode");
             Status::internal(format!("object {name:?} in storage cannot be decoded"))
         }
+        StorageError::Transform { key, message } => {
+            // The message names the provider and key name that failed, never
+            // key material; the etcd key stays in the log.
+            tracing::error!(%key, %message, "stored object cannot be decrypted");
+            let what = if name.is_empty() {
+                format!("{gr}")
+            } else {
+                format!("{gr} {name:?}")
+            };
+            Status::internal(format!("failed to decrypt {what}: {message}"))
+        }
         StorageError::Internal(msg) => {
             tracing::error!(error = %msg, "internal storage error");
             Status::internal("an unexpected storage error occurred; see the server log")

@@ -6,11 +6,13 @@
 //! watch cache next) → `response` for encoding, `error` for every failure.
 //! See ARCHITECTURE.md.
 
+pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod compaction;
 pub mod config;
 pub mod discovery;
+pub mod encryption;
 pub mod error;
 pub mod etcd_process;
 pub mod handlers;
@@ -50,6 +52,16 @@ pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Encryption(#[from] encryption::ConfigError),
+    #[error(transparent)]
+    AuditPolicy(#[from] audit::policy::PolicyError),
+    #[error("cannot open the audit log {path}: {source}")]
+    AuditLog {
+        path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -106,12 +118,44 @@ pub async fn connect_store(
     Ok(store)
 }
 
+/// The audit policy and log of `--audit-policy-file` and `--audit-log-*`
+/// (auditing is on when both a policy and a log path are given, as in
+/// kube-apiserver).
+fn audit_from(cfg: &Config) -> Result<Option<Arc<audit::Auditor>>, StartError> {
+    let (Some(policy), Some(path)) = (&cfg.audit_policy_file, &cfg.audit_log_path) else {
+        if cfg.audit_policy_file.is_some() != cfg.audit_log_path.is_some() {
+            tracing::warn!(
+                "auditing needs both --audit-policy-file and --audit-log-path; it is off"
+            );
+        }
+        return Ok(None);
+    };
+    let policy = audit::policy::Policy::load(policy)?;
+    let sink = audit::Sink::start(audit::LogConfig {
+        path: path.clone(),
+        max_bytes: cfg.audit_log_maxsize.saturating_mul(1 << 20),
+        max_backups: cfg.audit_log_maxbackup,
+    })
+    .map_err(|source| StartError::AuditLog {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Some(Arc::new(audit::Auditor { policy, sink })))
+}
+
 /// Runs the server until SIGINT/SIGTERM.
 pub async fn run(cfg: Config) -> Result<(), StartError> {
     rbac::validate_modes(&cfg.authorization_mode).map_err(StartError::AuthorizationMode)?;
     if !cfg.listen.ip().is_loopback() {
         return Err(StartError::InsecureListen(cfg.listen));
     }
+    // Configuration errors end the process before anything starts.
+    let encryption = cfg
+        .encryption_provider_config
+        .as_deref()
+        .map(encryption::EncryptionConfig::load)
+        .transpose()?;
+    let auditor = audit_from(&cfg)?;
     let mut embedded = None;
     let endpoints = if cfg.etcd_servers.is_empty() {
         let p = EtcdProcess::start(&cfg.data_dir).await?;
@@ -123,7 +167,12 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         cfg.etcd_servers.clone()
     };
     let timeout = Duration::from_secs(cfg.etcd_request_timeout.max(1));
-    let store = connect_store(&endpoints, timeout).await?;
+    let mut store = connect_store(&endpoints, timeout).await?;
+    if let Some(enc) = &encryption {
+        let transformers = enc.transformers(&cfg.etcd_prefix, registry::Registry::builtin());
+        tracing::info!(prefixes = ?transformers, "encryption at rest configured");
+        store = store.with_transformers(transformers);
+    }
     let etcd_client = store.client();
     let etcd_telemetry = store.telemetry().clone();
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -213,6 +262,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
             Some((listener, s.tls))
         }
     };
+    state.audit = auditor;
     let state = Arc::new(state.with_limits(limits::Limits::new(
         cfg.max_requests_inflight,
         cfg.max_mutating_requests_inflight,
@@ -271,17 +321,21 @@ async fn serve_until_stopped(
         let _ = stop_accepting.send(());
     });
     let streams = Arc::clone(&state);
-    let serve = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            if accepting_stopped.await.is_err() {
-                // The signal task is gone: never stop on our own.
-                std::future::pending::<()>().await;
-            }
-            tracing::info!("stopped accepting; ending watch streams");
-            secure_stop.send_replace(true);
-            streams.stop_streams();
-        })
-        .into_future();
+    // The peer address reaches the audit log (`sourceIPs`).
+    let serve = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        if accepting_stopped.await.is_err() {
+            // The signal task is gone: never stop on our own.
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("stopped accepting; ending watch streams");
+        secure_stop.send_replace(true);
+        streams.stop_streams();
+    })
+    .into_future();
     let secure_serve = async move {
         match secure {
             Some((l, tls, router)) => auth::tls::serve(l, tls, router, secure_stopped).await,
@@ -328,5 +382,30 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[tokio::test]
+    async fn bad_encryption_or_audit_configuration_stops_the_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, "kind: Nothing\n").expect("write");
+        let bad = bad.to_string_lossy().into_owned();
+        let log = dir.path().join("audit.log").to_string_lossy().into_owned();
+        let enc = Config::parse_from(["apiserver", "--encryption-provider-config", &bad]);
+        assert!(matches!(run(enc).await, Err(StartError::Encryption(_))));
+        let audit = Config::parse_from([
+            "apiserver",
+            "--audit-policy-file",
+            &bad,
+            "--audit-log-path",
+            &log,
+        ]);
+        assert!(matches!(run(audit).await, Err(StartError::AuditPolicy(_))));
     }
 }

@@ -183,6 +183,8 @@ pub struct Metrics {
     watch_events: IntCounterVec,
     watch_event_sizes: HistogramVec,
     etcd: EtcdRequestMetrics,
+    audit_events: IntCounter,
+    audit_errors: IntCounterVec,
     /// Serializes scrape-time counter updates (never held across `.await`).
     refresh: std::sync::Mutex<()>,
 }
@@ -343,6 +345,17 @@ impl Metrics {
                     ETCD_LABELS,
                 )?,
             },
+            audit_events: counter(
+                &r,
+                "apiserver_audit_event_total",
+                "Counter of audit events generated and sent to the audit backend.",
+            )?,
+            audit_errors: counter_vec(
+                &r,
+                "apiserver_audit_error_total",
+                "Counter of audit events that failed to be audited properly (plugin: \"buffered\" for a full queue, \"log\" for write errors).",
+                &["plugin"],
+            )?,
             registry: r,
             refresh: std::sync::Mutex::new(()),
         })
@@ -396,6 +409,20 @@ impl Metrics {
             let store = cache.store();
             self.count_objects(state, store.client(), store.telemetry())
                 .await;
+        }
+        if let Some(audit) = &state.audit {
+            use std::sync::atomic::Ordering::Relaxed;
+            let c = &audit.sink.counters;
+            let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+            bump(&self.audit_events, c.events.load(Relaxed));
+            bump(
+                &self.audit_errors.with_label_values(&["buffered"]),
+                c.dropped.load(Relaxed),
+            );
+            bump(
+                &self.audit_errors.with_label_values(&["log"]),
+                c.errors.load(Relaxed),
+            );
         }
         let families = self.registry.gather();
         TextEncoder::new()

@@ -53,6 +53,8 @@ pub struct AppState {
     pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
     /// Failed authentications per client address.
     pub auth_failures: crate::auth::ratelimit::FailureLimiter,
+    /// The audit policy and log (`None`: auditing off).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl AppState {
@@ -83,6 +85,7 @@ impl AppState {
             rbac: None,
             service_accounts: None,
             auth_failures: Default::default(),
+            audit: None,
         }
     }
 
@@ -166,9 +169,8 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// request id → metrics → authenticate → impersonate → authorize →
-/// compression →
-/// handler.
+/// request id → metrics → (failed-authentication audit) → authenticate →
+/// audit → impersonate → authorize → compression → handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
@@ -182,7 +184,15 @@ fn filtered(state: Arc<AppState>) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
+            crate::audit::audit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
             crate::auth::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::audit::audit_failed_authentication,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -8,10 +8,16 @@
 
 mod common;
 
+#[path = "api/audit.rs"]
+mod audit;
 #[path = "api/chain.rs"]
 mod chain;
 #[path = "api/crud.rs"]
 mod crud;
+#[path = "api/encryption.rs"]
+mod encryption;
+#[path = "api/hardening.rs"]
+mod hardening;
 #[path = "api/health.rs"]
 mod health;
 #[path = "api/input.rs"]

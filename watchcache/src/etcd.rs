@@ -25,6 +25,7 @@ use crate::storage::{
     EventType, ListOptions, ListResult, Object, Result, Revision, Storage, StorageError,
     WatchEvent, WatchOptions, WatchStream,
 };
+use crate::transform::Transformers;
 use apimachinery::continue_token;
 use apimachinery::read::{Freshness, Predicate};
 use async_trait::async_trait;
@@ -135,6 +136,8 @@ pub struct EtcdStore {
     client: Client,
     timeout: Duration,
     telemetry: EtcdTelemetry,
+    /// Applied to every value written and read (encryption at rest).
+    transformers: Transformers,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -176,7 +179,21 @@ impl EtcdStore {
             client,
             timeout,
             telemetry: EtcdTelemetry::default(),
+            transformers: Transformers::none(),
         })
+    }
+
+    /// This store, transforming values with `transformers` (encryption at
+    /// rest) on every write and read.
+    pub fn with_transformers(mut self, transformers: Transformers) -> Self {
+        self.transformers = transformers;
+        self
+    }
+
+    /// The value transformers of this store (the watch cache decodes raw
+    /// etcd values with them too).
+    pub fn transformers(&self) -> &Transformers {
+        &self.transformers
     }
 
     /// The underlying client (for health checks and tests).
@@ -349,7 +366,7 @@ impl EtcdStore {
         };
         let mut items = Vec::new();
         if let Some(kv) = resp.kvs().first() {
-            let obj = decode_kv(kv)?;
+            let obj = decode_kv(&self.transformers, kv)?;
             if predicate.matches(&obj.value) {
                 items.push(obj);
             }
@@ -384,7 +401,10 @@ impl Storage for EtcdStore {
                 }
             }
         };
-        resp.kvs().first().map(decode_kv).transpose()
+        resp.kvs()
+            .first()
+            .map(|kv| decode_kv(&self.transformers, kv))
+            .transpose()
     }
 
     async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
@@ -471,7 +491,7 @@ impl Storage for EtcdStore {
                 }
                 consumed += 1;
                 last_key = Some(kv.key().to_vec());
-                let obj = decode_kv(kv)?;
+                let obj = decode_kv(&self.transformers, kv)?;
                 if everything || opts.predicate.matches(&obj.value) {
                     items.push(obj);
                 }
@@ -517,6 +537,7 @@ impl Storage for EtcdStore {
 
     async fn create(&self, key: &str, value: &Value) -> Result<Object> {
         let (data, stored) = encode_value(value)?;
+        let data = self.transformers.write(key, data)?;
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, data, None)]);
@@ -529,6 +550,7 @@ impl Storage for EtcdStore {
 
     async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object> {
         let (data, stored) = encode_value(value)?;
+        let data = self.transformers.write(key, data)?;
         let txn = Txn::new()
             .when([
                 Compare::create_revision(key, CompareOp::Greater, 0),
@@ -576,7 +598,7 @@ impl Storage for EtcdStore {
             return Err(StorageError::NotFound { key: key.into() });
         };
         let deleted_at = txn_revision(&resp)?;
-        let value = decode_value(&prev)?;
+        let value = decode_value(&self.transformers, &prev)?;
         Ok(Object::at_revision(value, deleted_at))
     }
 
@@ -658,6 +680,7 @@ impl Storage for EtcdStore {
         let (tx, rx) = mpsc::channel(WATCH_CHANNEL_CAPACITY);
         let opts_initial_events = opts.initial_events;
         let predicate = opts.predicate;
+        let transformers = self.transformers.clone();
         tokio::spawn(async move {
             let sent_initial = opts_initial_events;
             for object in initial {
@@ -718,7 +741,7 @@ impl Storage for EtcdStore {
                     return;
                 }
                 for event in resp.events() {
-                    match convert_event(event, &predicate) {
+                    match convert_event(&transformers, event, &predicate) {
                         Ok(Some(converted)) => {
                             last = converted.object.revision;
                             if tx.send(Ok(converted)).await.is_err() {
@@ -751,6 +774,19 @@ impl Storage for EtcdStore {
             .await?;
         Ok(header_revision(&resp))
     }
+
+    async fn is_stale(&self, key: &str) -> Result<bool> {
+        if self.transformers.for_key(key).is_none() {
+            return Ok(false);
+        }
+        let resp = self
+            .range("get", key.as_bytes().to_vec(), GetOptions::new())
+            .await?;
+        Ok(resp
+            .kvs()
+            .first()
+            .is_some_and(|kv| self.transformers.is_stale(key, kv.value())))
+    }
 }
 
 /// A stream that yields `err` and ends.
@@ -762,14 +798,18 @@ fn error_stream(err: StorageError) -> WatchStream {
 /// an object that stops matching is `Deleted`, one that starts matching is
 /// `Added` (kube-apiserver's transitions). `None` when the watcher sees
 /// nothing.
-fn convert_event(event: &etcd_client::Event, predicate: &Predicate) -> Result<Option<WatchEvent>> {
+fn convert_event(
+    transformers: &Transformers,
+    event: &etcd_client::Event,
+    predicate: &Predicate,
+) -> Result<Option<WatchEvent>> {
     let Some(kv) = event.kv() else {
         return Err(StorageError::Internal("etcd event without a key".into()));
     };
     let revision = kv.mod_revision();
     match event.event_type() {
         EtcdEventType::Put => {
-            let current = decode_kv(kv)?;
+            let current = decode_kv(transformers, kv)?;
             let created = kv.create_revision() == revision;
             if predicate.is_everything() {
                 let kind = if created {
@@ -789,7 +829,10 @@ fn convert_event(event: &etcd_client::Event, predicate: &Predicate) -> Result<Op
                     object: current,
                 }));
             }
-            let previous = event.prev_kv().map(decode_value).transpose()?;
+            let previous = event
+                .prev_kv()
+                .map(|p| decode_value(transformers, p))
+                .transpose()?;
             let before = previous.as_ref().is_some_and(|p| predicate.matches(p));
             Ok(match (before, now, previous) {
                 (true, true, _) => Some(WatchEvent {
@@ -814,7 +857,7 @@ fn convert_event(event: &etcd_client::Event, predicate: &Predicate) -> Result<Op
                     String::from_utf8_lossy(kv.key())
                 )));
             };
-            let previous = decode_value(prev)?;
+            let previous = decode_value(transformers, prev)?;
             if !predicate.matches(&previous) {
                 return Ok(None);
             }
@@ -838,17 +881,22 @@ fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
     Ok((data, stored))
 }
 
-/// The stored value of `kv`, without a resourceVersion.
-fn decode_value(kv: &KeyValue) -> Result<Value> {
-    serde_json::from_slice(kv.value()).map_err(|e| StorageError::Corrupt {
+/// The stored value of `kv` (through its transformer), without a
+/// resourceVersion.
+fn decode_value(transformers: &Transformers, kv: &KeyValue) -> Result<Value> {
+    let data = transformers.read(kv.key(), kv.value())?;
+    serde_json::from_slice(&data).map_err(|e| StorageError::Corrupt {
         key: String::from_utf8_lossy(kv.key()).into_owned(),
         message: e.to_string(),
     })
 }
 
 /// The object stored in `kv`, at its mod revision.
-fn decode_kv(kv: &KeyValue) -> Result<Object> {
-    Ok(Object::at_revision(decode_value(kv)?, kv.mod_revision()))
+fn decode_kv(transformers: &Transformers, kv: &KeyValue) -> Result<Object> {
+    Ok(Object::at_revision(
+        decode_value(transformers, kv)?,
+        kv.mod_revision(),
+    ))
 }
 
 fn header_revision(resp: &GetResponse) -> Revision {

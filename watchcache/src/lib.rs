@@ -6,9 +6,11 @@ pub mod etcd;
 pub mod storage;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod transform;
 
 pub use cache::{CacheStats, Cacher, CacherConfig, Phase as CachePhase};
 pub use storage::{
     EventType, ListOptions, ListResult, Object, Revision, Storage, StorageError, WatchEvent,
     WatchOptions, WatchStream,
 };
+pub use transform::{TransformError, Transformers, ValueTransformer};

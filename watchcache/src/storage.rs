@@ -200,6 +200,10 @@ pub enum StorageError {
     /// A stored value that does not decode.
     #[error("cannot decode stored object at {key}: {message}")]
     Corrupt { key: String, message: String },
+    /// A stored value its transformer cannot read (a decryption failure:
+    /// wrong or missing key, tampered ciphertext).
+    #[error("cannot transform stored value at {key}: {message}")]
+    Transform { key: String, message: String },
     #[error("internal storage error: {0}")]
     Internal(String),
 }
@@ -231,6 +235,16 @@ pub trait Storage: Send + Sync + 'static {
 
     /// The latest revision of the store (a quorum read for etcd).
     async fn current_revision(&self) -> Result<Revision>;
+
+    /// Whether the value stored at `key` is in a form this store no longer
+    /// writes (encrypted with a rotated-out key, or plaintext where values
+    /// are now encrypted). An update that changes nothing still rewrites a
+    /// stale value, as kube-apiserver's does, so rewriting every object
+    /// completes a key rotation.
+    async fn is_stale(&self, key: &str) -> Result<bool> {
+        let _ = key;
+        Ok(false)
+    }
 }
 
 #[cfg(test)]

@@ -213,6 +213,9 @@ pub async fn impersonate(
     for k in extras {
         headers.remove(k);
     }
+    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
+        slot.set_impersonated_user(user.clone());
+    }
     req.extensions_mut().insert(Identity(Arc::new(user)));
     next.run(req).await
 }

@@ -243,7 +243,14 @@ pub async fn authorize(
             Ok(r) => r,
             Err(why) => return status_response(&Status::bad_request(why)),
         };
-    match decide(&state, &user, &request).await {
+    let decision = decide(&state, &user, &request).await;
+    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
+        match &decision {
+            Decision::Allow => slot.record_decision(true, ""),
+            Decision::Deny(why) | Decision::NoOpinion(why) => slot.record_decision(false, why),
+        }
+    }
+    match decision {
         Decision::Allow => {
             req.extensions_mut().insert(Authorized(Arc::new(request)));
             next.run(req).await

@@ -411,8 +411,11 @@ where
                 created: false,
             });
         }
-        if *current.value == new_with_rv(&new, current.revision) {
-            // A no-op write does not bump the resourceVersion.
+        if *current.value == new_with_rv(&new, current.revision)
+            && !scope.state.store.is_stale(&key).await.unwrap_or(false)
+        {
+            // A no-op write does not bump the resourceVersion (unless the
+            // stored form is stale: encrypted with a rotated-out key).
             return Ok(Updated {
                 object: (*current.value).clone(),
                 created: false,

@@ -122,6 +122,44 @@ impl Api {
         Api { state, router }
     }
 
+    /// A server on `prefix` (which may hold another server's data) whose
+    /// etcd store transforms values with `transformers` (encryption at
+    /// rest), with the watch cache, bootstrapped.
+    pub async fn transformed(prefix: &str, transformers: watchcache::Transformers) -> Api {
+        let store = TestEtcd::shared()
+            .await
+            .store()
+            .await
+            .with_transformers(transformers);
+        let cache = Cacher::new(
+            store.clone(),
+            CacherConfig {
+                prefix: format!("{prefix}/"),
+                ..CacherConfig::default()
+            },
+        );
+        let state = Arc::new(AppState::new(Arc::new(store), prefix).with_cache(cache));
+        apiserver::bootstrap::run(Arc::clone(&state)).await;
+        let router = router(Arc::clone(&state));
+        Api { state, router }
+    }
+
+    /// A server whose state `f` adjusts first (auditing, authenticator,
+    /// authorizer); the secure port's router when `secure`, else the plain
+    /// one.
+    pub async fn customized(name: &str, secure: bool, f: impl FnOnce(&mut AppState)) -> Api {
+        let Api { state, .. } = Self::new(name).await;
+        let mut state = Arc::into_inner(state).expect("no other reference to the state yet");
+        f(&mut state);
+        let state = Arc::new(state);
+        let router = if secure {
+            apiserver::server::secure_router(Arc::clone(&state))
+        } else {
+            router(Arc::clone(&state))
+        };
+        Api { state, router }
+    }
+
     /// A server whose router is the secure port's (requests authenticated
     /// by `authenticator`, authorized by `authorizer`).
     pub async fn secure(
@@ -164,6 +202,11 @@ impl Api {
         let state = Arc::new(state);
         let router = apiserver::server::secure_router(Arc::clone(&state));
         Api { state, router }
+    }
+
+    /// The router, to serve over TCP.
+    pub fn router(&self) -> Router {
+        self.router.clone()
     }
 
     /// The one request helper: method, path (with query), extra headers,

@@ -124,9 +124,59 @@ pub(crate) struct Shared {
     hold: notify::Sender<bool>,
     /// The wrapped store's: the reflector's etcd requests are timed too.
     telemetry: crate::etcd::EtcdTelemetry,
+    /// The etcd store's value transformers: raw etcd values are decoded
+    /// (decrypted) through them before they enter the cache.
+    transformers: crate::transform::Transformers,
+    /// Keys whose current value the transformers cannot read (a
+    /// decryption failure): reads covering them go to etcd, which reports
+    /// the error, instead of silently leaving the object out.
+    unreadable: std::sync::Mutex<std::collections::BTreeSet<Arc<str>>>,
+    /// Whether `unreadable` has any key (spares the lock on the hot path).
+    any_unreadable: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
+    /// Records whether the current value of `key` can be read.
+    pub(crate) fn set_unreadable(&self, key: &Arc<str>, unreadable: bool) {
+        use std::sync::atomic::Ordering;
+        if !unreadable && !self.any_unreadable.load(Ordering::Acquire) {
+            return;
+        }
+        let mut set = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        if unreadable {
+            set.insert(Arc::clone(key));
+        } else {
+            set.remove(key);
+        }
+        self.any_unreadable
+            .store(!set.is_empty(), Ordering::Release);
+    }
+
+    /// Forgets every unreadable key (before a relist records them anew).
+    pub(crate) fn clear_unreadable(&self) {
+        let mut set = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        set.clear();
+        self.any_unreadable
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a key under `prefix` (or `prefix` itself) cannot be read.
+    fn unreadable_under(&self, prefix: &str) -> bool {
+        if !self
+            .any_unreadable
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return false;
+        }
+        let set = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        set.range::<str, _>((
+            std::ops::Bound::Included(prefix),
+            std::ops::Bound::Unbounded,
+        ))
+        .next()
+        .is_some_and(|k| k.starts_with(prefix))
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, CacheState> {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -293,6 +343,9 @@ impl Cacher {
             backfilling: std::sync::atomic::AtomicBool::new(false),
             hold: notify::channel(false).0,
             telemetry: store.telemetry().clone(),
+            transformers: store.transformers().clone(),
+            unreadable: std::sync::Mutex::default(),
+            any_unreadable: std::sync::atomic::AtomicBool::new(false),
         });
         let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
         Cacher {
@@ -601,6 +654,9 @@ impl Cacher {
 #[async_trait]
 impl Storage for Cacher {
     async fn get(&self, key: &str, freshness: Freshness) -> Result<Option<Object>> {
+        if self.shared().unreadable_under(key) {
+            return self.get_etcd(key, freshness).await;
+        }
         match read::route_get(freshness, self.shared().serving()) {
             Route::Etcd | Route::Consistent => self.get_etcd(key, freshness).await,
             Route::AtLeast(n) => {
@@ -620,6 +676,11 @@ impl Storage for Cacher {
     }
 
     async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+        if self.shared().unreadable_under(prefix) {
+            // etcd reports the value no key decrypts (kube-apiserver fails
+            // such a list too) rather than the cache leaving it out.
+            return self.list_etcd(prefix, opts).await;
+        }
         let start = opts.continue_from.as_ref().map(|c| c.start_key.as_str());
         let ready = match read::route_list(opts, self.shared().serving()) {
             Route::Etcd => false,
@@ -720,5 +781,9 @@ impl Storage for Cacher {
 
     async fn current_revision(&self) -> Result<Revision> {
         self.inner.store.current_revision().await
+    }
+
+    async fn is_stale(&self, key: &str) -> Result<bool> {
+        self.inner.store.is_stale(key).await
     }
 }

@@ -165,6 +165,7 @@ fn is_compacted(e: &etcd_client::Error) -> bool {
 /// Every key under the prefix at one revision, page by page.
 async fn list_all(shared: &Shared, client: &Client) -> Result<(Objects, Revision), StorageError> {
     let config = &shared.config;
+    shared.clear_unreadable();
     let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
     let end = prefix_range_end(config.prefix.as_bytes());
     let mut start = config.prefix.as_bytes().to_vec();
@@ -185,7 +186,7 @@ async fn list_all(shared: &Shared, client: &Client) -> Result<(Objects, Revision
         let more = resp.more();
         let kvs = resp.take_kvs();
         for kv in &kvs {
-            if let Some((key, Some(put))) = decode(kv, kv.mod_revision()) {
+            if let Some((key, Some(put))) = decode(shared, kv, kv.mod_revision(), true) {
                 objects.insert(
                     key,
                     Cached {
@@ -301,7 +302,11 @@ async fn follow(
             if let Some(last) = past.last().and_then(|e| e.kv()) {
                 h.through = last.mod_revision();
             }
-            shared.backfill(past.iter().filter_map(history_change).collect());
+            shared.backfill(
+                past.iter()
+                    .filter_map(|e| history_change(shared, e))
+                    .collect(),
+            );
             if rest.is_empty() {
                 continue;
             }
@@ -315,14 +320,18 @@ async fn follow(
                 let revision = kv.mod_revision();
                 match event.event_type() {
                     EtcdEventType::Put => {
-                        let (key, put) = decode(kv, revision)?;
+                        let (key, put) = decode(shared, kv, revision, true)?;
                         Some(Incoming { key, revision, put })
                     }
-                    EtcdEventType::Delete => Some(Incoming {
-                        key: key_of(kv)?,
-                        revision,
-                        put: None,
-                    }),
+                    EtcdEventType::Delete => {
+                        let key = key_of(kv)?;
+                        shared.set_unreadable(&key, false);
+                        Some(Incoming {
+                            key,
+                            revision,
+                            put: None,
+                        })
+                    }
                 }
             })
             .collect();
@@ -334,17 +343,17 @@ async fn follow(
 }
 
 /// A change of etcd's history (read with previous values).
-fn history_change(event: &etcd_client::Event) -> Option<Change> {
+fn history_change(shared: &Shared, event: &etcd_client::Event) -> Option<Change> {
     let kv = event.kv()?;
     let revision = kv.mod_revision();
     let key = key_of(kv)?;
     let put = match event.event_type() {
-        EtcdEventType::Put => decode(kv, revision)?.1,
+        EtcdEventType::Put => decode(shared, kv, revision, false)?.1,
         EtcdEventType::Delete => None,
     };
     let prev = event
         .prev_kv()
-        .and_then(|p| decode(p, p.mod_revision()))
+        .and_then(|p| decode(shared, p, p.mod_revision(), false))
         .and_then(|(_, put)| put)
         .map(|p| Cached {
             object: p.object,
@@ -380,11 +389,35 @@ fn key_of(kv: &KeyValue) -> Option<Arc<str>> {
     }
 }
 
-/// The key and object of `kv` at `revision`. A value that does not decode
-/// is cached as absent (the etcd store reports it as `Corrupt`).
-fn decode(kv: &KeyValue, revision: Revision) -> Option<(Arc<str>, Option<Put>)> {
+/// The key and object of `kv` at `revision`, its value read through the
+/// store's transformer (decrypted). A value that does not decode or decrypt
+/// is cached as absent (the etcd store reports it as `Corrupt` or
+/// `Transform`). With `current` (the key's current value, not history),
+/// a value the transformers cannot read marks the key unreadable: reads
+/// covering it go to etcd, which reports the error.
+fn decode(
+    shared: &Shared,
+    kv: &KeyValue,
+    revision: Revision,
+    current: bool,
+) -> Option<(Arc<str>, Option<Put>)> {
     let key = key_of(kv)?;
-    match serde_json::from_slice(kv.value()) {
+    let data = match shared.transformers.read(kv.key(), kv.value()) {
+        Ok(data) => {
+            if current {
+                shared.set_unreadable(&key, false);
+            }
+            data
+        }
+        Err(e) => {
+            tracing::error!(%key, error = %e, "watch cache: stored value cannot be read");
+            if current {
+                shared.set_unreadable(&key, true);
+            }
+            return Some((key, None));
+        }
+    };
+    match serde_json::from_slice(&data) {
         Ok(value) => Some((
             key,
             Some(Put {
