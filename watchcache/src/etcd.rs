@@ -47,6 +47,9 @@ const MIN_FILTERED_PAGE: i64 = 100;
 const WATCH_CHANNEL_CAPACITY: usize = 128;
 /// A key no object uses, for header-only reads and probes.
 const PROBE_KEY: &[u8] = b"\0";
+/// First and longest pause between attempts of a retried etcd request.
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(200);
 /// Upper bound on the wait for the compaction point after a compacted error.
 const COMPACTION_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -117,14 +120,60 @@ impl EtcdStore {
         }
     }
 
-    async fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<GetResponse> {
-        let mut kv = self.client.kv_client();
-        self.call(kv.get(key, Some(options))).await
+    /// Runs one etcd request under the store's timeout, sending it again
+    /// (after a short pause) while it fails in a way `retry` allows. The
+    /// client balances requests over every endpoint, including members that
+    /// are down, so with one member of three gone a third of the attempts
+    /// fail at once; another attempt goes to a live member. With every
+    /// member down, the timeout ends the retries.
+    async fn call_retrying<T, F, Fut>(&self, retry: Retry, mut request: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let mut last = None;
+        let attempts = async {
+            let mut pause = RETRY_PAUSE_MIN;
+            loop {
+                match request().await {
+                    Err(e) if retry.allows(&e) => {
+                        tracing::debug!(error = %e, "etcd request failed; retrying");
+                        last = Some(e);
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(RETRY_PAUSE_MAX);
+                    }
+                    other => return other,
+                }
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempts).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_error(e)),
+            Err(_) => Err(StorageError::Unavailable(match last {
+                Some(e) => format!("etcd did not answer within {:?}: {e}", self.timeout),
+                None => format!("etcd did not answer within {:?}", self.timeout),
+            })),
+        }
     }
 
+    /// A range is a read: any unavailability is retried.
+    async fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<GetResponse> {
+        self.call_retrying(Retry::Unavailable, || {
+            let mut kv = self.client.kv_client();
+            let (key, options) = (key.clone(), options.clone());
+            async move { kv.get(key, Some(options)).await }
+        })
+        .await
+    }
+
+    /// A transaction may write: retried only when etcd cannot have seen it.
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        let mut kv = self.client.kv_client();
-        self.call(kv.txn(txn)).await
+        self.call_retrying(Retry::NotReceived, || {
+            let mut kv = self.client.kv_client();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await
     }
 
     /// The revision etcd has compacted up to, learned from a watch that starts
@@ -757,6 +806,49 @@ fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// Which failed requests `EtcdStore::call_retrying` sends again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Any failure that maps to `Unavailable` (safe for reads only).
+    Unavailable,
+    /// Only failures that prove etcd did not process the request: no
+    /// connection could be made, or the member refused it for want of a
+    /// leader before handling it (etcd checks `require_leader` first). A
+    /// write whose answer was lost on a broken connection may have been
+    /// applied and is never sent twice.
+    NotReceived,
+}
+
+impl Retry {
+    fn allows(self, err: &etcd_client::Error) -> bool {
+        match self {
+            Retry::Unavailable => matches!(map_error_ref(err), Some(StorageError::Unavailable(_))),
+            Retry::NotReceived => match err {
+                etcd_client::Error::GRpcStatus(s) => {
+                    s.code() == tonic::Code::Unavailable
+                        && (s.message().contains("connect error")
+                            || s.message().contains("no leader"))
+                }
+                _ => false,
+            },
+        }
+    }
+}
+
+/// The storage error of a client error that can be retried, without
+/// consuming it.
+fn map_error_ref(err: &etcd_client::Error) -> Option<StorageError> {
+    match err {
+        etcd_client::Error::GRpcStatus(s) => Some(map_error(etcd_client::Error::GRpcStatus(
+            tonic::Status::new(s.code(), s.message()),
+        ))),
+        etcd_client::Error::TransportError(_)
+        | etcd_client::Error::IoError(_)
+        | etcd_client::Error::WatchError(_) => Some(StorageError::Unavailable(String::new())),
+        _ => None,
+    }
+}
+
 /// Maps a client error to a storage error. `Compacted` and
 /// `TooLargeResourceVersion` come back with zero revisions for the caller to
 /// fill in.
@@ -828,6 +920,30 @@ mod tests {
         let object = Object::at_revision(stored, 9);
         assert_eq!(object.revision, 9);
         assert_eq!(object.value["metadata"]["resourceVersion"], "9");
+    }
+
+    #[test]
+    fn writes_are_retried_only_when_etcd_never_saw_them() {
+        let err = |s: tonic::Status| etcd_client::Error::GRpcStatus(s);
+        let refused = err(tonic::Status::unavailable("tcp connect error"));
+        let no_leader = err(tonic::Status::unavailable("etcdserver: no leader"));
+        let broken = err(tonic::Status::unknown(
+            "h2 protocol error: error reading a body from connection",
+        ));
+        let timed_out = err(tonic::Status::unavailable("etcdserver: request timed out"));
+        let compacted = err(tonic::Status::out_of_range(
+            "etcdserver: mvcc: required revision has been compacted",
+        ));
+        for e in [&refused, &no_leader] {
+            assert!(Retry::NotReceived.allows(e), "{e}");
+            assert!(Retry::Unavailable.allows(e), "{e}");
+        }
+        for e in [&broken, &timed_out] {
+            assert!(!Retry::NotReceived.allows(e), "{e}");
+            assert!(Retry::Unavailable.allows(e), "{e}");
+        }
+        assert!(!Retry::NotReceived.allows(&compacted));
+        assert!(!Retry::Unavailable.allows(&compacted));
     }
 
     #[test]
