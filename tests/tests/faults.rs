@@ -286,7 +286,7 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
     create_namespace(&lb).await;
 
     // A writer and readers go on while the leader goes away.
-    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<Failure>::new()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(AtomicUsize::new(0));
     let writer = {
@@ -303,16 +303,16 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
                 let body = config_map(&name, json!({"i": i.to_string()}));
                 let resp = send(&lb, "POST", &collection(), Some(&body)).await;
                 if resp.status != 201 {
-                    let failure = format!("create {name}: {} {}", resp.status, resp.text());
-                    failures.lock().expect("failures").push(failure);
+                    let what = format!("create {name}");
+                    failures.lock().expect("failures").push(Failure::new(what, true, resp));
                     continue;
                 }
                 let rv = revision_of(&json_of(&resp));
                 // Read it back at once, through the next replica.
                 let get = send(&lb, "GET", &format!("{}/{name}", collection()), None).await;
                 if get.status != 200 || revision_of(&json_of(&get)) != rv {
-                    let failure = format!("get {name}: {} {}", get.status, get.text());
-                    failures.lock().expect("failures").push(failure);
+                    let what = format!("get {name} (written at {rv})");
+                    failures.lock().expect("failures").push(Failure::new(what, false, get));
                 }
                 written.push(name);
                 progress.fetch_add(1, Ordering::Release);
@@ -329,8 +329,8 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
             while !*stop.borrow() {
                 let resp = send(&lb, "GET", &collection(), None).await;
                 if resp.status != 200 {
-                    let failure = format!("list: {} {}", resp.status, resp.text());
-                    failures.lock().expect("failures").push(failure);
+                    let what = "list".to_string();
+                    failures.lock().expect("failures").push(Failure::new(what, false, resp));
                 }
                 n += 1;
             }
@@ -340,6 +340,7 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
 
     let leader = c.etcd.leader().await.expect("an etcd leader");
     let before = progress.load(Ordering::Acquire);
+    let stopping = Instant::now();
     c.etcd.stop(leader);
     // The two remaining members elect a leader and serve.
     for i in (0..3).filter(|&i| i != leader) {
@@ -350,6 +351,7 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
         })
         .await;
     }
+    let settled = Instant::now();
     // Traffic goes on through the election and after it.
     e2e::eventually("40 more writes after the stop", SETTLE, || {
         (progress.load(Ordering::Acquire) >= before + 40).then_some(())
@@ -358,15 +360,58 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
     stop_tx.send(true).expect("stop");
     let written = writer.await.expect("writer");
     let lists = lists.await.expect("lists");
+    // Reads never fail. A write in flight while the leader stops may end
+    // with an unknown outcome (etcd: leader changed, server stopped), which
+    // the client must see as a retryable Status; any other failure, or one
+    // after the election, is a bug.
     let failures = failures.lock().expect("failures").clone();
+    let tolerated = |f: &Failure| {
+        f.write && matches!(f.status, 503 | 504) && f.status_body && f.at <= settled
+    };
+    let report: Vec<String> = failures
+        .iter()
+        .map(|f| {
+            let at = f.at.saturating_duration_since(stopping);
+            format!("{} at +{at:?}: {} {}", f.what, f.status, f.body)
+        })
+        .collect();
     assert!(
-        failures.is_empty(),
-        "requests failed after stopping etcd leader m{leader} ({lists} lists): {failures:#?}\n{}",
+        failures.iter().all(tolerated) && failures.len() <= 2,
+        "requests failed after stopping etcd leader m{leader} ({lists} lists, \
+         election over after {:?}): {report:#?}\n{}",
+        settled.duration_since(stopping),
         c.logs()
     );
     let names = item_names(&list(&lb).await);
     for name in &written {
         assert!(names.contains(name), "{name} is missing");
+    }
+}
+
+/// A request that failed while traffic should have gone on.
+#[derive(Debug, Clone)]
+struct Failure {
+    what: String,
+    at: Instant,
+    write: bool,
+    status: u16,
+    /// The body is a Kubernetes Status of the same code.
+    status_body: bool,
+    body: String,
+}
+
+impl Failure {
+    fn new(what: String, write: bool, resp: HttpResponse) -> Failure {
+        let status_body = serde_json::from_slice::<Value>(&resp.body)
+            .is_ok_and(|v| v["kind"] == "Status" && v["code"] == resp.status);
+        Failure {
+            what,
+            at: Instant::now(),
+            write,
+            status: resp.status,
+            status_body,
+            body: resp.text(),
+        }
     }
 }
 
@@ -472,6 +517,15 @@ async fn an_etcd_outage_fails_fast_and_recovers_without_losing_writes() {
             assert!(names.contains(name), "{name} missing on replica {r}: {names:?}");
         }
     }
+    // HAProxy puts the replicas back in rotation at its next checks.
+    e2e::eventually_async("the load balancer to route again", SETTLE, || {
+        let lb = lb.clone();
+        async move {
+            let r = http_request(&lb, "GET", "/readyz", &[], b"").await.ok()?;
+            (r.status == 200).then_some(())
+        }
+    })
+    .await;
     for i in 0..6 {
         let name = format!("after-{i}");
         let resp = send(&lb, "POST", &collection(), Some(&config_map(&name, json!({})))).await;
