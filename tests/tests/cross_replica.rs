@@ -90,59 +90,84 @@ fn item<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|i| i["metadata"]["name"] == name)
 }
 
-#[tokio::test]
-async fn consistent_reads_on_one_replica_see_writes_made_on_another_at_once() {
+/// How a replica is asked for what another just wrote.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// Consistent get and list (no resourceVersion).
+    Consistent,
+    /// Get and list with the write's resourceVersion, NotOlderThan.
+    NotOlderThan,
+}
+
+/// Rounds of concurrent writers, each writing its own ConfigMap through
+/// one replica and reading it back at once through the next. The objects
+/// are large and written in bursts so that the reading replica's watch
+/// cache is still applying the burst when the read arrives: a replica that
+/// served its cache without waiting would answer older data.
+async fn write_here_read_there(read: Read) {
+    const WRITERS: usize = 12;
+    const ROUNDS: usize = 6;
     let (servers, _) = replicas().await;
-    for i in 0..90u64 {
-        let a = servers[(i % 3) as usize].addr();
-        let b = servers[((i + 1) % 3) as usize].addr();
-        let name = format!("cm-{}", i % 10);
-        let path = format!("{}/{name}", collection());
-        let written = if i < 10 {
-            expect(a, 201, "POST", &collection(), Some(&config_map(&name, i))).await
-        } else {
-            expect(a, 200, "PUT", &path, Some(&config_map(&name, i))).await
-        };
-        let rv = revision_of(&written);
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+    let pad = "x".repeat(48 << 10);
+    for round in 0..ROUNDS {
+        let mut tasks = Vec::new();
+        for k in 0..WRITERS {
+            let a = addrs[(k + round) % 3].clone();
+            let b = addrs[(k + round + 1) % 3].clone();
+            let pad = pad.clone();
+            tasks.push(tokio::spawn(async move {
+                let name = format!("cm-{k}");
+                let path = format!("{}/{name}", collection());
+                let write = (round * WRITERS + k) as u64;
+                let mut body = config_map(&name, write);
+                body["data"]["pad"] = json!(pad);
+                let written = if round == 0 {
+                    expect(&a, 201, "POST", &collection(), Some(&body)).await
+                } else {
+                    expect(&a, 200, "PUT", &path, Some(&body)).await
+                };
+                let rv = revision_of(&written);
+                let what = format!("{read:?} read of {name} on {b} after its write at {rv} on {a}");
 
-        let got = expect(b, 200, "GET", &path, None).await;
-        assert_eq!(revision_of(&got), rv, "get on B after write {i} on A");
-        assert_eq!(got["data"]["write"], i.to_string());
+                let query = match read {
+                    Read::Consistent => String::new(),
+                    Read::NotOlderThan => format!("resourceVersion={rv}"),
+                };
+                let got = expect(&b, 200, "GET", &format!("{path}?{query}"), None).await;
+                assert_eq!(revision_of(&got), rv, "get: {what}");
+                assert_eq!(got["data"]["write"], write.to_string(), "get: {what}");
 
-        let list = expect(b, 200, "GET", &collection(), None).await;
-        assert!(revision_of(&list) >= rv, "list on B older than write {i}");
-        let listed = item(&list, &name).unwrap_or_else(|| panic!("{name} not listed on B"));
-        assert_eq!(revision_of(listed), rv, "list on B after write {i} on A");
-        assert_eq!(listed["data"]["write"], i.to_string());
+                let query = match read {
+                    Read::Consistent => String::new(),
+                    Read::NotOlderThan => {
+                        format!("&resourceVersion={rv}&resourceVersionMatch=NotOlderThan")
+                    }
+                };
+                let list_path = format!(
+                    "{}?fieldSelector=metadata.name%3D{name}{query}",
+                    collection()
+                );
+                let list = expect(&b, 200, "GET", &list_path, None).await;
+                assert!(revision_of(&list) >= rv, "list older than the write: {what}");
+                let listed = item(&list, &name).unwrap_or_else(|| panic!("not listed: {what}"));
+                assert_eq!(revision_of(listed), rv, "list: {what}");
+            }));
+        }
+        for task in tasks {
+            task.await.expect("writer");
+        }
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_reads_on_one_replica_see_writes_made_on_another_at_once() {
+    write_here_read_there(Read::Consistent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_older_than_on_one_replica_waits_for_a_revision_from_another() {
-    let (servers, _) = replicas().await;
-    for i in 0..90u64 {
-        let a = servers[(i % 3) as usize].addr();
-        let b = servers[((i + 1) % 3) as usize].addr();
-        let name = format!("cm-{}", i % 10);
-        let path = format!("{}/{name}", collection());
-        let written = if i < 10 {
-            expect(a, 201, "POST", &collection(), Some(&config_map(&name, i))).await
-        } else {
-            expect(a, 200, "PUT", &path, Some(&config_map(&name, i))).await
-        };
-        let rv = revision_of(&written);
-
-        let list_path =
-            format!("{}?resourceVersion={rv}&resourceVersionMatch=NotOlderThan", collection());
-        let list = expect(b, 200, "GET", &list_path, None).await;
-        assert!(revision_of(&list) >= rv, "NotOlderThan list older than {rv}");
-        let listed = item(&list, &name).unwrap_or_else(|| panic!("{name} not listed"));
-        assert_eq!(revision_of(listed), rv, "NotOlderThan {rv} list on B");
-
-        let got = expect(b, 200, "GET", &format!("{path}?resourceVersion={rv}"), None).await;
-        assert_eq!(revision_of(&got), rv, "get not older than {rv} on B");
-        assert_eq!(got["data"]["write"], i.to_string());
-    }
+    write_here_read_there(Read::NotOlderThan).await;
 }
 
 /// Writes `from..to` through `server`: name `cm-(i % 8)`, created, updated,

@@ -7,6 +7,9 @@
 //! Every unary request runs under the store's timeout, so an unreachable etcd
 //! answers `StorageError::Unavailable` instead of hanging (tonic's balanced
 //! channel would otherwise wait for an endpoint to become ready forever).
+//! Within that timeout, reads are retried on unavailability and
+//! transactions when etcd cannot have received them (`Retry`): the channel
+//! keeps dead members in rotation.
 //!
 //! Revisions reported by writes:
 //! - create / update: the revision of the write (the new mod revision);
