@@ -158,7 +158,9 @@ impl EtcdCluster {
     }
 
     fn log_path(&self, i: usize) -> PathBuf {
-        self.dir.path().join(format!("{}.log", self.members[i].name))
+        self.dir
+            .path()
+            .join(format!("{}.log", self.members[i].name))
     }
 
     /// The log of member `i`.
@@ -348,6 +350,8 @@ defaults
     timeout http-request 10s
     timeout http-keep-alive 5s
     timeout tunnel 5m
+    # A /readyz slowed by a busy machine is not a failed check.
+    timeout check 1s
 
 frontend apiserver
     bind {addr}

@@ -33,13 +33,7 @@ async fn send(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Htt
     } else {
         &[]
     };
-    let call = http_request(
-        addr,
-        method,
-        path,
-        headers,
-        bytes.as_deref().unwrap_or(b""),
-    );
+    let call = http_request(addr, method, path, headers, bytes.as_deref().unwrap_or(b""));
     tokio::time::timeout(Duration::from_secs(30), call)
         .await
         .unwrap_or_else(|_| panic!("{method} {path} hung"))
@@ -77,7 +71,14 @@ async fn replicas() -> (Vec<Server>, String) {
         servers.push(Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await);
     }
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-    expect(servers[0].addr(), 201, "POST", "/api/v1/namespaces", Some(&ns)).await;
+    expect(
+        servers[0].addr(),
+        201,
+        "POST",
+        "/api/v1/namespaces",
+        Some(&ns),
+    )
+    .await;
     (servers, prefix)
 }
 
@@ -149,7 +150,10 @@ async fn write_here_read_there(read: Read) {
                     collection()
                 );
                 let list = expect(&b, 200, "GET", &list_path, None).await;
-                assert!(revision_of(&list) >= rv, "list older than the write: {what}");
+                assert!(
+                    revision_of(&list) >= rv,
+                    "list older than the write: {what}"
+                );
                 let listed = item(&list, &name).unwrap_or_else(|| panic!("not listed: {what}"));
                 assert_eq!(revision_of(listed), rv, "list: {what}");
             }));
@@ -251,8 +255,9 @@ async fn a_list_on_one_replica_then_a_watch_on_another_misses_nothing() {
             "{}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=120",
             collection()
         );
-        let rx = watch::open(b, &path)
+        let rx = tokio::time::timeout(DELIVERY, watch::open(b, &path))
             .await
+            .unwrap_or_else(|_| panic!("watch on B from {from} did not answer"))
             .unwrap_or_else(|e| panic!("watch on B from {from}: {e}"));
         watches.push((list, from, rx));
         // The next list a dozen writes later.
@@ -285,7 +290,14 @@ async fn a_list_on_one_replica_then_a_watch_on_another_misses_nothing() {
                 Err(_) => panic!("watch from {from} stalled at {seen} before {last}"),
             }
         }
-        let history = watch::etcd_history(&[etcd.clone()], &key_prefix, from, last, DELIVERY).await;
+        let history = watch::etcd_history(
+            std::slice::from_ref(&etcd),
+            &key_prefix,
+            from,
+            last,
+            DELIVERY,
+        )
+        .await;
         assert_eq!(events, history, "watch on B from A's list at {from}");
     }
 }

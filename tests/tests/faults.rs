@@ -148,7 +148,7 @@ async fn follow(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     let done = |w: &Watcher, until: &Option<i64>| until.is_some_and(|u| w.last >= u);
-    let mut opened = false;
+    let mut opened_before = false;
     while !done(&w, &until.borrow()) {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -159,17 +159,19 @@ async fn follow(
             collection(),
             w.last
         );
-        let mut rx = match watch::open(&addr, &path).await {
-            Ok(rx) => rx,
-            Err(_) => {
+        let opened = tokio::time::timeout(REQUEST_DEADLINE, watch::open(&addr, &path)).await;
+        let mut rx = match opened {
+            Ok(Ok(rx)) => rx,
+            Ok(Err(_)) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+            Err(_) => panic!("a watch through {addr} did not answer"),
         };
-        if opened {
+        if opened_before {
             w.resumed += 1;
         }
-        opened = true;
+        opened_before = true;
         loop {
             let line = tokio::select! {
                 line = rx.recv() => line,
@@ -258,9 +260,14 @@ async fn watches_resume_on_another_replica_when_one_is_killed() {
         results.push(w.await.expect("watcher"));
     }
     let key = format!("{}/configmaps/{NAMESPACE}/", c.prefix);
-    let history =
-        watch::etcd_history(&c.etcd.endpoints(), &key, start, target, Duration::from_secs(30))
-            .await;
+    let history = watch::etcd_history(
+        &c.etcd.endpoints(),
+        &key,
+        start,
+        target,
+        Duration::from_secs(30),
+    )
+    .await;
     assert!(
         history.len() > WRITES,
         "etcd history after {start}: {history:?}"
@@ -304,7 +311,10 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
                 let resp = send(&lb, "POST", &collection(), Some(&body)).await;
                 if resp.status != 201 {
                     let what = format!("create {name}");
-                    failures.lock().expect("failures").push(Failure::new(what, true, resp));
+                    failures
+                        .lock()
+                        .expect("failures")
+                        .push(Failure::new(what, true, resp));
                     continue;
                 }
                 let rv = revision_of(&json_of(&resp));
@@ -312,7 +322,10 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
                 let get = send(&lb, "GET", &format!("{}/{name}", collection()), None).await;
                 if get.status != 200 || revision_of(&json_of(&get)) != rv {
                     let what = format!("get {name} (written at {rv})");
-                    failures.lock().expect("failures").push(Failure::new(what, false, get));
+                    failures
+                        .lock()
+                        .expect("failures")
+                        .push(Failure::new(what, false, get));
                 }
                 written.push(name);
                 progress.fetch_add(1, Ordering::Release);
@@ -330,7 +343,10 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
                 let resp = send(&lb, "GET", &collection(), None).await;
                 if resp.status != 200 {
                     let what = "list".to_string();
-                    failures.lock().expect("failures").push(Failure::new(what, false, resp));
+                    failures
+                        .lock()
+                        .expect("failures")
+                        .push(Failure::new(what, false, resp));
                 }
                 n += 1;
             }
@@ -365,9 +381,8 @@ async fn writes_and_reads_continue_when_one_etcd_member_stops() {
     // the client must see as a retryable Status; any other failure, or one
     // after the election, is a bug.
     let failures = failures.lock().expect("failures").clone();
-    let tolerated = |f: &Failure| {
-        f.write && matches!(f.status, 503 | 504) && f.status_body && f.at <= settled
-    };
+    let tolerated =
+        |f: &Failure| f.write && matches!(f.status, 503 | 504) && f.status_body && f.at <= settled;
     let report: Vec<String> = failures
         .iter()
         .map(|f| {
@@ -438,10 +453,51 @@ async fn an_etcd_outage_fails_fast_and_recovers_without_losing_writes() {
     let mut acknowledged = Vec::new();
     for i in 0..20 {
         let name = format!("before-{i}");
-        let resp = send(&lb, "POST", &collection(), Some(&config_map(&name, json!({})))).await;
+        let resp = send(
+            &lb,
+            "POST",
+            &collection(),
+            Some(&config_map(&name, json!({}))),
+        )
+        .await;
         assert_eq!(resp.status, 201, "{}", resp.text());
         acknowledged.push(name);
     }
+
+    // A client writes through the load balancer all along: before, during
+    // and after the outage. Each create is acknowledged (201) or refused:
+    // 503/504 from a replica or from HAProxy with every replica out, 502
+    // when HAProxy cut the session of a replica it marked down.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let acked = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let lb = lb.clone();
+        let acked = Arc::clone(&acked);
+        tokio::spawn(async move {
+            let mut written = Vec::new();
+            let mut refused = 0;
+            let mut i = 0;
+            while !*stop_rx.borrow() {
+                let name = format!("w-{i}");
+                i += 1;
+                let body = config_map(&name, json!({}));
+                let resp = send(&lb, "POST", &collection(), Some(&body)).await;
+                match resp.status {
+                    201 => {
+                        written.push(name);
+                        acked.fetch_add(1, Ordering::Release);
+                    }
+                    502..=504 => refused += 1,
+                    other => return Err(format!("create {name}: {other} {}", resp.text())),
+                }
+            }
+            Ok((written, refused))
+        })
+    };
+    e2e::eventually("writes before the outage", SETTLE, || {
+        (acked.load(Ordering::Acquire) >= 10).then_some(())
+    })
+    .await;
 
     for i in 0..3 {
         c.etcd.stop(i);
@@ -460,6 +516,12 @@ async fn an_etcd_outage_fails_fast_and_recovers_without_losing_writes() {
             ("POST", collection(), Some(new)),
             ("PUT", item("before-1"), Some(update)),
             ("DELETE", item("before-2"), None),
+            // A watch from now needs etcd's revision.
+            (
+                "GET",
+                format!("{}?watch=1&timeoutSeconds=5", collection()),
+                None,
+            ),
         ] {
             let addr = replica.addr().to_string();
             calls.push(tokio::spawn(async move {
@@ -514,7 +576,10 @@ async fn an_etcd_outage_fails_fast_and_recovers_without_losing_writes() {
     for (r, replica) in c.replicas.iter().enumerate() {
         let names = item_names(&list(replica.addr()).await);
         for name in &acknowledged {
-            assert!(names.contains(name), "{name} missing on replica {r}: {names:?}");
+            assert!(
+                names.contains(name),
+                "{name} missing on replica {r}: {names:?}"
+            );
         }
     }
     // HAProxy puts the replicas back in rotation at its next checks.
@@ -528,10 +593,29 @@ async fn an_etcd_outage_fails_fast_and_recovers_without_losing_writes() {
     .await;
     for i in 0..6 {
         let name = format!("after-{i}");
-        let resp = send(&lb, "POST", &collection(), Some(&config_map(&name, json!({})))).await;
+        let resp = send(
+            &lb,
+            "POST",
+            &collection(),
+            Some(&config_map(&name, json!({}))),
+        )
+        .await;
         assert_eq!(resp.status, 201, "{}", resp.text());
         acknowledged.push(name);
     }
+    let recovered = acked.load(Ordering::Acquire);
+    e2e::eventually("the writer to write again", SETTLE, || {
+        let again = acked.load(Ordering::Acquire) >= recovered + 10;
+        (again || writer.is_finished()).then_some(())
+    })
+    .await;
+    let _ = stop_tx.send(true);
+    let (written, refused) = match writer.await.expect("writer") {
+        Ok(done) => done,
+        Err(e) => panic!("{e}\n{}", c.logs()),
+    };
+    assert!(refused > 0, "the writer never saw the outage");
+    acknowledged.extend(written);
     let names = item_names(&list(&lb).await);
     for name in &acknowledged {
         assert!(names.contains(name), "{name} missing after recovery");
