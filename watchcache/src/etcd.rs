@@ -51,8 +51,12 @@ const WATCH_CHANNEL_CAPACITY: usize = 128;
 /// A key no object uses, for header-only reads and probes.
 const PROBE_KEY: &[u8] = b"\0";
 /// First and longest pause between attempts of a retried etcd request.
-const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(5);
 const RETRY_PAUSE_MAX: Duration = Duration::from_millis(200);
+/// Refused connections in a row after which every member counts as down
+/// (with one member of three down, all of them refused by chance is about
+/// one request in 3^16).
+const REFUSALS_MAX: usize = 16;
 /// Upper bound on the wait for the compaction point after a compacted error.
 const COMPACTION_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -124,11 +128,14 @@ impl EtcdStore {
     }
 
     /// Runs one etcd request under the store's timeout, sending it again
-    /// (after a short pause) while it fails in a way `retry` allows. The
-    /// client balances requests over every endpoint, including members that
-    /// are down, so with one member of three gone a third of the attempts
-    /// fail at once; another attempt goes to a live member. With every
-    /// member down, the timeout ends the retries.
+    /// while it fails in a way `retry` allows. The client balances requests
+    /// over every endpoint, including members that are down, so with one
+    /// member of three gone about a third of the attempts are refused at
+    /// once; the next attempt goes elsewhere, at once. When `REFUSALS_MAX`
+    /// attempts in a row are refused, every member is down: the request
+    /// fails then rather than at the timeout. Other retried failures (no
+    /// leader during an election, a connection broken under a read) pause
+    /// with a growing backoff, up to the timeout.
     async fn call_retrying<T, F, Fut>(&self, retry: Retry, mut request: F) -> Result<T>
     where
         F: FnMut() -> Fut,
@@ -137,13 +144,24 @@ impl EtcdStore {
         let mut last = None;
         let attempts = async {
             let mut pause = RETRY_PAUSE_MIN;
+            let mut refusals = 0;
             loop {
                 match request().await {
                     Err(e) if retry.allows(&e) => {
                         tracing::debug!(error = %e, "etcd request failed; retrying");
-                        last = Some(e);
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(RETRY_PAUSE_MAX);
+                        if refused(&e) {
+                            refusals += 1;
+                            if refusals >= REFUSALS_MAX {
+                                return Err(e);
+                            }
+                            last = Some(e);
+                            tokio::time::sleep(RETRY_PAUSE_MIN).await;
+                        } else {
+                            refusals = 0;
+                            last = Some(e);
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(RETRY_PAUSE_MAX);
+                        }
                     }
                     other => return other,
                 }
@@ -826,16 +844,21 @@ impl Retry {
     fn allows(self, err: &etcd_client::Error) -> bool {
         match self {
             Retry::Unavailable => matches!(map_error_ref(err), Some(StorageError::Unavailable(_))),
-            Retry::NotReceived => match err {
-                etcd_client::Error::GRpcStatus(s) => {
-                    s.code() == tonic::Code::Unavailable
-                        && (s.message().contains("connect error")
-                            || s.message().contains("no leader"))
-                }
-                _ => false,
-            },
+            Retry::NotReceived => {
+                refused(err)
+                    || matches!(err, etcd_client::Error::GRpcStatus(s)
+                        if s.code() == tonic::Code::Unavailable
+                            && s.message().contains("no leader"))
+            }
         }
     }
+}
+
+/// No connection to the chosen member could be made: the request never
+/// left this process.
+fn refused(err: &etcd_client::Error) -> bool {
+    matches!(err, etcd_client::Error::GRpcStatus(s)
+        if s.code() == tonic::Code::Unavailable && s.message().contains("connect error"))
 }
 
 /// The storage error of a client error that can be retried, without
