@@ -19,15 +19,23 @@ use std::time::{Duration, Instant};
 
 /// How long a process of the cluster may take to come up.
 const START_DEADLINE: Duration = Duration::from_secs(30);
+/// Attempts at starting etcd or HAProxy on free ports.
+const START_ATTEMPTS: usize = 3;
 
-/// Runs its arguments as a child; stops it with the signal named on stdin
-/// (TERM when stdin closes) and waits for it.
-const SUPERVISOR: &str = r#""$@" &
+/// Runs its arguments as a child and exits with it; a reader of the
+/// standard input (kept on fd 3: a background job's own stdin is
+/// /dev/null) stops the child with the signal named there, or TERM when
+/// stdin closes. The reader is ended with the child, so it never signals a
+/// recycled pid.
+const SUPERVISOR: &str = r#"exec 3<&0
+"$@" &
 pid=$!
-sig=TERM
-read -r sig || true
-kill -s "${sig:-TERM}" "$pid" 2>/dev/null
-wait "$pid""#;
+( sig=TERM; read -r sig <&3 || true; kill -s "${sig:-TERM}" "$pid" 2>/dev/null ) &
+reader=$!
+wait "$pid"
+status=$?
+kill "$reader" 2>/dev/null
+exit "$status""#;
 
 /// A process under the supervisor.
 struct Supervised {
@@ -105,8 +113,21 @@ pub struct EtcdCluster {
 }
 
 impl EtcdCluster {
-    /// Starts `n` members and waits until every one answers a quorum read.
+    /// Starts `n` members and waits until every one answers a quorum read
+    /// (again on new ports when a member could not start: a free port may
+    /// be taken before etcd binds it).
     pub async fn start(n: usize) -> EtcdCluster {
+        let mut errors = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match Self::try_start(n).await {
+                Ok(cluster) => return cluster,
+                Err(e) => errors.push(e),
+            }
+        }
+        panic!("cannot start an etcd cluster:\n{}", errors.join("\n"));
+    }
+
+    async fn try_start(n: usize) -> Result<EtcdCluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("etcd-cluster-")
             .tempdir()
@@ -134,9 +155,9 @@ impl EtcdCluster {
             cluster.spawn(i);
         }
         for i in 0..n {
-            cluster.wait_healthy(i).await;
+            cluster.healthy(i).await?;
         }
-        cluster
+        Ok(cluster)
     }
 
     /// Client URLs of every member.
@@ -214,26 +235,34 @@ impl EtcdCluster {
     /// Waits until member `i` answers a linearizable read (which needs a
     /// leader, so a quorum of members).
     pub async fn wait_healthy(&mut self, i: usize) {
+        if let Err(e) = self.healthy(i).await {
+            panic!("{e}");
+        }
+    }
+
+    async fn healthy(&mut self, i: usize) -> Result<(), String> {
         let deadline = Instant::now() + START_DEADLINE;
         let endpoint = self.members[i].client_url.clone();
         loop {
             if linearizable_read(&endpoint).await.is_some() {
-                return;
+                return Ok(());
             }
             let exited = self.members[i]
                 .process
                 .as_mut()
                 .is_none_or(Supervised::exited);
-            assert!(
-                !exited,
-                "etcd member {i} is not running; log:\n{}",
-                self.log(i)
-            );
-            assert!(
-                Instant::now() < deadline,
-                "etcd member {i} not healthy after {START_DEADLINE:?}; log:\n{}",
-                self.log(i)
-            );
+            if exited {
+                return Err(format!(
+                    "etcd member {i} is not running; log:\n{}",
+                    self.log(i)
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "etcd member {i} not healthy after {START_DEADLINE:?}; log:\n{}",
+                    self.log(i)
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -324,7 +353,20 @@ pub struct HaProxy {
 }
 
 impl HaProxy {
+    /// Starts HAProxy (again on another port when it could not bind) and
+    /// waits until it routes `/readyz` to a backend.
     pub async fn start(backends: &[&str]) -> HaProxy {
+        let mut errors = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match Self::try_start(backends).await {
+                Ok(proxy) => return proxy,
+                Err(e) => errors.push(e),
+            }
+        }
+        panic!("cannot start haproxy:\n{}", errors.join("\n"));
+    }
+
+    async fn try_start(backends: &[&str]) -> Result<HaProxy, String> {
         let dir = tempfile::Builder::new()
             .prefix("haproxy-")
             .tempdir()
@@ -378,8 +420,8 @@ backend apiservers
             dir,
             addr,
         };
-        proxy.wait_serving().await;
-        proxy
+        proxy.wait_serving().await?;
+        Ok(proxy)
     }
 
     pub fn log(&self) -> String {
@@ -387,21 +429,23 @@ backend apiservers
     }
 
     /// Waits until a `/readyz` through the proxy answers `ok`.
-    async fn wait_serving(&mut self) {
+    async fn wait_serving(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_DEADLINE;
         loop {
             if let Ok(body) = crate::http_get(&self.addr, "/readyz").await {
                 if body == "ok" {
-                    return;
+                    return Ok(());
                 }
             }
-            let exited = self.process.as_mut().is_none_or(Supervised::exited);
-            assert!(!exited, "haproxy exited; log:\n{}", self.log());
-            assert!(
-                Instant::now() < deadline,
-                "haproxy not serving after {START_DEADLINE:?}; log:\n{}",
-                self.log()
-            );
+            if self.process.as_mut().is_none_or(Supervised::exited) {
+                return Err(format!("haproxy exited; log:\n{}", self.log()));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "haproxy not serving after {START_DEADLINE:?}; log:\n{}",
+                    self.log()
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
