@@ -184,7 +184,10 @@ impl ChunkedLines {
 
 /// etcd's history of the keys under `key_prefix` after revision `after` up
 /// to `until` (inclusive), as a watcher of that prefix must see it (event
-/// names are the keys without the prefix).
+/// names are the keys without the prefix). `until` is the revision of a
+/// change under the prefix (etcd reports no progress on a quiet prefix, so
+/// nothing else tells when the history is complete), or at most `after`:
+/// then the history is empty.
 pub async fn etcd_history(
     endpoints: &[String],
     key_prefix: &str,
@@ -192,6 +195,9 @@ pub async fn etcd_history(
     until: i64,
     timeout: Duration,
 ) -> Vec<Seen> {
+    if until <= after {
+        return Vec::new();
+    }
     let mut client = etcd_client::Client::connect(endpoints, None)
         .await
         .expect("etcd client");
