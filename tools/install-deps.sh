@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing the project needs on a Debian machine:
-# etcd (the storage), protoc (etcd-client's build), kubectl (end-to-end tests).
+# etcd (the storage), protoc (etcd-client's build), kubectl (end-to-end tests),
+# haproxy (the fault tests' load balancer; Debian puts it in /usr/sbin, which a
+# normal user's PATH lacks, so look there too).
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v kubectl >/dev/null 2>&1 || need+=(kubectl)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,6 +1,11 @@
 //! End-to-end harness: a real etcd (shared per test binary, one key prefix
 //! per test), the real `apiserver` binary on a free port, and kubectl with a
-//! private HOME, kubeconfig and discovery cache.
+//! private HOME, kubeconfig and discovery cache. `cluster` starts a whole
+//! deployment (3 etcd members, replicas, HAProxy) for fault tests; `watch`
+//! is a raw watch client and etcd's history to check it against.
+
+pub mod cluster;
+pub mod watch;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -277,6 +282,25 @@ pub async fn eventually<T>(
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `eventually` for an asynchronous check (an HTTP or etcd request).
+pub async fn eventually_async<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
             return v;
         }
         assert!(

@@ -12,11 +12,10 @@
 //! The watches are raw HTTP (`?watch=1&resourceVersion=N&
 //! allowWatchBookmarks=true`) read line by line as they arrive.
 
+use e2e::watch::{self, Line, Seen};
 use e2e::{http_request, unique_prefix, Server};
-use etcd_client::{EventType as EtcdEventType, WatchOptions};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use watchcache::testing::TestEtcd;
 
@@ -26,131 +25,14 @@ const NAMES: u64 = 12;
 /// How long a watch may take to deliver what the test waits for.
 const DELIVERY: Duration = Duration::from_secs(30);
 
-/// One event as the client saw it (or as etcd recorded it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Seen {
-    kind: String,
-    name: String,
-    revision: i64,
-}
-
-/// One line of a watch stream.
-#[derive(Debug)]
-enum Line {
-    Event(Seen),
-    Bookmark(i64),
-    Error(Value),
-}
-
-fn parse_line(line: &[u8]) -> Option<Line> {
-    let v: Value = serde_json::from_slice(line).ok()?;
-    let kind = v["type"].as_str()?.to_string();
-    let object = &v["object"];
-    if kind == "ERROR" {
-        return Some(Line::Error(object.clone()));
-    }
-    let revision = object["metadata"]["resourceVersion"]
-        .as_str()?
-        .parse()
-        .ok()?;
-    if kind == "BOOKMARK" {
-        return Some(Line::Bookmark(revision));
-    }
-    let name = object["metadata"]["name"].as_str()?.to_string();
-    Some(Line::Event(Seen {
-        kind,
-        name,
-        revision,
-    }))
-}
-
 /// Opens a watch on `server` and forwards each complete line as it
 /// arrives; the channel closes when the connection does (a killed server
 /// leaves at most a partial line, which is dropped).
 async fn open_watch(server: &Server, query: &str) -> mpsc::UnboundedReceiver<Line> {
     let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps?{query}");
-    let mut socket = tokio::net::TcpStream::connect(server.addr())
+    watch::open(server.addr(), &path)
         .await
-        .expect("connect");
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
-        server.addr()
-    );
-    socket
-        .write_all(request.as_bytes())
-        .await
-        .expect("send watch");
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut decoder = ChunkedLines::default();
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match socket.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            for line in decoder.push(&buf[..n]) {
-                match parse_line(&line) {
-                    Some(line) => {
-                        if tx.send(line).is_err() {
-                            return;
-                        }
-                    }
-                    None => panic!("bad watch line {:?}", String::from_utf8_lossy(&line)),
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// An incremental reader of a chunked HTTP/1.1 response whose body is
-/// newline-separated lines.
-#[derive(Default)]
-struct ChunkedLines {
-    raw: Vec<u8>,
-    headers_done: bool,
-    /// Body bytes not yet ended by a newline.
-    partial: Vec<u8>,
-}
-
-impl ChunkedLines {
-    /// Takes more bytes; returns the lines they complete.
-    fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
-        self.raw.extend_from_slice(bytes);
-        if !self.headers_done {
-            let Some(end) = self.raw.windows(4).position(|w| w == b"\r\n\r\n") else {
-                return Vec::new();
-            };
-            let head = String::from_utf8_lossy(&self.raw[..end]).into_owned();
-            assert!(head.starts_with("HTTP/1.1 200"), "watch answered {head}");
-            assert!(
-                head.to_ascii_lowercase()
-                    .contains("transfer-encoding: chunked"),
-                "watch response is not chunked: {head}"
-            );
-            self.raw.drain(..end + 4);
-            self.headers_done = true;
-        }
-        // Whole chunks only: size line, data, CRLF.
-        while let Some(eol) = self.raw.windows(2).position(|w| w == b"\r\n") {
-            let size_text = String::from_utf8_lossy(&self.raw[..eol]).into_owned();
-            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-                .unwrap_or_else(|_| panic!("bad chunk size {size_text:?}"));
-            if self.raw.len() < eol + 2 + size + 2 {
-                break;
-            }
-            self.partial
-                .extend_from_slice(&self.raw[eol + 2..eol + 2 + size]);
-            self.raw.drain(..eol + 2 + size + 2);
-        }
-        let mut lines = Vec::new();
-        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=nl).collect();
-            lines.push(line[..line.len() - 1].to_vec());
-        }
-        lines
-    }
+        .unwrap_or_else(|e| panic!("watch {path}: {e}"))
 }
 
 /// What a client collected from one or more watch streams.
@@ -274,44 +156,7 @@ async fn write(addr: &str, from: u64, to: u64) -> i64 {
 /// (inclusive), as a watcher must see it.
 async fn etcd_history(etcd: &TestEtcd, prefix: &str, after: i64, until: i64) -> Vec<Seen> {
     let key = format!("{prefix}/configmaps/{NAMESPACE}/");
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None)
-        .await
-        .expect("etcd client");
-    let options = WatchOptions::new()
-        .with_prefix()
-        .with_start_revision(after + 1);
-    let mut stream = client
-        .watch(key.as_str(), Some(options))
-        .await
-        .expect("etcd watch");
-    let mut history = Vec::new();
-    let deadline = tokio::time::Instant::now() + DELIVERY;
-    while history.last().is_none_or(|s: &Seen| s.revision < until) {
-        let resp = tokio::time::timeout_at(deadline, stream.message())
-            .await
-            .expect("etcd history in time")
-            .expect("etcd watch")
-            .expect("etcd watch open");
-        assert!(!resp.canceled(), "etcd cancelled the history watch");
-        for event in resp.events() {
-            let kv = event.kv().expect("event kv");
-            let kind = match event.event_type() {
-                EtcdEventType::Delete => "DELETED",
-                EtcdEventType::Put if kv.create_revision() == kv.mod_revision() => "ADDED",
-                EtcdEventType::Put => "MODIFIED",
-            };
-            let name = String::from_utf8_lossy(kv.key())
-                .trim_start_matches(key.as_str())
-                .to_string();
-            history.push(Seen {
-                kind: kind.to_string(),
-                name,
-                revision: kv.mod_revision(),
-            });
-        }
-    }
-    history.retain(|s| s.revision <= until);
-    history
+    watch::etcd_history(&[etcd.endpoint()], &key, after, until, DELIVERY).await
 }
 
 fn watch_query(from: i64) -> String {

@@ -7,6 +7,9 @@
 //! Every unary request runs under the store's timeout, so an unreachable etcd
 //! answers `StorageError::Unavailable` instead of hanging (tonic's balanced
 //! channel would otherwise wait for an endpoint to become ready forever).
+//! Within that timeout, reads are retried on unavailability and
+//! transactions when etcd cannot have received them (`Retry`): the channel
+//! keeps dead members in rotation.
 //!
 //! Revisions reported by writes:
 //! - create / update: the revision of the write (the new mod revision);
@@ -50,6 +53,13 @@ const MIN_FILTERED_PAGE: i64 = 100;
 const WATCH_CHANNEL_CAPACITY: usize = 128;
 /// A key no object uses, for header-only reads and probes.
 const PROBE_KEY: &[u8] = b"\0";
+/// First and longest pause between attempts of a retried etcd request.
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(5);
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(200);
+/// Refused connections in a row after which every member counts as down
+/// (with one member of three down, all of them refused by chance is about
+/// one request in 3^16).
+const REFUSALS_MAX: usize = 16;
 /// Upper bound on the wait for the compaction point after a compacted error.
 const COMPACTION_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -224,32 +234,83 @@ impl EtcdStore {
         }
     }
 
-    /// `call`, timed and traced as `operation` on `key`.
-    async fn timed<T>(
-        &self,
-        operation: &'static str,
-        key: &[u8],
-        fut: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T> {
-        self.telemetry.time(operation, key, self.call(fut)).await
+    /// Runs one etcd request under the store's timeout, sending it again
+    /// while it fails in a way `retry` allows. The client balances requests
+    /// over every endpoint, including members that are down, so with one
+    /// member of three gone about a third of the attempts are refused at
+    /// once; the next attempt goes elsewhere, at once. When `REFUSALS_MAX`
+    /// attempts in a row are refused, every member is down: the request
+    /// fails then rather than at the timeout. Other retried failures (no
+    /// leader during an election, a connection broken under a read) pause
+    /// with a growing backoff, up to the timeout.
+    async fn call_retrying<T, F, Fut>(&self, retry: Retry, mut request: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let mut last = None;
+        let attempts = async {
+            let mut pause = RETRY_PAUSE_MIN;
+            let mut refusals = 0;
+            loop {
+                match request().await {
+                    Err(e) if retry.allows(&e) => {
+                        tracing::debug!(error = %e, "etcd request failed; retrying");
+                        if refused(&e) {
+                            refusals += 1;
+                            if refusals >= REFUSALS_MAX {
+                                return Err(e);
+                            }
+                            last = Some(e);
+                            tokio::time::sleep(RETRY_PAUSE_MIN).await;
+                        } else {
+                            refusals = 0;
+                            last = Some(e);
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(RETRY_PAUSE_MAX);
+                        }
+                    }
+                    other => return other,
+                }
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempts).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_error(e)),
+            Err(_) => Err(StorageError::Unavailable(match last {
+                Some(e) => format!("etcd did not answer within {:?}: {e}", self.timeout),
+                None => format!("etcd did not answer within {:?}", self.timeout),
+            })),
+        }
     }
 
-    /// A range read; `operation` is `get` for one key, `list` for a range
-    /// (kube's names).
+    /// A range is a read: any unavailability is retried. `operation` is
+    /// `get` for one key, `list` for a range (kube's names).
     async fn range(
         &self,
         operation: &'static str,
         key: Vec<u8>,
         options: GetOptions,
     ) -> Result<GetResponse> {
-        let mut kv = self.client.kv_client();
-        self.timed(operation, &key.clone(), kv.get(key, Some(options)))
-            .await
+        let timed_key = key.clone();
+        let request = self.call_retrying(Retry::Unavailable, || {
+            let mut kv = self.client.kv_client();
+            let (key, options) = (key.clone(), options.clone());
+            async move { kv.get(key, Some(options)).await }
+        });
+        self.telemetry.time(operation, &timed_key, request).await
     }
 
+    /// A transaction may write: retried only when etcd cannot have seen it.
     async fn txn(&self, operation: &'static str, key: &str, txn: Txn) -> Result<TxnResponse> {
-        let mut kv = self.client.kv_client();
-        self.timed(operation, key.as_bytes(), kv.txn(txn)).await
+        let request = self.call_retrying(Retry::NotReceived, || {
+            let mut kv = self.client.kv_client();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        });
+        self.telemetry
+            .time(operation, key.as_bytes(), request)
+            .await
     }
 
     /// The revision etcd has compacted up to, learned from a watch that starts
@@ -930,6 +991,54 @@ fn prefix_range_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// Which failed requests `EtcdStore::call_retrying` sends again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Any failure that maps to `Unavailable` (safe for reads only).
+    Unavailable,
+    /// Only failures that prove etcd did not process the request: no
+    /// connection could be made, or the member refused it for want of a
+    /// leader before handling it (etcd checks `require_leader` first). A
+    /// write whose answer was lost on a broken connection may have been
+    /// applied and is never sent twice.
+    NotReceived,
+}
+
+impl Retry {
+    fn allows(self, err: &etcd_client::Error) -> bool {
+        match self {
+            Retry::Unavailable => matches!(map_error_ref(err), Some(StorageError::Unavailable(_))),
+            Retry::NotReceived => {
+                refused(err)
+                    || matches!(err, etcd_client::Error::GRpcStatus(s)
+                        if s.code() == tonic::Code::Unavailable
+                            && s.message().contains("no leader"))
+            }
+        }
+    }
+}
+
+/// No connection to the chosen member could be made: the request never
+/// left this process.
+fn refused(err: &etcd_client::Error) -> bool {
+    matches!(err, etcd_client::Error::GRpcStatus(s)
+        if s.code() == tonic::Code::Unavailable && s.message().contains("connect error"))
+}
+
+/// The storage error of a client error that can be retried, without
+/// consuming it.
+fn map_error_ref(err: &etcd_client::Error) -> Option<StorageError> {
+    match err {
+        etcd_client::Error::GRpcStatus(s) => Some(map_error(etcd_client::Error::GRpcStatus(
+            tonic::Status::new(s.code(), s.message()),
+        ))),
+        etcd_client::Error::TransportError(_)
+        | etcd_client::Error::IoError(_)
+        | etcd_client::Error::WatchError(_) => Some(StorageError::Unavailable(String::new())),
+        _ => None,
+    }
+}
+
 /// Maps a client error to a storage error. `Compacted` and
 /// `TooLargeResourceVersion` come back with zero revisions for the caller to
 /// fill in.
@@ -1001,6 +1110,30 @@ mod tests {
         let object = Object::at_revision(stored, 9);
         assert_eq!(object.revision, 9);
         assert_eq!(object.value["metadata"]["resourceVersion"], "9");
+    }
+
+    #[test]
+    fn writes_are_retried_only_when_etcd_never_saw_them() {
+        let err = |s: tonic::Status| etcd_client::Error::GRpcStatus(s);
+        let refused = err(tonic::Status::unavailable("tcp connect error"));
+        let no_leader = err(tonic::Status::unavailable("etcdserver: no leader"));
+        let broken = err(tonic::Status::unknown(
+            "h2 protocol error: error reading a body from connection",
+        ));
+        let timed_out = err(tonic::Status::unavailable("etcdserver: request timed out"));
+        let compacted = err(tonic::Status::out_of_range(
+            "etcdserver: mvcc: required revision has been compacted",
+        ));
+        for e in [&refused, &no_leader] {
+            assert!(Retry::NotReceived.allows(e), "{e}");
+            assert!(Retry::Unavailable.allows(e), "{e}");
+        }
+        for e in [&broken, &timed_out] {
+            assert!(!Retry::NotReceived.allows(e), "{e}");
+            assert!(Retry::Unavailable.allows(e), "{e}");
+        }
+        assert!(!Retry::NotReceived.allows(&compacted));
+        assert!(!Retry::Unavailable.allows(&compacted));
     }
 
     #[test]
