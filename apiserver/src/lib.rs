@@ -188,7 +188,10 @@ async fn serve_until_stopped(
         let _ = stop_accepting.send(());
     });
     let streams = Arc::clone(&state);
-    let serve = axum::serve(listener, app)
+    // One service for every connection: serving the `Router` itself would
+    // rebuild its route table per connection (about 4 KiB that each open
+    // watch connection keeps; see BENCHMARKS.md).
+    let serve = axum::serve(listener, app.into_make_service())
         .with_graceful_shutdown(async move {
             if accepting_stopped.await.is_err() {
                 // The signal task is gone: never stop on our own.

@@ -19,6 +19,7 @@ use crate::storage::{Object, Revision, StorageError};
 use etcd_client::{
     Client, EventType as EtcdEventType, GetOptions, KeyValue, WatchOptions as EtcdWatchOptions,
 };
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -246,6 +247,9 @@ async fn follow(
             tracing::debug!(error = %e, "watch cache: progress mark after the list failed");
         }
     }
+    // The last state of each key the history has delivered so far, so that
+    // a later change's previous value is that same object, not a copy.
+    let mut seen: HashMap<Arc<str>, Cached> = HashMap::new();
     let mut evict = tokio::time::interval(EVICT_TICK);
     evict.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probe = tokio::time::interval(config.compaction_check_interval);
@@ -299,7 +303,15 @@ async fn follow(
             if let Some(last) = past.last().and_then(|e| e.kv()) {
                 h.through = last.mod_revision();
             }
-            shared.backfill(past.iter().filter_map(history_change).collect());
+            // The history's objects are mostly the listed ones (or each
+            // other's previous states): share those instead of decoding a
+            // second copy of every object.
+            let listed = shared.read().objects.clone();
+            let changes = past
+                .iter()
+                .filter_map(|event| history_change(event, &listed, &mut seen))
+                .collect();
+            shared.backfill(changes);
             if rest.is_empty() {
                 continue;
             }
@@ -331,23 +343,58 @@ async fn follow(
     }
 }
 
-/// A change of etcd's history (read with previous values).
-fn history_change(event: &etcd_client::Event) -> Option<Change> {
+/// A change of etcd's history (read with previous values). A value at a
+/// revision the cache already holds (the listed object, or the state an
+/// earlier history change of the key produced) is shared, not decoded again.
+fn history_change(
+    event: &etcd_client::Event,
+    listed: &Objects,
+    seen: &mut HashMap<Arc<str>, Cached>,
+) -> Option<Change> {
     let kv = event.kv()?;
     let revision = kv.mod_revision();
     let key = key_of(kv)?;
+    let known = |key: &str, revision: Revision| {
+        seen.get(key)
+            .or_else(|| listed.get(key))
+            .filter(|c| c.object.revision == revision)
+            .cloned()
+    };
     let put = match event.event_type() {
-        EtcdEventType::Put => decode(kv, revision)?.1,
+        EtcdEventType::Put => match known(&key, revision) {
+            Some(c) => Some(Put {
+                object: c.object,
+                size: c.size,
+                created: kv.create_revision() == revision,
+            }),
+            None => decode(kv, revision)?.1,
+        },
         EtcdEventType::Delete => None,
     };
-    let prev = event
-        .prev_kv()
-        .and_then(|p| decode(p, p.mod_revision()))
-        .and_then(|(_, put)| put)
-        .map(|p| Cached {
-            object: p.object,
-            size: p.size,
-        });
+    let prev = event.prev_kv().and_then(|p| {
+        known(&key, p.mod_revision()).or_else(|| {
+            decode(p, p.mod_revision())
+                .and_then(|(_, put)| put)
+                .map(|p| Cached {
+                    object: p.object,
+                    size: p.size,
+                })
+        })
+    });
+    match &put {
+        Some(p) => {
+            seen.insert(
+                key.clone(),
+                Cached {
+                    object: p.object.clone(),
+                    size: p.size,
+                },
+            );
+        }
+        None => {
+            seen.remove(&key);
+        }
+    }
     if put.is_none() && prev.is_none() {
         return None;
     }
