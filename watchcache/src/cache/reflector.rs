@@ -325,7 +325,8 @@ async fn follow(
                 let revision = kv.mod_revision();
                 match event.event_type() {
                     EtcdEventType::Put => {
-                        let (key, put) = decode(kv, revision)?;
+                        let (key, put) = own_write(shared, kv, revision)
+                            .or_else(|| decode(kv, revision))?;
                         Some(Incoming { key, revision, put })
                     }
                     EtcdEventType::Delete => Some(Incoming {
@@ -423,6 +424,21 @@ fn key_of(kv: &KeyValue) -> Option<Arc<str>> {
             None
         }
     }
+}
+
+/// The key and object of `kv` at `revision` when this replica wrote it:
+/// the object its write stored, not a second decode of the same bytes.
+fn own_write(shared: &Shared, kv: &KeyValue, revision: Revision) -> Option<(Arc<str>, Option<Put>)> {
+    let key = std::str::from_utf8(kv.key()).ok()?;
+    let object = shared.take_written(key, revision)?;
+    Some((
+        Arc::from(key),
+        Some(Put {
+            object,
+            size: kv.value().len() + kv.key().len(),
+            created: kv.create_revision() == revision,
+        }),
+    ))
 }
 
 /// The key and object of `kv` at `revision`. A value that does not decode
