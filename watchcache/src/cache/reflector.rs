@@ -325,8 +325,8 @@ async fn follow(
                 let revision = kv.mod_revision();
                 match event.event_type() {
                     EtcdEventType::Put => {
-                        let (key, put) = own_write(shared, kv, revision)
-                            .or_else(|| decode(kv, revision))?;
+                        let (key, put) =
+                            own_write(shared, kv, revision).or_else(|| decode(kv, revision))?;
                         Some(Incoming { key, revision, put })
                     }
                     EtcdEventType::Delete => Some(Incoming {
@@ -428,7 +428,11 @@ fn key_of(kv: &KeyValue) -> Option<Arc<str>> {
 
 /// The key and object of `kv` at `revision` when this replica wrote it:
 /// the object its write stored, not a second decode of the same bytes.
-fn own_write(shared: &Shared, kv: &KeyValue, revision: Revision) -> Option<(Arc<str>, Option<Put>)> {
+fn own_write(
+    shared: &Shared,
+    kv: &KeyValue,
+    revision: Revision,
+) -> Option<(Arc<str>, Option<Put>)> {
     let key = std::str::from_utf8(kv.key()).ok()?;
     let object = shared.take_written(key, revision)?;
     Some((
