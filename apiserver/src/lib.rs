@@ -321,7 +321,10 @@ async fn serve_until_stopped(
         let _ = stop_accepting.send(());
     });
     let streams = Arc::clone(&state);
-    // The peer address reaches the audit log (`sourceIPs`).
+    // The peer address reaches the audit log (`sourceIPs`). One service
+    // for every connection (the route table is shared, not rebuilt per
+    // connection: about 4 KiB each open watch connection would keep; see
+    // BENCHMARKS.md).
     let serve = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),

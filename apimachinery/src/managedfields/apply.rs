@@ -37,7 +37,7 @@ use super::fieldset::{values_equal, FieldSet, Path, PathElement};
 use super::merge::{fill_defaulted_keys, keyed_field_set, merge, remove_fields, schema_errors};
 use super::typed::compare_detailed;
 use super::{
-    cap_update_managers, default_reset_fields, remove_managed_fields, stripped_fields,
+    cap_update_managers, default_reset_fields, remove_managed_fields, stripped,
     update_managed_fields_with_reset, write_managed_fields, ManagedFieldsEntry, FIELDS_V1,
     MAX_UPDATE_MANAGERS, OPERATION_APPLY, OPERATION_UPDATE,
 };
@@ -419,7 +419,7 @@ fn apply_once(
     } else {
         Some(opts.now.to_string())
     };
-    let fields = applied_set.difference(&stripped_fields());
+    let fields = applied_set.difference(stripped());
     if fields.is_empty() {
         managed.remove(&applier);
     } else {

@@ -146,6 +146,12 @@ pub fn stripped_fields() -> FieldSet {
     set
 }
 
+/// [`stripped_fields`], built once.
+pub(crate) fn stripped() -> &'static FieldSet {
+    static STRIPPED: std::sync::OnceLock<FieldSet> = std::sync::OnceLock::new();
+    STRIPPED.get_or_init(stripped_fields)
+}
+
 /// The fields a write to the main resource or a subresource may not change
 /// (kube's "reset fields"), as [`update_managed_fields`] uses them:
 ///
@@ -291,7 +297,7 @@ pub fn update_managed_fields_with_reset(
     let taken = changed
         .difference(&change.removed)
         .recursive_difference(reset)
-        .difference(&stripped_fields());
+        .difference(stripped());
     if !taken.is_empty() {
         let manager = if manager.is_empty() {
             UNKNOWN_MANAGER

@@ -570,9 +570,26 @@ const MAX_EMPTY_DEPTH: usize = 12;
 /// objects do.
 pub fn empty_object(ty: Option<TypeRef<'_>>) -> Value {
     match ty {
-        Some(t) if std::ptr::eq(t.schema(), schema::builtin()) => {
-            empty_struct(t, 0).unwrap_or_else(|| Value::Object(Map::new()))
-        }
+        Some(t) if std::ptr::eq(t.schema(), schema::builtin()) => match t.name() {
+            // Built from the schema once per type: walking the schema costs
+            // several times what cloning the result does, on every create.
+            Some(name) => {
+                static BUILT: std::sync::OnceLock<
+                    std::sync::RwLock<std::collections::HashMap<String, Value>>,
+                > = std::sync::OnceLock::new();
+                let built = BUILT.get_or_init(Default::default);
+                if let Some(v) = built.read().unwrap_or_else(|e| e.into_inner()).get(name) {
+                    return v.clone();
+                }
+                let v = empty_struct(t, 0).unwrap_or_else(|| Value::Object(Map::new()));
+                built
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.to_string(), v.clone());
+                v
+            }
+            None => empty_struct(t, 0).unwrap_or_else(|| Value::Object(Map::new())),
+        },
         _ => Value::Object(Map::new()),
     }
 }

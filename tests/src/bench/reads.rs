@@ -254,6 +254,10 @@ async fn lists(b: &Bench, n: u64) -> Result<Vec<Row>> {
     }
     let path = format!("/api/v1/namespaces/{ns}/configmaps");
     let dir = format!("{}/configmaps/{ns}/", b.prefix);
+    // The objects went into etcd behind the server's back, and an RV=0 LIST
+    // may answer from a cache still applying them (a slow debug build does).
+    // One untimed consistent LIST waits until the cache has them all.
+    server_list(http, &path).await?;
     let r = b.plan.list_repeats;
     let mut rows = Vec::new();
     for read in [Read::Any, Read::Consistent] {

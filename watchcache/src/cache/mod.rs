@@ -96,6 +96,7 @@ use async_trait::async_trait;
 use read::Route;
 use serde_json::Value;
 use state::{replay, CacheState, Incoming, Objects, WindowLimits};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -133,7 +134,15 @@ pub(crate) struct Shared {
     unreadable: std::sync::Mutex<std::collections::BTreeSet<Arc<str>>>,
     /// Whether `unreadable` has any key (spares the lock on the hot path).
     any_unreadable: std::sync::atomic::AtomicBool,
+    /// What this replica's own writes stored, by key, until the reflector
+    /// sees them come back: it takes the object from here instead of
+    /// decoding the value again (the same value at the same revision).
+    written: std::sync::Mutex<HashMap<Arc<str>, Object>>,
 }
+
+/// At most this many own writes wait for the reflector (it drains them as
+/// it applies; the bound only matters while it does not).
+const MAX_WRITTEN: usize = 4096;
 
 impl Shared {
     /// Records whether the current value of `key` can be read.
@@ -191,6 +200,7 @@ impl Shared {
 
     fn install(&self, objects: Objects, revision: Revision) {
         self.write().install(objects, revision);
+        self.forget_written(revision);
         self.publish(revision);
     }
 
@@ -200,7 +210,38 @@ impl Shared {
             state.apply(batch, Instant::now(), &self.limits);
             state.revision
         };
+        self.forget_written(revision);
         self.publish(revision);
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Object>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers what a write of this replica stored at `key`.
+    fn remember_written(&self, key: &str, object: &Object) {
+        let mut written = self.written();
+        if written.len() < MAX_WRITTEN {
+            written.insert(Arc::from(key), object.clone());
+        }
+    }
+
+    /// The object this replica wrote at `key` and `revision`, if it did.
+    pub(crate) fn take_written(&self, key: &str, revision: Revision) -> Option<Object> {
+        let mut written = self.written();
+        let found = written.get(key).map(|o| o.revision)?;
+        if found > revision {
+            return None;
+        }
+        written.remove(key).filter(|o| o.revision == revision)
+    }
+
+    /// Drops the own writes at or below `revision` (applied, or never coming).
+    fn forget_written(&self, revision: Revision) {
+        let mut written = self.written();
+        if !written.is_empty() {
+            written.retain(|_, o| o.revision > revision);
+        }
     }
 
     fn evict(&self) {
@@ -346,6 +387,7 @@ impl Cacher {
             transformers: store.transformers().clone(),
             unreadable: std::sync::Mutex::default(),
             any_unreadable: std::sync::atomic::AtomicBool::new(false),
+            written: Default::default(),
         });
         let reflector = tokio::spawn(reflector::run(shared.clone(), store.client()));
         Cacher {
@@ -704,12 +746,14 @@ impl Storage for Cacher {
     async fn create(&self, key: &str, value: &Value) -> Result<Object> {
         let created = self.inner.store.create(key, value).await?;
         self.wrote(created.revision);
+        self.shared().remember_written(key, &created);
         Ok(created)
     }
 
     async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object> {
         let updated = self.inner.store.update(key, value, expected).await?;
         self.wrote(updated.revision);
+        self.shared().remember_written(key, &updated);
         Ok(updated)
     }
 

@@ -19,6 +19,7 @@ use crate::storage::{Object, Revision, StorageError};
 use etcd_client::{
     Client, EventType as EtcdEventType, GetOptions, KeyValue, WatchOptions as EtcdWatchOptions,
 };
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -249,6 +250,9 @@ async fn follow(
             tracing::debug!(error = %e, "watch cache: progress mark after the list failed");
         }
     }
+    // The last state of each key the history has delivered so far, so that
+    // a later change's previous value is that same object, not a copy.
+    let mut seen: HashMap<Arc<str>, Cached> = HashMap::new();
     let mut evict = tokio::time::interval(EVICT_TICK);
     evict.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probe = tokio::time::interval(config.compaction_check_interval);
@@ -302,11 +306,15 @@ async fn follow(
             if let Some(last) = past.last().and_then(|e| e.kv()) {
                 h.through = last.mod_revision();
             }
-            shared.backfill(
-                past.iter()
-                    .filter_map(|e| history_change(shared, e))
-                    .collect(),
-            );
+            // The history's objects are mostly the listed ones (or each
+            // other's previous states): share those instead of decoding a
+            // second copy of every object.
+            let listed = shared.read().objects.clone();
+            let changes = past
+                .iter()
+                .filter_map(|event| history_change(shared, event, &listed, &mut seen))
+                .collect();
+            shared.backfill(changes);
             if rest.is_empty() {
                 continue;
             }
@@ -320,7 +328,8 @@ async fn follow(
                 let revision = kv.mod_revision();
                 match event.event_type() {
                     EtcdEventType::Put => {
-                        let (key, put) = decode(shared, kv, revision, true)?;
+                        let (key, put) = own_write(shared, kv, revision)
+                            .or_else(|| decode(shared, kv, revision, true))?;
                         Some(Incoming { key, revision, put })
                     }
                     EtcdEventType::Delete => {
@@ -342,23 +351,59 @@ async fn follow(
     }
 }
 
-/// A change of etcd's history (read with previous values).
-fn history_change(shared: &Shared, event: &etcd_client::Event) -> Option<Change> {
+/// A change of etcd's history (read with previous values). A value at a
+/// revision the cache already holds (the listed object, or the state an
+/// earlier history change of the key produced) is shared, not decoded again.
+fn history_change(
+    shared: &Shared,
+    event: &etcd_client::Event,
+    listed: &Objects,
+    seen: &mut HashMap<Arc<str>, Cached>,
+) -> Option<Change> {
     let kv = event.kv()?;
     let revision = kv.mod_revision();
     let key = key_of(kv)?;
+    let known = |key: &str, revision: Revision| {
+        seen.get(key)
+            .or_else(|| listed.get(key))
+            .filter(|c| c.object.revision == revision)
+            .cloned()
+    };
     let put = match event.event_type() {
-        EtcdEventType::Put => decode(shared, kv, revision, false)?.1,
+        EtcdEventType::Put => match known(&key, revision) {
+            Some(c) => Some(Put {
+                object: c.object,
+                size: c.size,
+                created: kv.create_revision() == revision,
+            }),
+            None => decode(shared, kv, revision, false)?.1,
+        },
         EtcdEventType::Delete => None,
     };
-    let prev = event
-        .prev_kv()
-        .and_then(|p| decode(shared, p, p.mod_revision(), false))
-        .and_then(|(_, put)| put)
-        .map(|p| Cached {
-            object: p.object,
-            size: p.size,
-        });
+    let prev = event.prev_kv().and_then(|p| {
+        known(&key, p.mod_revision()).or_else(|| {
+            decode(shared, p, p.mod_revision(), false)
+                .and_then(|(_, put)| put)
+                .map(|p| Cached {
+                    object: p.object,
+                    size: p.size,
+                })
+        })
+    });
+    match &put {
+        Some(p) => {
+            seen.insert(
+                key.clone(),
+                Cached {
+                    object: p.object.clone(),
+                    size: p.size,
+                },
+            );
+        }
+        None => {
+            seen.remove(&key);
+        }
+    }
     if put.is_none() && prev.is_none() {
         return None;
     }
@@ -387,6 +432,28 @@ fn key_of(kv: &KeyValue) -> Option<Arc<str>> {
             None
         }
     }
+}
+
+/// The key and object of `kv` at `revision` when this replica wrote it:
+/// the object its write stored, not a second decode of the same bytes.
+fn own_write(
+    shared: &Shared,
+    kv: &KeyValue,
+    revision: Revision,
+) -> Option<(Arc<str>, Option<Put>)> {
+    let key = std::str::from_utf8(kv.key()).ok()?;
+    let object = shared.take_written(key, revision)?;
+    let key: Arc<str> = Arc::from(key);
+    // What this replica wrote it could read: the key is readable now.
+    shared.set_unreadable(&key, false);
+    Some((
+        key,
+        Some(Put {
+            object,
+            size: kv.value().len() + kv.key().len(),
+            created: kv.create_revision() == revision,
+        }),
+    ))
 }
 
 /// The key and object of `kv` at `revision`, its value read through the
