@@ -653,6 +653,14 @@ pub static RESOURCES: &[Resource] = &[
         crate::handlers::review::self_subject_review,
     ),
     virtual_kind(
+        "authentication.k8s.io",
+        "TokenReview",
+        "tokenreviews",
+        "tokenreview",
+        false,
+        crate::handlers::review::token_review,
+    ),
+    virtual_kind(
         "authorization.k8s.io",
         "LocalSubjectAccessReview",
         "localsubjectaccessreviews",

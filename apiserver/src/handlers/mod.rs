@@ -105,10 +105,6 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
             )
             .await
         }
-        Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_review(&r) => {
-            crate::auth::serviceaccount::token_review(state, parts.method, &parts.headers, body)
-                .await
-        }
         Some(ApiPath::Resource(r)) => {
             match resource(
                 state,

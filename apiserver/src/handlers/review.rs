@@ -1,6 +1,6 @@
 //! The answers of the virtual kinds (`registry::VirtualCreate`): the access
 //! reviews of `authorization.k8s.io/v1` and `authentication.k8s.io/v1`
-//! SelfSubjectReview. Each gets the decoded request and returns it with its
+//! SelfSubjectReview and TokenReview. Each gets the decoded request and returns it with its
 //! `status` filled in as kube-apiserver fills it.
 
 use super::Scope;
@@ -19,6 +19,39 @@ pub fn self_subject_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Resul
     Box::pin(async move {
         let user = serde_json::to_value(&*scope.user).unwrap_or_default();
         obj["status"] = json!({ "userInfo": user });
+        Ok(with_creation_timestamp(obj))
+    })
+}
+
+/// `authentication.k8s.io/v1` TokenReview: whom `spec.token` names, for
+/// `spec.audiences` (default: the API's), as `auth::review_token` decides.
+pub fn token_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Result<Value>> {
+    Box::pin(async move {
+        let token = obj["spec"]["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if token.is_empty() {
+            return Err(
+                Status::bad_request("token is required for TokenReview in authentication").into(),
+            );
+        }
+        let audiences: Vec<String> = obj["spec"]["audiences"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        obj["status"] = match crate::auth::review_token(&scope.state, &token, &audiences).await {
+            Some((user, accepted)) => json!({
+                "authenticated": true,
+                "user": user,
+                "audiences": accepted,
+            }),
+            None => json!({"user": {}, "error": "invalid bearer token"}),
+        };
         Ok(with_creation_timestamp(obj))
     })
 }

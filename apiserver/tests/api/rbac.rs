@@ -1049,3 +1049,35 @@ async fn two_replicas_aggregate_to_the_same_rules() {
         "{view}"
     );
 }
+
+/// TokenReview is a virtual kind like the access reviews: listed in
+/// discovery with verb `create` only, an empty token is kube's 400, and a
+/// token no authenticator accepts is answered (201) as not authenticated.
+#[tokio::test]
+async fn token_reviews() {
+    let api = api("rbac-token-reviews").await;
+    let r = call(&api, ADMIN, "GET", "/apis/authentication.k8s.io/v1", None).await;
+    let tokenreviews = r.body["resources"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["name"] == "tokenreviews"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tokenreviews["verbs"], json!(["create"]), "{}", r.body);
+    let path = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let review = |token: &str| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+    let r = call(&api, ADMIN, "POST", path, Some(&review(""))).await;
+    assert_eq!(
+        r.status(),
+        (
+            400,
+            "BadRequest",
+            "token is required for TokenReview in authentication"
+        )
+    );
+    let r = call(&api, ADMIN, "POST", path, Some(&review("not-a-token"))).await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(r.body["status"]["authenticated"], Value::Null);
+    assert_eq!(r.body["status"]["error"], "invalid bearer token");
+    let r = call(&api, ADMIN, "GET", path, None).await;
+    assert_eq!(r.code, 405);
+}
