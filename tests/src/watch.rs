@@ -169,6 +169,12 @@ impl ChunkedLines {
             if self.raw.len() < eol + 2 + size + 2 {
                 break;
             }
+            if &self.raw[eol + 2 + size..eol + 2 + size + 2] != b"\r\n" {
+                return Err(OpenError::Status {
+                    status: 200,
+                    body: format!("chunk of {size} bytes not followed by CRLF"),
+                });
+            }
             self.partial
                 .extend_from_slice(&self.raw[eol + 2..eol + 2 + size]);
             self.raw.drain(..eol + 2 + size + 2);
@@ -259,12 +265,19 @@ mod tests {
         let mut d = ChunkedLines::default();
         assert!(d.push(b"HTTP/1.1 200 OK\r\nTransfer-").unwrap().is_none());
         let lines = d
-            .push(b"Encoding: chunked\r\n\r\n4\r\nab\ncd\r\n")
+            .push(b"Encoding: chunked\r\n\r\n5\r\nab\ncd\r\n")
             .unwrap()
             .unwrap();
         assert_eq!(lines, vec![b"ab".to_vec()]);
         let lines = d.push(b"2\r\n\nx\r\n").unwrap().unwrap();
         assert_eq!(lines, vec![b"cd".to_vec()]);
+    }
+
+    #[test]
+    fn refuses_a_chunk_longer_than_its_size() {
+        let mut d = ChunkedLines::default();
+        let bytes = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nab\ncd\r\n";
+        assert!(d.push(bytes).is_err());
     }
 
     #[test]
