@@ -42,6 +42,14 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
+/// Why a server process ended before it was ready (its log).
+#[derive(Debug)]
+pub enum StartError {
+    /// A port it was given was taken meanwhile.
+    PortTaken(String),
+    Exited(String),
+}
+
 /// One server process on the shared test etcd, under its own key prefix.
 pub struct Server {
     child: Child,
@@ -67,6 +75,28 @@ impl Server {
     /// Starts a server on `etcd` under `prefix` (several servers on one
     /// prefix are replicas of one cluster) with extra flags.
     pub async fn start_with_prefix(etcd: &str, prefix: &str, extra: &[&str]) -> Server {
+        // A free port can be taken by another test between being found and
+        // being bound: start again on a new one then.
+        for _ in 0..4 {
+            match Self::try_start_with_prefix(etcd, prefix, extra).await {
+                Ok(server) => return server,
+                Err(StartError::PortTaken(_)) => continue,
+                Err(StartError::Exited(log)) => {
+                    panic!("server exited before it was ready; log:\n{log}")
+                }
+            }
+        }
+        panic!("no free port found for the server in 4 attempts")
+    }
+
+    /// Starts a server, or says why it exited before it was ready; a
+    /// caller that chose ports in `extra` retries on
+    /// [`StartError::PortTaken`] with new ones.
+    pub async fn try_start_with_prefix(
+        etcd: &str,
+        prefix: &str,
+        extra: &[&str],
+    ) -> Result<Server, StartError> {
         let prefix = prefix.to_string();
         let port = free_port();
         let home = tempfile::tempdir().expect("tempdir");
@@ -96,8 +126,8 @@ impl Server {
             home,
         };
         server.write_kubeconfig();
-        server.wait_ready().await;
-        server
+        server.wait_ready().await?;
+        Ok(server)
     }
 
     fn write_kubeconfig(&self) {
@@ -108,20 +138,22 @@ impl Server {
         std::fs::write(self.home.path().join("kubeconfig"), cfg).expect("kubeconfig");
     }
 
-    async fn wait_ready(&mut self) {
+    async fn wait_ready(&mut self) -> Result<(), StartError> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = self.addr().to_string();
         loop {
             if let Ok(body) = http_get(&addr, "/readyz").await {
                 if body.ends_with("ok") {
-                    return;
+                    return Ok(());
                 }
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "server exited ({status}) before it was ready; log:\n{}",
-                    self.log()
-                );
+                let log = format!("({status})\n{}", self.log());
+                return Err(if log.contains("Address already in use") {
+                    StartError::PortTaken(log)
+                } else {
+                    StartError::Exited(log)
+                });
             }
             assert!(
                 Instant::now() < deadline,

@@ -37,23 +37,33 @@ async fn start_with(dir: &Path, prefix: &str, extra: &[&str]) -> Secure {
     std::fs::create_dir_all(&data).expect("data dir");
     let tokens = dir.join("tokens.csv");
     std::fs::write(&tokens, ADMIN_TOKEN_LINE).expect("token file");
-    let port = free_port();
     let etcd = TestEtcd::shared().await;
-    let own = [
-        format!("--secure-listen=127.0.0.1:{port}"),
-        format!("--data-dir={}", data.display()),
-        format!("--token-auth-file={}", tokens.display()),
-    ];
-    let mut args: Vec<&str> = own
-        .iter()
-        .map(String::as_str)
-        .chain(extra.iter().copied())
-        .collect();
-    if !extra.iter().any(|a| a.starts_with("--authorization-mode")) {
-        args.push("--authorization-mode=AlwaysAllow");
+    // The secure port is chosen here; another test may take it before the
+    // server binds it: then start again on a new one.
+    for _ in 0..4 {
+        let port = free_port();
+        let own = [
+            format!("--secure-listen=127.0.0.1:{port}"),
+            format!("--data-dir={}", data.display()),
+            format!("--token-auth-file={}", tokens.display()),
+        ];
+        let mut args: Vec<&str> = own
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+            .collect();
+        if !extra.iter().any(|a| a.starts_with("--authorization-mode")) {
+            args.push("--authorization-mode=AlwaysAllow");
+        }
+        match Server::try_start_with_prefix(&etcd.endpoint(), prefix, &args).await {
+            Ok(server) => return Secure { server, data, port },
+            Err(e2e::StartError::PortTaken(_)) => continue,
+            Err(e2e::StartError::Exited(log)) => {
+                panic!("server exited before it was ready:\n{log}")
+            }
+        }
     }
-    let server = Server::start_with_prefix(&etcd.endpoint(), prefix, &args).await;
-    Secure { server, data, port }
+    panic!("no free ports for the secure server in 4 attempts")
 }
 
 impl Secure {
