@@ -140,40 +140,62 @@ async fn campaign(
     let _ = leading.send(false);
 }
 
-/// Renews the lease until a renewal fails, the key is no longer ours, or
-/// the replica resigns.
+/// Renews the lease until renewals have failed for two thirds of its TTL,
+/// the key is no longer ours, or the replica resigns. A failed renewal is
+/// tried again at once and then every `RETRY`: etcd-client spreads requests
+/// over every member, so with one member of three down a third of them are
+/// refused, and leadership must not move for that. Until two thirds of the
+/// TTL have passed since the last renewal etcd answered, the lease cannot
+/// have expired, so this replica is still the only leader.
 async fn lead(
     client: &Client,
     cfg: &ElectionConfig,
     lease: i64,
     resign: &mut watch::Receiver<bool>,
 ) {
+    const RETRY: Duration = Duration::from_millis(200);
     let mut lease_client = client.lease_client();
     let mut kv = client.kv_client();
-    let every = Duration::from_millis((cfg.ttl_seconds.max(1) as u64 * 1000) / 3);
+    let ttl = Duration::from_secs(cfg.ttl_seconds.max(1) as u64);
+    let every = ttl / 3;
+    let mut renewed_at = tokio::time::Instant::now();
+    let mut wait = every;
     loop {
-        if pause(resign, every).await {
+        if pause(resign, wait).await {
             return;
         }
         let renewed = match timed(cfg.timeout, lease_client.keep_alive(lease)).await {
             Some((mut keeper, mut stream)) => {
-                keeper.keep_alive().await.is_ok()
-                    && matches!(
-                        tokio::time::timeout(cfg.timeout, stream.message()).await,
-                        Ok(Ok(Some(r))) if r.ttl() > 0
-                    )
+                if keeper.keep_alive().await.is_err() {
+                    None
+                } else {
+                    match tokio::time::timeout(cfg.timeout, stream.message()).await {
+                        // A TTL of 0: the lease is gone.
+                        Ok(Ok(Some(r))) => Some(r.ttl() > 0),
+                        _ => None,
+                    }
+                }
             }
-            None => false,
+            None => None,
         };
-        if !renewed {
-            return;
-        }
-        let ours = timed(cfg.timeout, kv.get(cfg.key.as_str(), None))
-            .await
-            .and_then(|r| r.kvs().first().map(|k| k.lease() == lease))
-            .unwrap_or(false);
-        if !ours {
-            return;
+        let ours = match renewed {
+            Some(false) => return,
+            Some(true) => timed(cfg.timeout, kv.get(cfg.key.as_str(), None))
+                .await
+                .map(|r| r.kvs().first().is_some_and(|k| k.lease() == lease)),
+            None => None,
+        };
+        match ours {
+            Some(true) => {
+                renewed_at = tokio::time::Instant::now();
+                wait = every;
+            }
+            Some(false) => return,
+            None if renewed_at.elapsed() < ttl * 2 / 3 => {
+                tracing::debug!("leader election: renewal failed; trying again");
+                wait = RETRY;
+            }
+            None => return,
         }
     }
 }
