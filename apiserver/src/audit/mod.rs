@@ -33,7 +33,7 @@ use crate::server::AppState;
 use apimachinery::auth::{RequestInfo, UserInfo};
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::{FutureExt, StreamExt};
@@ -109,13 +109,12 @@ pub fn audit_id(req: &Request<Body>) -> String {
 /// Without the telemetry layer (which assigns every request its id): the
 /// client's `Audit-ID`, or a new one.
 fn audit_id_from_headers(headers: &HeaderMap) -> String {
+    use crate::telemetry::RequestId;
     headers
         .get(AUDIT_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map(str::to_string)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        .and_then(RequestId::from_header)
+        .unwrap_or_else(RequestId::generate)
+        .to_string()
 }
 
 /// Kube's MicroTime: RFC 3339 with microseconds, UTC.
@@ -354,10 +353,9 @@ fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Option<Value> {
     serde_json::from_slice(bytes).ok()
 }
 
-fn with_audit_id(mut resp: Response, id: &str) -> Response {
-    if let Ok(v) = HeaderValue::from_str(id) {
-        resp.headers_mut().entry(AUDIT_ID_HEADER).or_insert(v);
-    }
+/// Marks `resp` as recorded (the `Audit-Id` header is the telemetry
+/// layer's, on every response).
+fn audited(mut resp: Response) -> Response {
     resp.extensions_mut().insert(Audited);
     resp
 }
@@ -410,7 +408,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, req: Request<Body>, next:
                         response_status(status.code, serde_json::to_value(&status).ok().as_ref()),
                     );
                     event.emit(Stage::ResponseComplete, extra, Some(&slot));
-                    return with_audit_id(crate::error::status_response(&status), &id);
+                    return audited(crate::error::status_response(&status));
                 }
             };
         request_object = parse_body(&parts.headers, &bytes).map(|o| event.object(o));
@@ -457,7 +455,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, req: Request<Body>, next:
             let _keep = &guard;
             chunk
         });
-        return with_audit_id(Response::from_parts(parts, Body::from_stream(stream)), &id);
+        return audited(Response::from_parts(parts, Body::from_stream(stream)));
     }
 
     let wants_body = level == Level::RequestResponse || code >= 400;
@@ -483,7 +481,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, req: Request<Body>, next:
         resp
     };
     event.emit(Stage::ResponseComplete, extra, Some(&slot));
-    with_audit_id(resp, &id)
+    audited(resp)
 }
 
 struct CompleteOnDrop {
@@ -574,12 +572,13 @@ pub async fn audit_failed_authentication(
         );
         event.emit(Stage::ResponseStarted, extra, None);
     }
-    with_audit_id(resp, &id)
+    audited(resp)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     #[test]
     fn audit_id_from_the_header_or_new() {

@@ -43,10 +43,6 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct Identity(pub Arc<UserInfo>);
 
-/// The attributes the authorizer allowed; handlers may read them.
-#[derive(Debug, Clone)]
-pub struct Authorized(pub Arc<RequestInfo>);
-
 /// What an authenticator made of a request's credentials.
 #[derive(Debug)]
 pub enum Authentication {
@@ -229,7 +225,7 @@ pub async fn authenticate(
 /// Authorization: 403 unless the authorizer allows the request.
 pub async fn authorize(
     State(state): State<Arc<AppState>>,
-    mut req: Request<Body>,
+    req: Request<Body>,
     next: Next,
 ) -> Response {
     let Some(Identity(user)) = req.extensions().get::<Identity>().cloned() else {
@@ -251,10 +247,7 @@ pub async fn authorize(
         }
     }
     match decision {
-        Decision::Allow => {
-            req.extensions_mut().insert(Authorized(Arc::new(request)));
-            next.run(req).await
-        }
+        Decision::Allow => next.run(req).await,
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
             status_response(&info::forbidden(&user, &request, &reason))
         }
