@@ -255,13 +255,17 @@ fn request_uri(req: &Request<Body>) -> String {
         .unwrap_or_else(|| req.uri().path().to_string())
 }
 
-fn info_of(req: &Request<Body>) -> RequestInfo {
-    apimachinery::auth::request_info(req.method().as_str(), req.uri().path(), req.uri().query())
-        .unwrap_or_else(|_| RequestInfo {
+/// The request's attributes, shared with `authorize` (resolved once); a
+/// path that names no kind is audited as a non-resource request.
+fn info_of(req: &mut Request<Body>) -> Arc<RequestInfo> {
+    match &*crate::auth::resolve(req) {
+        Ok(info) => Arc::clone(info),
+        Err(_) => Arc::new(RequestInfo {
             path: req.uri().path().to_string(),
             verb: req.method().as_str().to_ascii_lowercase(),
             ..Default::default()
-        })
+        }),
+    }
 }
 
 fn object_ref(info: &RequestInfo) -> Option<Value> {
@@ -362,13 +366,17 @@ fn audited(mut resp: Response) -> Response {
 
 /// The audit layer (after `authenticate`, before impersonation and
 /// `authorize`).
-pub async fn audit(State(state): State<Arc<AppState>>, req: Request<Body>, next: Next) -> Response {
+pub async fn audit(
+    State(state): State<Arc<AppState>>,
+    mut req: Request<Body>,
+    next: Next,
+) -> Response {
     let Some(auditor) = state.audit.clone() else {
         return next.run(req).await;
     };
     let received = chrono::Utc::now();
     let user = req.extensions().get::<Identity>().map(|i| Arc::clone(&i.0));
-    let info = info_of(&req);
+    let info = info_of(&mut req);
     let decision = auditor.policy.evaluate(user.as_deref(), &info);
     if decision.level == Level::None {
         let mut resp = next.run(req).await;
@@ -530,14 +538,14 @@ fn attempted_methods(headers: &HeaderMap) -> String {
 /// user, as kube-apiserver's failed-authentication handler records it.
 pub async fn audit_failed_authentication(
     State(state): State<Arc<AppState>>,
-    req: Request<Body>,
+    mut req: Request<Body>,
     next: Next,
 ) -> Response {
     let Some(auditor) = state.audit.clone() else {
         return next.run(req).await;
     };
     let received = chrono::Utc::now();
-    let info = info_of(&req);
+    let info = info_of(&mut req);
     let id = audit_id(&req);
     let message = attempted_methods(req.headers());
     let base = {

@@ -43,6 +43,25 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct Identity(pub Arc<UserInfo>);
 
+/// The request's attributes, resolved once per request (audit and
+/// authorize both read them).
+#[derive(Debug, Clone)]
+struct Resolved(Arc<Result<Arc<RequestInfo>, String>>);
+
+/// The attributes of `req` (kube's RequestInfo), or why its path names no
+/// kind; computed on first use and kept in the request's extensions.
+pub fn resolve(req: &mut Request<Body>) -> Arc<Result<Arc<RequestInfo>, String>> {
+    if let Some(Resolved(r)) = req.extensions().get::<Resolved>() {
+        return Arc::clone(r);
+    }
+    let r = Arc::new(
+        info::request_info(req.method().as_str(), req.uri().path(), req.uri().query())
+            .map(Arc::new),
+    );
+    req.extensions_mut().insert(Resolved(Arc::clone(&r)));
+    r
+}
+
 /// What an authenticator made of a request's credentials.
 #[derive(Debug)]
 pub enum Authentication {
@@ -225,7 +244,7 @@ pub async fn authenticate(
 /// Authorization: 403 unless the authorizer allows the request.
 pub async fn authorize(
     State(state): State<Arc<AppState>>,
-    req: Request<Body>,
+    mut req: Request<Body>,
     next: Next,
 ) -> Response {
     let Some(Identity(user)) = req.extensions().get::<Identity>().cloned() else {
@@ -234,11 +253,10 @@ pub async fn authorize(
         tracing::error!("request reached authorization without an identity");
         return status_response(&Status::unauthorized());
     };
-    let request =
-        match info::request_info(req.method().as_str(), req.uri().path(), req.uri().query()) {
-            Ok(r) => r,
-            Err(why) => return status_response(&Status::bad_request(why)),
-        };
+    let request = match &*resolve(&mut req) {
+        Ok(r) => Arc::clone(r),
+        Err(why) => return status_response(&Status::bad_request(why.clone())),
+    };
     let decision = decide(&state, &user, &request).await;
     if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
         match &decision {
