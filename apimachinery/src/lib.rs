@@ -7,7 +7,9 @@
 
 pub mod auth;
 pub mod continue_token;
+pub mod duration;
 pub mod fieldvalidation;
+pub mod jsonpath;
 pub mod managedfields;
 pub mod media;
 pub mod patch;

@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(coordination_key("/registry"), "/registry/compact_rev_key");
         assert_eq!(coordination_key("/registry/"), "/registry/compact_rev_key");
         let registry = crate::registry::Registry::builtin();
-        for res in registry.all() {
+        for res in registry.all().iter() {
             assert_ne!(res.storage_segment(), COMPACT_REV_KEY, "{}", res.plural);
             let collection = format!("/registry/{}/", res.storage_segment());
             assert!(!coordination_key("/registry").starts_with(&collection));

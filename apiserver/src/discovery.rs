@@ -7,8 +7,9 @@
 //! `APIGroupDiscoveryList`) answers `/api` and `/apis` when the `Accept`
 //! header asks for it, with an `ETag` and `304 Not Modified`.
 //!
-//! The registry never changes at run time, so every document is encoded once
-//! in [`Discovery::new`] and served as shared bytes.
+//! Every document is encoded once per registry generation (the registry
+//! changes when CRDs are established or removed) and served as shared
+//! bytes.
 
 use crate::registry::{Registry, Resource, Subresource};
 use crate::request::ApiPath;
@@ -19,6 +20,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The media type of an aggregated discovery response (and the one a client
 /// asks for).
@@ -53,9 +55,9 @@ struct Tagged {
     etag: String,
 }
 
-/// Discovery documents, encoded once at start.
-pub struct Discovery {
-    registry: Registry,
+/// Discovery documents of one registry generation, encoded once.
+struct Docs {
+    generation: u64,
     /// `/api`, `/api/v1`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`
     /// keyed by that path.
     legacy: HashMap<String, Bytes>,
@@ -63,39 +65,80 @@ pub struct Discovery {
     aggregated_groups: Tagged,
 }
 
-impl Discovery {
-    pub fn new(registry: Registry) -> Self {
+impl Docs {
+    fn build(registry: &Registry, server_address: &str) -> Docs {
+        let generation = registry.generation();
         let mut legacy = HashMap::new();
         legacy.insert(
             "/api".to_string(),
-            encode(&api_versions(&registry, DEFAULT_SERVER_ADDRESS)),
+            encode(&api_versions(registry, server_address)),
         );
-        legacy.insert("/apis".to_string(), encode(&group_list(&registry)));
-        for g in sorted_groups(&registry) {
+        legacy.insert("/apis".to_string(), encode(&group_list(registry)));
+        for g in sorted_groups(registry) {
             legacy.insert(format!("/apis/{}", g.group), encode(&api_group(&g)));
         }
-        for (group, version) in group_versions(&registry) {
+        for (group, version) in group_versions(registry) {
             legacy.insert(
                 discovery_path(group, version),
-                encode(&resource_list(&registry, group, version)),
+                encode(&resource_list(registry, group, version)),
             );
         }
+        Docs {
+            generation,
+            legacy,
+            aggregated_core: tagged(&aggregated_core(registry)),
+            aggregated_groups: tagged(&aggregated_groups(registry)),
+        }
+    }
+}
+
+/// Discovery documents. They are encoded once per registry generation and
+/// served as shared bytes; a request that finds the registry changed (a
+/// CRD was established or removed) rebuilds them first.
+pub struct Discovery {
+    registry: Registry,
+    server_address: String,
+    docs: std::sync::RwLock<Arc<Docs>>,
+    /// Serializes rebuilds so that a burst of requests after a change
+    /// builds once.
+    rebuilding: std::sync::Mutex<()>,
+}
+
+impl Discovery {
+    pub fn new(registry: Registry) -> Self {
+        let docs = Docs::build(&registry, DEFAULT_SERVER_ADDRESS);
         Discovery {
             registry,
-            legacy,
-            aggregated_core: tagged(&aggregated_core(&registry)),
-            aggregated_groups: tagged(&aggregated_groups(&registry)),
+            server_address: DEFAULT_SERVER_ADDRESS.to_string(),
+            docs: std::sync::RwLock::new(Arc::new(docs)),
+            rebuilding: std::sync::Mutex::new(()),
         }
     }
 
     /// Sets the address `/api` advertises in `serverAddressByClientCIDRs`
     /// (kube-apiserver's advertise address, `host:port`).
     pub fn with_server_address(mut self, address: &str) -> Self {
-        self.legacy.insert(
-            "/api".to_string(),
-            encode(&api_versions(&self.registry, address)),
-        );
+        self.server_address = address.to_string();
+        let docs = Docs::build(&self.registry, address);
+        self.docs = std::sync::RwLock::new(Arc::new(docs));
         self
+    }
+
+    /// The documents of the registry's current generation.
+    fn current(&self) -> Arc<Docs> {
+        let generation = self.registry.generation();
+        let docs = Arc::clone(&self.docs.read().unwrap_or_else(|e| e.into_inner()));
+        if docs.generation == generation {
+            return docs;
+        }
+        let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
+        let docs = Arc::clone(&self.docs.read().unwrap_or_else(|e| e.into_inner()));
+        if docs.generation == self.registry.generation() {
+            return docs;
+        }
+        let fresh = Arc::new(Docs::build(&self.registry, &self.server_address));
+        *self.docs.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&fresh);
+        fresh
     }
 
     /// Answers a discovery path; `accept` selects aggregated discovery.
@@ -122,9 +165,10 @@ impl Discovery {
         accept: Option<&str>,
         if_none_match: Option<&str>,
     ) -> Response {
+        let docs = self.current();
         let aggregated = match path {
-            ApiPath::LegacyVersions => Some(&self.aggregated_core),
-            ApiPath::Groups => Some(&self.aggregated_groups),
+            ApiPath::LegacyVersions => Some(&docs.aggregated_core),
+            ApiPath::Groups => Some(&docs.aggregated_groups),
             _ => None,
         };
         if let Some(doc) = aggregated {
@@ -139,7 +183,7 @@ impl Discovery {
             ApiPath::ResourceList { group, version } => discovery_path(group, version),
             ApiPath::Resource(_) => return not_found(),
         };
-        let Some(body) = self.legacy.get(&key) else {
+        let Some(body) = docs.legacy.get(&key) else {
             return not_found();
         };
         if !accepts_plain_json(accept) {
@@ -450,7 +494,7 @@ fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
 
 /// Resources of a group-version sorted by name, as kube installs them.
 fn sorted_resources(registry: &Registry, group: &str, version: &str) -> Vec<&'static Resource> {
-    let mut rs: Vec<&'static Resource> = registry.in_group_version(group, version).collect();
+    let mut rs: Vec<&'static Resource> = registry.in_group_version(group, version);
     rs.sort_by(|a, b| a.plural.cmp(b.plural));
     rs
 }
@@ -785,6 +829,7 @@ mod tests {
                 "policy",
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
+                "apiextensions.k8s.io",
                 "scheduling.k8s.io",
                 "coordination.k8s.io",
                 "discovery.k8s.io",

@@ -191,7 +191,7 @@ impl EncryptionConfig {
         let prefix = prefix.trim_end_matches('/');
         let mut seen = HashSet::new();
         let mut rules: Vec<(String, Arc<dyn ValueTransformer>)> = Vec::new();
-        for r in registry.all() {
+        for r in registry.all().iter() {
             if !seen.insert((r.group, r.plural)) {
                 continue;
             }

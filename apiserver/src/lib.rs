@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod compaction;
 pub mod config;
+pub mod crd;
 pub mod discovery;
 pub mod encryption;
 pub mod error;
@@ -268,9 +269,10 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         cfg.max_mutating_requests_inflight,
         cfg.request_timeout,
     )));
-    let registry = state.registry;
+    let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
+    let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
     tracing::info!(listen = %cfg.listen, "serving");
     let app = server::router(Arc::clone(&state));
     let secure = secure.map(|(l, tls)| (l, tls, server::secure_router(Arc::clone(&state))));
@@ -278,6 +280,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     if let Some(c) = compactor {
         c.abort();
     }
+    crds.abort();
     // Hand leadership over at once rather than after the lease's TTL (but
     // never hold the exit up for an unreachable etcd).
     let _ = tokio::time::timeout(Duration::from_secs(2), leadership.resign()).await;

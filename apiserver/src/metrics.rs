@@ -441,9 +441,8 @@ impl Metrics {
         telemetry: &EtcdTelemetry,
     ) {
         let mut seen = std::collections::HashSet::new();
-        let counts = state
-            .registry
-            .all()
+        let all = state.registry.all();
+        let counts = all
             .iter()
             .filter(|res| seen.insert(res.storage_segment()))
             .map(|res| {

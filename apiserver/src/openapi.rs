@@ -986,10 +986,48 @@ pub(crate) fn build(registry: &Registry, schema: &Schema) -> Documents {
     }
 }
 
-static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
+/// The documents of the built-in kinds, built once.
+static BUILTIN: OnceLock<Arc<Documents>> = OnceLock::new();
 
-fn documents_blocking(registry: Registry) -> &'static Documents {
-    DOCUMENTS.get_or_init(|| build(&registry, apimachinery::schema::builtin()))
+/// The documents of the last set of custom resources seen, keyed by the
+/// identity of its (interned) registry rows.
+type CustomKey = Vec<usize>;
+static CUSTOM: std::sync::Mutex<Option<(CustomKey, Arc<Documents>)>> = std::sync::Mutex::new(None);
+
+fn documents_blocking(registry: Registry) -> Arc<Documents> {
+    let custom: Vec<&'static Resource> = registry
+        .all()
+        .iter()
+        .filter(|r| r.custom.is_some())
+        .collect();
+    if custom.is_empty() {
+        return Arc::clone(
+            BUILTIN.get_or_init(|| Arc::new(build(&registry, apimachinery::schema::builtin()))),
+        );
+    }
+    let key: CustomKey = custom
+        .iter()
+        .map(|r| *r as *const Resource as usize)
+        .collect();
+    let mut cache = CUSTOM.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, d)) = cache.as_ref() {
+        if *k == key {
+            return Arc::clone(d);
+        }
+    }
+    // The built-in definitions plus each custom kind's (they share the
+    // ObjectMeta family, which is the same in both).
+    let mut defs = apimachinery::schema::builtin().definitions().clone();
+    for r in &custom {
+        if let Some(t) = r.schema() {
+            for (name, def) in t.schema().definitions() {
+                defs.entry(name.clone()).or_insert_with(|| def.clone());
+            }
+        }
+    }
+    let docs = Arc::new(build(&registry, &Schema::new(defs)));
+    *cache = Some((key, Arc::clone(&docs)));
+    docs
 }
 
 /// Builds the documents now (they are otherwise built on first request);
@@ -998,14 +1036,17 @@ pub fn warm_up(registry: Registry) {
     documents_blocking(registry);
 }
 
-async fn documents(registry: Registry) -> &'static Documents {
-    if let Some(d) = DOCUMENTS.get() {
-        return d;
+async fn documents(registry: &Registry) -> Arc<Documents> {
+    if registry.all().iter().all(|r| r.custom.is_none()) {
+        if let Some(d) = BUILTIN.get() {
+            return Arc::clone(d);
+        }
     }
     // Building takes long enough not to run on a runtime thread.
-    match tokio::task::spawn_blocking(move || documents_blocking(registry)).await {
+    let r = registry.clone();
+    match tokio::task::spawn_blocking(move || documents_blocking(r)).await {
         Ok(d) => d,
-        Err(_) => documents_blocking(registry),
+        Err(_) => documents_blocking(registry.clone()),
     }
 }
 
@@ -1119,12 +1160,12 @@ fn serve_v3_doc(
 /// `/openapi/v2`: JSON when acceptable, else 406 (kube would also offer
 /// protobuf; clients then use v3).
 pub async fn v2(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    serve_v2(documents(s.registry).await, &headers)
+    serve_v2(&*documents(&s.registry).await, &headers)
 }
 
 /// `/openapi/v3`: where each group-version's document is, with its hash.
 pub async fn v3_root(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    conditional(&documents(s.registry).await.v3_root, &headers)
+    conditional(&documents(&s.registry).await.v3_root, &headers)
 }
 
 /// `/openapi/v3/{api/v1 | apis/G/V | ...}`. With `?hash=` the answer is
@@ -1135,7 +1176,12 @@ pub async fn v3_doc(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    serve_v3_doc(documents(s.registry).await, &p, query.as_deref(), &headers)
+    serve_v3_doc(
+        &*documents(&s.registry).await,
+        &p,
+        query.as_deref(),
+        &headers,
+    )
 }
 
 #[cfg(test)]
@@ -1143,7 +1189,7 @@ mod tests {
     use super::*;
     use axum::body::to_bytes;
 
-    fn docs() -> &'static Documents {
+    fn docs() -> Arc<Documents> {
         documents_blocking(Registry::builtin())
     }
 
@@ -1332,7 +1378,7 @@ mod tests {
     /// and a schema carrying the same GVK.
     #[test]
     fn explain_finds_every_kind() {
-        for r in Registry::builtin().all() {
+        for r in Registry::builtin().all().iter() {
             let key = if r.group.is_empty() {
                 format!("api/{}", r.version)
             } else {
@@ -1467,7 +1513,7 @@ mod tests {
 
     #[tokio::test]
     async fn v3_document_caching() {
-        let d = docs();
+        let d = &*docs();
         let hash = d.v3["apis/apps/v1"].hash.clone();
         let query = format!("hash={hash}");
         let (code, h, body) =
@@ -1508,7 +1554,7 @@ mod tests {
 
     #[tokio::test]
     async fn v3_negotiation_and_unknown_documents() {
-        let d = docs();
+        let d = &*docs();
         let proto = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
         let (code, _, body) = read(serve_v3_doc(d, "api/v1", None, &accept(proto))).await;
         assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
@@ -1534,7 +1580,7 @@ mod tests {
 
     #[tokio::test]
     async fn v2_negotiation() {
-        let d = docs();
+        let d = &*docs();
         let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
         assert_eq!(
             read(serve_v2(d, &accept(proto))).await.0,

@@ -5,6 +5,8 @@
 //! `apimachinery::schema`, looked up by group/version/kind.
 
 use apimachinery::read::FieldAttr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// How `metadata.name` is validated for a kind (kube's ValidateNameFunc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +71,13 @@ pub struct Resource {
     /// A virtual kind (access reviews, token reviews): create only, never
     /// stored, answered by this function (see [`VirtualCreate`]).
     pub virtual_create: Option<VirtualCreate>,
+    /// A finalizer the server adds when deletion of such an object starts,
+    /// for a controller of this server to remove once its clean-up is done
+    /// (CRDs: kube's `customresourcecleanup.apiextensions.k8s.io`).
+    pub delete_finalizer: Option<&'static str>,
+    /// What a CustomResourceDefinition says of a resource it defines
+    /// (schema, printer columns, versions); `None` for built-in kinds.
+    pub custom: Option<&'static crate::crd::CustomInfo>,
 }
 
 /// The answer to a create of a virtual kind: gets the decoded request object
@@ -128,9 +137,13 @@ impl Resource {
         }
     }
 
-    /// The upstream schema of this kind.
+    /// The schema of this kind: the upstream one for a built-in kind, the
+    /// CRD's for a custom resource.
     pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'static>> {
-        apimachinery::schema::builtin().by_gvk(self.group, self.version, self.kind)
+        match self.custom {
+            Some(c) => c.schema(),
+            None => apimachinery::schema::builtin().by_gvk(self.group, self.version, self.kind),
+        }
     }
 }
 
@@ -232,6 +245,8 @@ const fn res(
         create_on_update: false,
         delete_returns_object: false,
         virtual_create: None,
+        delete_finalizer: None,
+        custom: None,
     }
 }
 
@@ -592,6 +607,22 @@ pub static RESOURCES: &[Resource] = &[
             false,
         )
     },
+    // apiextensions.k8s.io/v1: the CRD controller (`crd`) serves what they define
+    Resource {
+        short_names: &["crd", "crds"],
+        categories: &["api-extensions"],
+        subresources: STATUS,
+        generation: true,
+        delete_finalizer: Some(crate::crd::CLEANUP_FINALIZER),
+        ..res(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            "customresourcedefinition",
+            false,
+        )
+    },
     // rbac.authorization.k8s.io/v1 (enforced by `rbac`)
     Resource {
         create_on_update: true,
@@ -701,10 +732,32 @@ pub struct GroupVersions {
     pub versions: Vec<&'static str>,
 }
 
-/// The lookup side of the registry.
-#[derive(Debug, Clone, Copy)]
+/// The lookup side of the registry: the built-in rows plus the rows that
+/// CustomResourceDefinitions add and remove at run time.
+///
+/// Clones share one table. Readers take a snapshot (an `Arc` of row
+/// references) and never block writers for longer than the swap; the
+/// generation moves with every change so that derived documents
+/// (discovery, OpenAPI) know when to rebuild.
+#[derive(Clone)]
 pub struct Registry {
-    resources: &'static [Resource],
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    builtin: &'static [Resource],
+    /// Rows added at run time, in the order they were installed.
+    dynamic: RwLock<Arc<Vec<&'static Resource>>>,
+    generation: AtomicU64,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("generation", &self.generation())
+            .field("dynamic", &self.dynamic().len())
+            .finish()
+    }
 }
 
 impl Default for Registry {
@@ -713,52 +766,100 @@ impl Default for Registry {
     }
 }
 
+/// A consistent view of every row at one generation.
+pub struct Snapshot {
+    builtin: &'static [Resource],
+    dynamic: Arc<Vec<&'static Resource>>,
+}
+
+impl Snapshot {
+    pub fn iter(&self) -> impl Iterator<Item = &'static Resource> + '_ {
+        self.builtin.iter().chain(self.dynamic.iter().copied())
+    }
+}
+
 impl Registry {
+    /// A registry of the built-in kinds only (a new table each call).
     pub fn builtin() -> Self {
         Registry {
-            resources: RESOURCES,
+            inner: Arc::new(Inner {
+                builtin: RESOURCES,
+                dynamic: RwLock::new(Arc::new(Vec::new())),
+                generation: AtomicU64::new(0),
+            }),
         }
     }
 
-    pub fn all(&self) -> &'static [Resource] {
-        self.resources
+    fn dynamic(&self) -> Arc<Vec<&'static Resource>> {
+        Arc::clone(&self.inner.dynamic.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Every row, built-in first.
+    pub fn all(&self) -> Snapshot {
+        Snapshot {
+            builtin: self.inner.builtin,
+            dynamic: self.dynamic(),
+        }
+    }
+
+    /// Changes with every [`Registry::set_dynamic`] that changed the rows.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// Replaces the run-time rows (the CRD controller's whole desired set).
+    /// Rows are compared by identity: interned rows of an unchanged CRD
+    /// keep the generation where it is.
+    pub fn set_dynamic(&self, rows: Vec<&'static Resource>) -> bool {
+        let mut cur = self
+            .inner
+            .dynamic
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        let same =
+            cur.len() == rows.len() && cur.iter().zip(&rows).all(|(a, b)| std::ptr::eq(*a, *b));
+        if same {
+            return false;
+        }
+        *cur = Arc::new(rows);
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        true
     }
 
     /// The resource served at `group/version/plural`.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
-        self.resources
-            .iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
+        let hit = |r: &&Resource| r.group == group && r.version == version && r.plural == plural;
+        if let Some(r) = self.inner.builtin.iter().find(hit) {
+            return Some(r);
+        }
+        self.dynamic().iter().copied().find(hit)
     }
 
     pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<&'static Resource> {
-        self.resources
+        self.all()
             .iter()
             .find(|r| r.group == group && r.version == version && r.kind == kind)
     }
 
     /// Whether `group/version` is served at all.
     pub fn serves(&self, group: &str, version: &str) -> bool {
-        self.resources
+        self.all()
             .iter()
             .any(|r| r.group == group && r.version == version)
     }
 
     /// Resources of one group-version, in table order.
-    pub fn in_group_version<'a>(
-        &'a self,
-        group: &'a str,
-        version: &'a str,
-    ) -> impl Iterator<Item = &'static Resource> + 'a {
-        self.resources
+    pub fn in_group_version(&self, group: &str, version: &str) -> Vec<&'static Resource> {
+        self.all()
             .iter()
-            .filter(move |r| r.group == group && r.version == version)
+            .filter(|r| r.group == group && r.version == version)
+            .collect()
     }
 
     /// Named groups (not core) in first-seen order, each with its versions.
     pub fn groups(&self) -> Vec<GroupVersions> {
         let mut out: Vec<GroupVersions> = Vec::new();
-        for r in self.resources.iter().filter(|r| !r.group.is_empty()) {
+        for r in self.all().iter().filter(|r| !r.group.is_empty()) {
             match out.iter_mut().find(|g| g.group == r.group) {
                 Some(g) if !g.versions.contains(&r.version) => g.versions.push(r.version),
                 Some(_) => {}

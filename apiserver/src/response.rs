@@ -91,28 +91,79 @@ pub fn partial_metadata(obj: &Value) -> Value {
     })
 }
 
-fn column_definitions() -> Value {
-    json!([
-        {"name": "Name", "type": "string", "format": "name",
-         "description": "Name must be unique within a namespace.", "priority": 0},
-        {"name": "Created At", "type": "date", "format": "",
-         "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
-         "priority": 0},
-    ])
+fn column_definitions(res: &Resource) -> Value {
+    let name = json!({"name": "Name", "type": "string", "format": "name",
+        "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+        "priority": 0});
+    match res.custom {
+        Some(c) => {
+            let mut cols = vec![name];
+            cols.extend(c.columns.iter().map(|col| {
+                json!({"name": col.name, "type": col.type_, "format": col.format,
+                       "description": col.description, "priority": col.priority})
+            }));
+            Value::Array(cols)
+        }
+        None => json!([
+            {"name": "Name", "type": "string", "format": "name",
+             "description": "Name must be unique within a namespace.", "priority": 0},
+            {"name": "Created At", "type": "date", "format": "",
+             "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
+             "priority": 0},
+        ]),
+    }
 }
 
-fn table_row(obj: &Value, include: IncludeObject) -> Value {
+/// One printer-column cell of a custom resource, as kube's CRD table
+/// convertor makes it: the first value the path selects, typed by the
+/// column (a `date` becomes an age such as `5m`), else null.
+fn custom_cell(col: &crate::crd::PrinterColumn, obj: &Value) -> Value {
+    let Some(value) = col.path.find(obj).into_iter().next() else {
+        return Value::Null;
+    };
+    match (col.type_.as_str(), value) {
+        ("string", Value::String(_)) => value.clone(),
+        ("string", Value::Null) => Value::Null,
+        ("string", other) => Value::String(other.to_string()),
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, Value::from),
+        ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, Value::from),
+        ("boolean", Value::Bool(_)) => value.clone(),
+        ("date", Value::String(s)) => match chrono::DateTime::parse_from_rfc3339(s) {
+            Ok(t) => {
+                let age = chrono::Utc::now().signed_duration_since(t).num_seconds();
+                Value::String(apimachinery::duration::human(age))
+            }
+            Err(_) => Value::String("<invalid>".into()),
+        },
+        _ => Value::Null,
+    }
+}
+
+fn table_row(res: &Resource, obj: &Value, include: IncludeObject) -> Value {
     let meta = obj.get("metadata");
     let name = meta
         .and_then(|m| m.get("name"))
         .cloned()
         .unwrap_or(Value::Null);
-    let created = meta
-        .and_then(|m| m.get("creationTimestamp"))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let cells = match res.custom {
+        Some(c) => {
+            let mut cells = vec![name];
+            cells.extend(c.columns.iter().map(|col| custom_cell(col, obj)));
+            Value::Array(cells)
+        }
+        None => {
+            let created = meta
+                .and_then(|m| m.get("creationTimestamp"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            json!([name, created])
+        }
+    };
     let mut row = Map::new();
-    row.insert("cells".into(), json!([name, created]));
+    row.insert("cells".into(), cells);
     match include {
         IncludeObject::None => {}
         IncludeObject::Metadata => {
@@ -127,16 +178,17 @@ fn table_row(obj: &Value, include: IncludeObject) -> Value {
 
 /// A meta.k8s.io/v1 Table of `objs`.
 pub fn table<'a>(
+    res: &Resource,
     objs: impl Iterator<Item = &'a Value>,
     list_meta: Value,
     include: IncludeObject,
 ) -> Value {
-    let rows: Vec<Value> = objs.map(|o| table_row(o, include)).collect();
+    let rows: Vec<Value> = objs.map(|o| table_row(res, o, include)).collect();
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": list_meta,
-        "columnDefinitions": column_definitions(),
+        "columnDefinitions": column_definitions(res),
         "rows": rows,
     })
 }
@@ -158,6 +210,7 @@ pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
                 meta.insert("resourceVersion".into(), rv);
             }
             Some(table(
+                scope.res,
                 std::iter::once(obj),
                 Value::Object(meta),
                 include_object(scope),
@@ -168,6 +221,7 @@ pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
 
 /// Responds with one object.
 pub fn object(scope: &Scope, code: StatusCode, obj: &Value) -> Response {
+    let obj = &*crate::crd::convert(scope.res, obj);
     let body = match represent(scope, obj) {
         Some(v) => encode(scope, &v),
         None => encode(scope, obj),
@@ -197,6 +251,7 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
     match scope.out.target {
         Target::Table => {
             let t = table(
+                res,
                 result.items.iter().map(|o| o.value.as_ref()),
                 meta,
                 include_object(scope),
@@ -218,8 +273,16 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
             bytes_response(StatusCode::OK, ctype, encode(scope, &doc))
         }
         Target::Object => {
-            if scope.pretty || scope.out.format != Format::Json {
-                let items: Vec<Value> = result.items.iter().map(|o| (*o.value).clone()).collect();
+            let convert = result
+                .items
+                .iter()
+                .any(|o| crate::crd::needs_conversion(res, &o.value));
+            if scope.pretty || scope.out.format != Format::Json || convert {
+                let items: Vec<Value> = result
+                    .items
+                    .iter()
+                    .map(|o| crate::crd::convert(res, &o.value).into_owned())
+                    .collect();
                 let doc = json!({
                     "kind": res.list_kind(),
                     "apiVersion": res.api_version(),
@@ -284,7 +347,9 @@ mod tests {
     #[test]
     fn table_rows_carry_name_and_metadata() {
         let o = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}, "data": {}});
-        let t = table(std::iter::once(&o), json!({}), IncludeObject::Metadata);
+        let reg = Registry::builtin();
+        let res = reg.lookup("", "v1", "configmaps").unwrap();
+        let t = table(res, std::iter::once(&o), json!({}), IncludeObject::Metadata);
         assert_eq!(t["rows"][0]["cells"][0], "x");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert!(t["rows"][0]["object"].get("data").is_none());

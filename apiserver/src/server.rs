@@ -67,7 +67,7 @@ impl AppState {
         let registry = Registry::builtin();
         AppState {
             store,
-            registry,
+            registry: registry.clone(),
             prefix: prefix.trim_end_matches('/').to_string(),
             bootstrapped: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),

@@ -66,7 +66,11 @@ async fn delete_one(
 ) -> std::result::Result<Outcome, StorageError> {
     let obj = &current.value;
     let grace = grace_period(scope, obj, params);
-    let pending = !object::finalizers(obj).is_empty() || grace.is_some() || is_namespace(scope);
+    let cleanup = scope.res.delete_finalizer;
+    let pending = !object::finalizers(obj).is_empty()
+        || grace.is_some()
+        || is_namespace(scope)
+        || cleanup.is_some();
     if !pending {
         if params.dry_run {
             return Ok(Outcome::Deleted((**obj).clone()));
@@ -90,6 +94,16 @@ async fn delete_one(
             Value::from(grace.unwrap_or(0)),
         );
         m.remove("resourceVersion");
+        if let Some(f) = cleanup {
+            let list = m
+                .entry("finalizers")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Some(list) = list.as_array_mut() {
+                if !list.iter().any(|x| x.as_str() == Some(f)) {
+                    list.push(Value::String(f.to_string()));
+                }
+            }
+        }
     }
     if is_namespace(scope) {
         if let Some(o) = v.as_object_mut() {

@@ -216,27 +216,53 @@ async fn resource(
             _ => Err(Status::method_not_allowed().into()),
         };
     }
-    match (method, r.name.is_some()) {
-        (Method::GET, true) if is_scale => scale::get(&scope).await,
-        (Method::GET, true) => get::get(&scope).await,
+    let answer = verb(
+        &scope,
+        method,
+        r.name.is_some(),
+        is_scale,
+        r.watch_prefix,
+        body,
+    )
+    .await;
+    match res.custom.and_then(|c| c.deprecation.as_ref()) {
+        // A deprecated custom resource version warns on every request.
+        Some(w) => answer.map(|resp| crate::response::with_warnings(resp, std::slice::from_ref(w))),
+        None => answer,
+    }
+}
+
+/// Runs the verb module that answers `method` on the scope's resource.
+async fn verb(
+    scope: &Scope,
+    method: Method,
+    named: bool,
+    is_scale: bool,
+    watch_prefix: bool,
+    body: Body,
+) -> Result<Response> {
+    let res = scope.res;
+    match (method, named) {
+        (Method::GET, true) if is_scale => scale::get(scope).await,
+        (Method::GET, true) => get::get(scope).await,
         (Method::GET, false) => {
             let params = query::list_params(&scope.query)?;
-            if params.watch || r.watch_prefix {
-                watch::watch(&scope, params).await
+            if params.watch || watch_prefix {
+                watch::watch(scope, params).await
             } else {
-                list::list(&scope, params).await
+                list::list(scope, params).await
             }
         }
-        (Method::POST, false) => create::create(&scope, read_body(body).await?).await,
-        (Method::PUT, true) if is_scale => scale::update(&scope, read_body(body).await?).await,
-        (Method::PUT, true) => update::update(&scope, read_body(body).await?).await,
-        (Method::PATCH, true) if is_scale => scale::patch(&scope, read_body(body).await?).await,
-        (Method::PATCH, true) => patch::patch(&scope, read_body(body).await?).await,
-        (Method::DELETE, true) => delete::delete(&scope, read_body(body).await?).await,
+        (Method::POST, false) => create::create(scope, read_body(body).await?).await,
+        (Method::PUT, true) if is_scale => scale::update(scope, read_body(body).await?).await,
+        (Method::PUT, true) => update::update(scope, read_body(body).await?).await,
+        (Method::PATCH, true) if is_scale => scale::patch(scope, read_body(body).await?).await,
+        (Method::PATCH, true) => patch::patch(scope, read_body(body).await?).await,
+        (Method::DELETE, true) => delete::delete(scope, read_body(body).await?).await,
         (Method::DELETE, false) if res.group.is_empty() && res.plural == "namespaces" => {
             Err(Status::method_not_allowed().into())
         }
-        (Method::DELETE, false) => delete::delete_collection(&scope, read_body(body).await?).await,
+        (Method::DELETE, false) => delete::delete_collection(scope, read_body(body).await?).await,
         _ => Err(Status::method_not_allowed().into()),
     }
 }

@@ -14,6 +14,7 @@
 
 use super::{list, Scope};
 use crate::error::Result;
+use crate::registry::Resource;
 use crate::response::{self, IncludeObject};
 use crate::server::NoCompression;
 use apimachinery::media::Target;
@@ -75,7 +76,7 @@ fn encode_event(
     obj: &Value,
     target: Target,
     include: IncludeObject,
-    res_kind: &str,
+    res: &Resource,
     api_version: &str,
     initial_events_end: bool,
 ) -> Bytes {
@@ -90,10 +91,10 @@ fn encode_event(
             } else {
                 json!({"resourceVersion": rv})
             };
-            json!({"kind": res_kind, "apiVersion": api_version, "metadata": meta})
+            json!({"kind": res.kind, "apiVersion": api_version, "metadata": meta})
         }
         _ => match target {
-            Target::Object => obj.clone(),
+            Target::Object => crate::crd::convert(res, obj).into_owned(),
             Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
                 response::partial_metadata(obj)
             }
@@ -103,6 +104,7 @@ fn encode_event(
                     .cloned()
                     .unwrap_or(Value::Null);
                 response::table(
+                    res,
                     std::iter::once(obj),
                     json!({"resourceVersion": rv}),
                     include,
@@ -173,7 +175,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
         encoder: Encoder {
             target: scope.out.target,
             include: response::include_object(scope),
-            res_kind: scope.res.kind,
+            res: scope.res,
             api_version: scope.res.api_version(),
         },
         bookmarks: plan.bookmarks,
@@ -201,13 +203,16 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
 struct Encoder {
     target: Target,
     include: IncludeObject,
-    res_kind: &'static str,
+    res: &'static Resource,
     api_version: String,
 }
 
 impl Encoder {
     fn event(&self, event: &WatchEvent) -> Bytes {
-        if self.target == Target::Object && event.kind != EventType::Bookmark {
+        if self.target == Target::Object
+            && event.kind != EventType::Bookmark
+            && !crate::crd::needs_conversion(self.res, &event.object.value)
+        {
             // The object's JSON is encoded once and shared by every watcher
             // (and list) that carries this version; only the envelope is
             // written per watcher.
@@ -227,7 +232,7 @@ impl Encoder {
             obj,
             self.target,
             self.include,
-            self.res_kind,
+            self.res,
             &self.api_version,
             initial_events_end,
         )

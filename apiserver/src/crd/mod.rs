@@ -1,0 +1,424 @@
+//! CustomResourceDefinitions: how a CRD becomes rows of the registry.
+//!
+//! A CRD is stored like any built-in object. Every replica follows the CRD
+//! collection from its watch cache ([`controller`]) and, for each CRD whose
+//! `Established` condition is true, installs one registry row per served
+//! version ([`rows`]). From then on every generic path (routing, storage
+//! keys `<prefix>/<group>/<plural>/...`, the watch cache, discovery,
+//! OpenAPI, field selectors, RBAC, audit) serves it unchanged. The elected
+//! leader alone writes CRD status (names accepted, established, stored
+//! versions) and runs the deletion clean-up.
+//!
+//! Rows are interned: the same CRD definition always yields the same
+//! `&'static Resource`, so an unchanged CRD does not move the registry's
+//! generation. A row is leaked for the life of the process (the handlers
+//! hold `&'static Resource`); each distinct definition costs one row.
+
+pub mod controller;
+mod names;
+pub mod status;
+
+use crate::registry::{NameRule, Resource, Subresource};
+use apimachinery::jsonpath;
+use apimachinery::read::FieldAttr;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+pub(crate) use crate::discovery::compare_versions as version_order;
+pub use names::accepted_names;
+
+/// Held by a CRD being deleted until every custom resource it defined is gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// The CRD API's group and plural.
+pub const GROUP: &str = "apiextensions.k8s.io";
+pub const PLURAL: &str = "customresourcedefinitions";
+
+/// One `additionalPrinterColumns` entry, its path parsed.
+#[derive(Debug)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub path: jsonpath::Path,
+}
+
+/// What a CRD says of one served version.
+#[derive(Debug)]
+pub struct CustomInfo {
+    /// The CRD's name (`<plural>.<group>`).
+    pub crd: String,
+    /// The version objects are stored in.
+    pub storage_version: String,
+    /// `deprecationWarning` (or kube's default text) when the version is
+    /// deprecated.
+    pub deprecation: Option<String>,
+    pub columns: Vec<PrinterColumn>,
+    /// The version's schema as a one-kind definitions set (the CR kind plus
+    /// the ObjectMeta family it refers to).
+    schema: apimachinery::schema::Schema,
+    definition: String,
+    /// The version's `openAPIV3Schema`, as written.
+    pub openapi: Value,
+}
+
+impl CustomInfo {
+    pub fn schema(&'static self) -> Option<apimachinery::schema::TypeRef<'static>> {
+        self.schema.by_name(&self.definition)
+    }
+}
+
+/// Conversion strategy `None`: a custom resource is stored in the storage
+/// version and served in the requested one by changing only `apiVersion`.
+/// Whether `obj` (as stored) needs that for `res`.
+pub fn needs_conversion(res: &Resource, obj: &Value) -> bool {
+    res.custom.is_some()
+        && obj.get("kind").and_then(Value::as_str) == Some(res.kind)
+        && obj.get("apiVersion").and_then(Value::as_str) != Some(res.api_version().as_str())
+}
+
+/// `obj` in `res`'s version (see [`needs_conversion`]).
+pub fn convert<'a>(res: &Resource, obj: &'a Value) -> std::borrow::Cow<'a, Value> {
+    if !needs_conversion(res, obj) {
+        return std::borrow::Cow::Borrowed(obj);
+    }
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(res.api_version()));
+    }
+    std::borrow::Cow::Owned(v)
+}
+
+/// Puts a custom resource about to be stored into its storage version.
+pub fn to_storage(res: &Resource, obj: &mut Value) {
+    let Some(c) = res.custom else { return };
+    if c.storage_version != res.version {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert(
+                "apiVersion".into(),
+                Value::String(format!("{}/{}", res.group, c.storage_version)),
+            );
+        }
+    }
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+fn leak_all(v: &[String]) -> &'static [&'static str] {
+    Box::leak(
+        v.iter()
+            .map(|s| leak(s))
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    )
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a CRD's `status.conditions` has `type` with status True.
+pub fn condition_true(crd: &Value, type_: &str) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+/// The definitions every CR schema refers to (ObjectMeta and what it uses),
+/// copied from the built-in schema once.
+fn meta_definitions() -> &'static Map<String, Value> {
+    static META: OnceLock<Map<String, Value>> = OnceLock::new();
+    META.get_or_init(|| {
+        let defs = apimachinery::schema::builtin().definitions();
+        let mut out = Map::new();
+        let mut todo = vec!["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".to_string()];
+        while let Some(name) = todo.pop() {
+            if out.contains_key(&name) {
+                continue;
+            }
+            let Some(def) = defs.get(&name) else { continue };
+            collect_refs(def, &mut todo);
+            out.insert(name, def.clone());
+        }
+        out
+    })
+}
+
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                if let Some(n) = r.strip_prefix("#/definitions/") {
+                    out.push(n.to_string());
+                }
+            }
+            m.values().for_each(|x| collect_refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
+}
+
+/// kube's OpenAPI definition name of a custom kind: the group reversed,
+/// then version and kind (`com.example.v1.Widget`).
+pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+    let mut parts: Vec<&str> = group.split('.').collect();
+    parts.reverse();
+    format!("{}.{version}.{kind}", parts.join("."))
+}
+
+fn version_schema(
+    group: &str,
+    version: &str,
+    kind: &str,
+    openapi: &Value,
+) -> (String, Map<String, Value>) {
+    let mut root = openapi.as_object().cloned().unwrap_or_default();
+    root.entry("type").or_insert_with(|| json!("object"));
+    let props = root
+        .entry("properties")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    let mut props = props;
+    props.insert(
+        "metadata".into(),
+        json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}),
+    );
+    props
+        .entry("apiVersion")
+        .or_insert_with(|| json!({"type": "string"}));
+    props
+        .entry("kind")
+        .or_insert_with(|| json!({"type": "string"}));
+    root.insert("properties".into(), Value::Object(props));
+    root.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!([{"group": group, "version": version, "kind": kind}]),
+    );
+    let name = definition_name(group, version, kind);
+    let mut defs = meta_definitions().clone();
+    defs.insert(name.clone(), Value::Object(root));
+    (name, defs)
+}
+
+fn columns(v: &Value) -> Vec<PrinterColumn> {
+    let list = v
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    let Some(list) = list else {
+        // kube's columns for a version that declares none.
+        return vec![PrinterColumn {
+            name: "Age".into(),
+            type_: "date".into(),
+            format: String::new(),
+            description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into(),
+            priority: 0,
+            path: jsonpath::Path::parse(".metadata.creationTimestamp").expect("static path"),
+        }];
+    };
+    list.iter()
+        .filter_map(|c| {
+            let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let text = c.get("jsonPath")?.as_str()?;
+            let path = jsonpath::Path::parse(text).ok()?;
+            let description = match s("description") {
+                d if d.is_empty() => {
+                    format!("Custom resource definition column (in JSONPath format): {text}")
+                }
+                d => d,
+            };
+            Some(PrinterColumn {
+                name: s("name"),
+                type_: s("type"),
+                format: s("format"),
+                description,
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                path,
+            })
+        })
+        .collect()
+}
+
+fn pointer_of(path: Option<&Value>) -> Option<&'static str> {
+    let p = jsonpath::Path::parse(path?.as_str()?).ok()?.pointer()?;
+    Some(leak(&p))
+}
+
+fn subresources(v: &Value) -> &'static [Subresource] {
+    let Some(sub) = v.get("subresources") else {
+        return &[];
+    };
+    let mut out = Vec::new();
+    if sub.get("status").is_some() {
+        out.push(Subresource::Status);
+    }
+    if let Some(scale) = sub.get("scale") {
+        if let (Some(spec), Some(status)) = (
+            pointer_of(scale.get("specReplicasPath")),
+            pointer_of(scale.get("statusReplicasPath")),
+        ) {
+            out.push(Subresource::Scale {
+                spec_replicas: spec,
+                status_replicas: status,
+                selector: pointer_of(scale.get("labelSelectorPath")).unwrap_or(""),
+                // A CR's selector path holds the string form.
+                selector_is_map: false,
+            });
+        }
+    }
+    Box::leak(out.into_boxed_slice())
+}
+
+fn field_attrs(v: &Value) -> &'static [FieldAttr] {
+    let attrs: Vec<FieldAttr> = v
+        .get("selectableFields")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| {
+                    let path = f.get("jsonPath")?.as_str()?;
+                    let pointer = jsonpath::Path::parse(path).ok()?.pointer()?;
+                    Some(FieldAttr {
+                        name: leak(path.trim_start_matches('.')),
+                        pointer: leak(&pointer),
+                        default: "",
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Box::leak(attrs.into_boxed_slice())
+}
+
+/// The registry rows of a CRD: one per served version, in kube's version
+/// priority order. Interned by the CRD's spec and accepted names.
+pub fn rows(crd: &Value) -> Vec<&'static Resource> {
+    static INTERNED: OnceLock<Mutex<HashMap<String, Vec<&'static Resource>>>> = OnceLock::new();
+    let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
+    let names = crd
+        .pointer("/status/acceptedNames")
+        .filter(|n| n.get("kind").is_some())
+        .or_else(|| crd.pointer("/spec/names"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let key = json!([name, spec, names]).to_string();
+    let table = INTERNED.get_or_init(Default::default);
+    let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = table.get(&key) {
+        return r.clone();
+    }
+    let built = build_rows(name, &spec, &names);
+    table.insert(key, built.clone());
+    built
+}
+
+fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resource> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let group = s(spec, "group");
+    let kind = s(names, "kind");
+    let plural = s(names, "plural");
+    if group.is_empty() || kind.is_empty() || plural.is_empty() {
+        return Vec::new();
+    }
+    let singular = match s(names, "singular") {
+        x if x.is_empty() => kind.to_lowercase(),
+        x => x,
+    };
+    let namespaced = s(spec, "scope") != "Cluster";
+    let versions: Vec<&Value> = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let storage_version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .map(|v| s(v, "name"))
+        .unwrap_or_default();
+    let (group_s, kind_s, plural_s, singular_s) =
+        (leak(&group), leak(&kind), leak(&plural), leak(&singular));
+    let short = leak_all(&strings(names.get("shortNames")));
+    let categories = leak_all(&strings(names.get("categories")));
+    let mut served: Vec<&Value> = versions
+        .into_iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        .collect();
+    served.sort_by(|a, b| version_order(&s(a, "name"), &s(b, "name")));
+    served
+        .into_iter()
+        .map(|v| {
+            let version = s(v, "name");
+            let openapi = v
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+                .unwrap_or_else(
+                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                );
+            let (definition, defs) = version_schema(&group, &version, &kind, &openapi);
+            let deprecation =
+                (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
+                    match v.get("deprecationWarning").and_then(Value::as_str) {
+                        Some(w) => w.to_string(),
+                        None => format!("{group}/{version} {kind} is deprecated"),
+                    }
+                });
+            let info: &'static CustomInfo = Box::leak(Box::new(CustomInfo {
+                crd: crd_name.to_string(),
+                storage_version: storage_version.clone(),
+                deprecation,
+                columns: columns(v),
+                schema: apimachinery::schema::Schema::new(defs),
+                definition,
+                openapi,
+            }));
+            let row: &'static Resource = Box::leak(Box::new(Resource {
+                group: group_s,
+                version: leak(&version),
+                kind: kind_s,
+                plural: plural_s,
+                singular: singular_s,
+                short_names: short,
+                categories,
+                namespaced,
+                subresources: subresources(v),
+                field_attrs: field_attrs(v),
+                name_rule: NameRule::Subdomain,
+                immutable: &[],
+                generation: true,
+                create_on_update: false,
+                delete_returns_object: true,
+                virtual_create: None,
+                delete_finalizer: None,
+                custom: Some(info),
+            }));
+            row
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+use super::names::requested_names;
+use super::*;
+use serde_json::json;
+use std::cmp::Ordering;
+
+fn crd(group: &str, plural: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind, "shortNames": ["wd"]},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false,
+                 "schema": {"openAPIV3Schema": {"type": "object"}}},
+                {"name": "v1", "served": true, "storage": true,
+                 "subresources": {"status": {}, "scale": {
+                     "specReplicasPath": ".spec.replicas",
+                     "statusReplicasPath": ".status.replicas",
+                     "labelSelectorPath": ".status.selector"}},
+                 "selectableFields": [{"jsonPath": ".spec.color"}],
+                 "additionalPrinterColumns": [
+                     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}],
+                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {
+                         "replicas": {"type": "integer"}, "color": {"type": "string"}}}}}}},
+                {"name": "v2alpha1", "served": false, "storage": false}
+            ]
+        }
+    })
+}
+
+#[test]
+fn versions_sort_by_kube_priority() {
+    let mut v = vec![
+        "v1alpha1",
+        "foo",
+        "v2",
+        "v1beta2",
+        "v1",
+        "v11alpha2",
+        "v1beta1",
+        "bar",
+    ];
+    v.sort_by(|a, b| version_order(a, b));
+    assert_eq!(
+        v,
+        [
+            "v2",
+            "v1",
+            "v1beta2",
+            "v1beta1",
+            "v11alpha2",
+            "v1alpha1",
+            "bar",
+            "foo"
+        ]
+    );
+    assert_eq!(version_order("v1", "v1"), Ordering::Equal);
+}
+
+#[test]
+fn rows_follow_the_served_versions_and_are_interned() {
+    let c = crd("example.com", "widgets", "Widget");
+    let r = rows(&c);
+    assert_eq!(
+        r.iter().map(|r| r.version).collect::<Vec<_>>(),
+        ["v1", "v1beta1"]
+    );
+    let v1 = r[0];
+    assert_eq!(
+        (v1.group, v1.kind, v1.plural, v1.singular),
+        ("example.com", "Widget", "widgets", "widget")
+    );
+    assert!(v1.namespaced && v1.generation);
+    assert_eq!(v1.short_names, ["wd"]);
+    assert!(v1.has_status());
+    match v1.subresource("scale") {
+        Some(Subresource::Scale {
+            spec_replicas,
+            status_replicas,
+            selector,
+            ..
+        }) => {
+            assert_eq!(
+                (*spec_replicas, *status_replicas, *selector),
+                ("/spec/replicas", "/status/replicas", "/status/selector")
+            );
+        }
+        other => panic!("no scale: {other:?}"),
+    }
+    assert_eq!(v1.field_attrs[0].name, "spec.color");
+    assert_eq!(v1.field_attrs[0].pointer, "/spec/color");
+    let info = v1.custom.unwrap();
+    assert_eq!(info.storage_version, "v1");
+    assert_eq!(info.columns[0].name, "Replicas");
+    let schema = v1.schema().unwrap();
+    assert_eq!(schema.name(), Some("com.example.v1.Widget"));
+    assert!(schema.path(&["spec", "replicas"]).is_some());
+    assert!(schema.path(&["metadata", "labels"]).is_some());
+    // Without printer columns: kube's Age column.
+    assert_eq!(r[1].custom.unwrap().columns[0].name, "Age");
+    // Interned: the same definition gives the same rows.
+    let again = rows(&c);
+    assert!(std::ptr::eq(again[0], r[0]));
+}
+
+#[test]
+fn names_conflict_with_other_crds_of_the_group_and_builtins() {
+    let a = crd("example.com", "widgets", "Widget");
+    let mut accepted = a.clone();
+    accepted["status"] = json!({"acceptedNames": requested_names(&a)});
+    // Another CRD that wants the same plural under a different name.
+    let mut b = crd("example.com", "widgets", "Gadget");
+    b["metadata"]["name"] = json!("widgets2.example.com");
+    b["spec"]["names"]["shortNames"] = json!([]);
+    let r = accepted_names(&b, std::iter::once(&accepted), &[]);
+    assert!(!r.accepted);
+    assert_eq!(r.reason, "PluralConflict");
+    assert_eq!(r.message, "\"widgets\" is already in use");
+    // No conflict in another group.
+    let c = crd("other.io", "widgets", "Widget");
+    let r = accepted_names(&c, std::iter::once(&accepted), &[]);
+    assert!(r.accepted, "{r:?}");
+    assert_eq!(r.reason, "NoConflicts");
+    assert_eq!(r.names["listKind"], "WidgetList");
+    // A built-in kind of the group.
+    let d = crd("apps", "things", "Deployment");
+    let r = accepted_names(
+        &d,
+        std::iter::empty(),
+        &[("deployments", "deployment", &["deploy"], "Deployment")],
+    );
+    // Kind and listKind both clash; as in kube, the last check names it.
+    assert_eq!((r.accepted, r.reason), (false, "ListKindConflict"));
+}
+
+#[test]
+fn status_becomes_established_and_records_the_storage_version() {
+    let c = crd("example.com", "widgets", "Widget");
+    let acc = accepted_names(&c, std::iter::empty(), &[]);
+    let next = status::desired(&c, &acc, "2026-01-01T00:00:00Z").unwrap();
+    assert!(condition_true(&next, "NamesAccepted"));
+    assert!(condition_true(&next, "Established"));
+    assert_eq!(next["status"]["storedVersions"], json!(["v1"]));
+    assert_eq!(next["status"]["acceptedNames"]["plural"], "widgets");
+    let keys: Vec<&String> = next["status"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["conditions", "acceptedNames", "storedVersions"]);
+    // Level-triggered: nothing left to write.
+    assert_eq!(
+        status::desired(
+            &next,
+            &accepted_names(&next, std::iter::empty(), &[]),
+            "later"
+        ),
+        None
+    );
+    // Deleting adds Terminating.
+    let mut gone = next.clone();
+    gone["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z");
+    let t = status::desired(&gone, &accepted_names(&gone, std::iter::empty(), &[]), "x").unwrap();
+    assert!(condition_true(&t, "Terminating"));
+}
