@@ -21,6 +21,7 @@ build: deps
 ## test: every unit, integration and end-to-end test (real etcd, real kubectl),
 ## then the deployment tests (chart render + lint, hadolint, compose)
 test: deps
+	./tools/install-test-deps.sh
 	$(CARGO) build --bin apiserver
 	$(CARGO) test --workspace --no-fail-fast
 	$(MAKE) test-deploy

