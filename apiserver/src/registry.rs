@@ -747,7 +747,7 @@ pub struct Registry {
 struct Inner {
     builtin: &'static [Resource],
     /// Rows added at run time, in the order they were installed.
-    dynamic: RwLock<Arc<Vec<&'static Resource>>>,
+    dynamic: RwLock<Arc<Dynamic>>,
     generation: AtomicU64,
 }
 
@@ -755,7 +755,7 @@ impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
             .field("generation", &self.generation())
-            .field("dynamic", &self.dynamic().len())
+            .field("dynamic", &self.dynamic().rows.len())
             .finish()
     }
 }
@@ -766,15 +766,25 @@ impl Default for Registry {
     }
 }
 
+type Key = (&'static str, &'static str, &'static str);
+
+/// The run-time rows and their index by group, version and plural (there
+/// may be thousands: one per served version of every CRD).
+#[derive(Default)]
+struct Dynamic {
+    rows: Vec<&'static Resource>,
+    index: std::collections::HashMap<Key, &'static Resource>,
+}
+
 /// A consistent view of every row at one generation.
 pub struct Snapshot {
     builtin: &'static [Resource],
-    dynamic: Arc<Vec<&'static Resource>>,
+    dynamic: Arc<Dynamic>,
 }
 
 impl Snapshot {
     pub fn iter(&self) -> impl Iterator<Item = &'static Resource> + '_ {
-        self.builtin.iter().chain(self.dynamic.iter().copied())
+        self.builtin.iter().chain(self.dynamic.rows.iter().copied())
     }
 }
 
@@ -784,13 +794,13 @@ impl Registry {
         Registry {
             inner: Arc::new(Inner {
                 builtin: RESOURCES,
-                dynamic: RwLock::new(Arc::new(Vec::new())),
+                dynamic: RwLock::new(Arc::new(Dynamic::default())),
                 generation: AtomicU64::new(0),
             }),
         }
     }
 
-    fn dynamic(&self) -> Arc<Vec<&'static Resource>> {
+    fn dynamic(&self) -> Arc<Dynamic> {
         Arc::clone(&self.inner.dynamic.read().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -816,12 +826,21 @@ impl Registry {
             .dynamic
             .write()
             .unwrap_or_else(|e| e.into_inner());
-        let same =
-            cur.len() == rows.len() && cur.iter().zip(&rows).all(|(a, b)| std::ptr::eq(*a, *b));
+        let same = cur.rows.len() == rows.len()
+            && cur
+                .rows
+                .iter()
+                .zip(&rows)
+                .all(|(a, b)| std::ptr::eq(*a, *b));
         if same {
             return false;
         }
-        *cur = Arc::new(rows);
+        let mut index = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            // The first row of a name wins, as in a scan.
+            index.entry((r.group, r.version, r.plural)).or_insert(*r);
+        }
+        *cur = Arc::new(Dynamic { rows, index });
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
         true
     }
@@ -832,7 +851,7 @@ impl Registry {
         if let Some(r) = self.inner.builtin.iter().find(hit) {
             return Some(r);
         }
-        self.dynamic().iter().copied().find(hit)
+        self.dynamic().index.get(&(group, version, plural)).copied()
     }
 
     pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<&'static Resource> {

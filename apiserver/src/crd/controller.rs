@@ -60,6 +60,38 @@ fn name_of(v: &Value) -> String {
     object::meta_str(v, "name").unwrap_or("").to_string()
 }
 
+/// One CRD as the controller holds it: the stored object, its revision,
+/// and the registry rows it defines (computed once per change).
+struct Entry {
+    crd: Arc<Value>,
+    revision: i64,
+    rows: Vec<&'static crate::registry::Resource>,
+}
+
+impl Entry {
+    fn new(crd: Arc<Value>, revision: i64) -> Entry {
+        let rows = if super::condition_true(&crd, "Established") {
+            rows(&crd)
+        } else {
+            Vec::new()
+        };
+        Entry {
+            crd,
+            revision,
+            rows,
+        }
+    }
+
+    fn group(&self) -> &str {
+        self.crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+}
+
+type Crds = BTreeMap<String, Entry>;
+
 async fn follow(
     state: &Arc<AppState>,
     leader: &mut watch::Receiver<bool>,
@@ -70,8 +102,8 @@ async fn follow(
         ..WatchOptions::default()
     };
     let mut stream = state.store.watch(&collection(state), opts).await?;
-    let mut crds: BTreeMap<String, (Arc<Value>, i64)> = BTreeMap::new();
-    let mut initial: Option<BTreeMap<String, (Arc<Value>, i64)>> = Some(BTreeMap::new());
+    let mut crds = Crds::new();
+    let mut initial: Option<Crds> = Some(Crds::new());
     let mut tick = tokio::time::interval(CLEANUP_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -80,26 +112,30 @@ async fn follow(
                 let Some(ev) = ev else { return Ok(()) };
                 let ev = ev?;
                 let name = name_of(&ev.object.value);
-                match (&mut initial, ev.kind) {
+                // The group whose names and status may have changed (all of
+                // them after the first snapshot).
+                let touched: Option<String> = match (&mut initial, ev.kind) {
                     (Some(init), EventType::Added) => {
-                        init.insert(name, (ev.object.value, ev.object.revision));
+                        init.insert(name, Entry::new(ev.object.value, ev.object.revision));
                         continue;
                     }
                     (Some(init), EventType::Bookmark) => {
                         crds = std::mem::take(init);
                         initial = None;
+                        None
                     }
                     (Some(_), _) | (None, EventType::Bookmark) => continue,
                     (None, EventType::Added | EventType::Modified) => {
-                        crds.insert(name, (ev.object.value, ev.object.revision));
+                        let e = Entry::new(ev.object.value, ev.object.revision);
+                        let g = e.group().to_string();
+                        crds.insert(name, e);
+                        Some(g)
                     }
-                    (None, EventType::Deleted) => {
-                        crds.remove(&name);
-                    }
-                }
+                    (None, EventType::Deleted) => crds.remove(&name).map(|e| e.group().to_string()),
+                };
                 install(state, &crds);
                 if *leader.borrow() {
-                    reconcile(state, &crds).await;
+                    reconcile(state, &crds, touched.as_deref()).await;
                 }
             }
             changed = leader.changed() => {
@@ -108,7 +144,7 @@ async fn follow(
                     std::future::pending::<()>().await;
                 }
                 if initial.is_none() && *leader.borrow_and_update() {
-                    reconcile(state, &crds).await;
+                    reconcile(state, &crds, None).await;
                 }
             }
             _ = tick.tick() => {
@@ -121,13 +157,8 @@ async fn follow(
 }
 
 /// Makes the registry serve exactly the established CRDs' versions.
-fn install(state: &AppState, crds: &BTreeMap<String, (Arc<Value>, i64)>) {
-    let mut all = Vec::new();
-    for (crd, _) in crds.values() {
-        if super::condition_true(crd, "Established") {
-            all.extend(rows(crd));
-        }
-    }
+fn install(state: &AppState, crds: &Crds) {
+    let all: Vec<_> = crds.values().flat_map(|e| e.rows.iter().copied()).collect();
     if state.registry.set_dynamic(all) {
         tracing::info!(
             generation = state.registry.generation(),
@@ -156,39 +187,49 @@ fn builtin_names(
         .collect()
 }
 
-async fn reconcile(state: &Arc<AppState>, crds: &BTreeMap<String, (Arc<Value>, i64)>) {
+/// Brings the status of every CRD of `group` (every CRD when `None`) up
+/// to date, then runs the deletion clean-up.
+async fn reconcile(state: &Arc<AppState>, crds: &Crds, group: Option<&str>) {
     let now = object::now();
-    for (name, (crd, revision)) in crds {
-        let group = crd
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let others = crds
-            .iter()
-            .filter(|(n, _)| *n != name)
-            .map(|(_, (v, _))| v.as_ref());
-        let acceptance = accepted_names(crd, others, &builtin_names(state, group));
-        if let Some(next) = status::desired(crd, &acceptance, &now) {
+    let mut by_group: BTreeMap<&str, Vec<(&String, &Entry)>> = BTreeMap::new();
+    for (name, e) in crds {
+        by_group.entry(e.group()).or_default().push((name, e));
+    }
+    for (g, members) in &by_group {
+        if group.is_some_and(|want| want != *g) {
+            continue;
+        }
+        let builtin = builtin_names(state, g);
+        for (name, e) in members {
+            let others = members
+                .iter()
+                .filter(|(n, _)| n != name)
+                .map(|(_, o)| o.crd.as_ref());
+            let acceptance = accepted_names(&e.crd, others, &builtin);
+            let Some(next) = status::desired(&e.crd, &acceptance, &now) else {
+                continue;
+            };
             let key = format!("{}{name}", collection(state));
-            match state.store.update(&key, &next, *revision).await {
+            match state.store.update(&key, &next, e.revision).await {
                 Ok(_) => tracing::info!(crd = %name, "CRD status updated"),
                 Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
-                Err(e) => tracing::warn!(crd = %name, error = %e, "CRD status write failed"),
+                Err(err) => tracing::warn!(crd = %name, error = %err, "CRD status write failed"),
             }
         }
     }
     cleanup_all(state, crds).await;
 }
 
-async fn cleanup_all(state: &Arc<AppState>, crds: &BTreeMap<String, (Arc<Value>, i64)>) {
-    for (name, (crd, revision)) in crds {
+async fn cleanup_all(state: &Arc<AppState>, crds: &Crds) {
+    for (name, e) in crds {
+        let crd = &e.crd;
         if object::is_deleting(crd)
             && object::finalizers(crd)
                 .iter()
                 .any(|f| f == CLEANUP_FINALIZER)
         {
-            if let Err(e) = cleanup(state, name, crd, *revision).await {
-                tracing::warn!(crd = %name, error = %e, "CRD clean-up failed; retrying");
+            if let Err(err) = cleanup(state, name, crd, e.revision).await {
+                tracing::warn!(crd = %name, error = %err, "CRD clean-up failed; retrying");
             }
         }
     }

@@ -15,7 +15,7 @@
 //! hold `&'static Resource`); each distinct definition costs one row.
 
 pub mod controller;
-mod names;
+pub mod names;
 pub mod status;
 
 use crate::registry::{NameRule, Resource, Subresource};
