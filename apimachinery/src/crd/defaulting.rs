@@ -34,7 +34,10 @@ pub fn default(schema: &Structural, value: &mut Value) {
                     m.insert(k.clone(), d.clone());
                 }
             }
-            let ap = schema.additional_properties.as_ref().and_then(|a| a.schema());
+            let ap = schema
+                .additional_properties
+                .as_ref()
+                .and_then(|a| a.schema());
             for (k, v) in m.iter_mut() {
                 if let Some(ps) = schema.properties.get(k) {
                     default(ps, v);

@@ -40,7 +40,10 @@ fn b(v: &Value, k: &str) -> bool {
 }
 
 fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
-    v.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    v.get(k)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 fn strings(v: &Value, k: &str) -> Vec<String> {
@@ -65,6 +68,15 @@ fn dns1035(v: &str) -> String {
     validation::is_dns1035_label(v).join(",")
 }
 
+/// What is left per version after hoisting: schema, subresources,
+/// printer columns, selectable fields.
+type PerVersion<'a> = (
+    Option<&'a Value>,
+    Option<&'a Value>,
+    &'a [Value],
+    &'a [Value],
+);
+
 /// The effective (hoisted) view of the spec.
 struct Spec<'a> {
     validation: Option<&'a Value>,
@@ -73,7 +85,7 @@ struct Spec<'a> {
     selectable: &'a [Value],
     /// Per version: schema, subresources, columns, selectable fields left
     /// after hoisting.
-    per_version: Vec<(Option<&'a Value>, Option<&'a Value>, &'a [Value], &'a [Value])>,
+    per_version: Vec<PerVersion<'a>>,
 }
 
 fn hoist(versions: &[Value]) -> Spec<'_> {
@@ -98,14 +110,20 @@ fn hoist(versions: &[Value]) -> Spec<'_> {
     };
     let first = versions.first();
     Spec {
-        validation: if hs { first.and_then(|v| get(v, "schema")) } else { None },
+        validation: if hs {
+            first.and_then(|v| get(v, "schema"))
+        } else {
+            None
+        },
         subresources: if hsub {
             first.and_then(|v| get(v, "subresources"))
         } else {
             None
         },
         columns: if hcol {
-            first.map(|v| arr(v, "additionalPrinterColumns")).unwrap_or(&[])
+            first
+                .map(|v| arr(v, "additionalPrinterColumns"))
+                .unwrap_or(&[])
         } else {
             &[]
         },
@@ -120,8 +138,16 @@ fn hoist(versions: &[Value]) -> Spec<'_> {
                 (
                     if hs { None } else { get(v, "schema") },
                     if hsub { None } else { get(v, "subresources") },
-                    if hcol { &[][..] } else { arr(v, "additionalPrinterColumns") },
-                    if hsel { &[][..] } else { arr(v, "selectableFields") },
+                    if hcol {
+                        &[][..]
+                    } else {
+                        arr(v, "additionalPrinterColumns")
+                    },
+                    if hsel {
+                        &[][..]
+                    } else {
+                        arr(v, "selectableFields")
+                    },
                 )
             })
             .collect(),
@@ -158,7 +184,10 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         }
     }
     if name.is_empty() {
-        out.push(required("metadata.name", "name or generateName is required"));
+        out.push(required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
     } else {
         for m in name_errs(name, false) {
             out.push(invalid_str("metadata.name", name, &m));
@@ -216,7 +245,11 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
             immutable("spec.names.kind", s(names, "kind"), s(old_names, "kind"));
         }
         immutable("spec.group", group, s(old_spec, "group"));
-        immutable("spec.names.plural", s(names, "plural"), s(old_names, "plural"));
+        immutable(
+            "spec.names.plural",
+            s(names, "plural"),
+            s(old_names, "plural"),
+        );
     }
     out
 }
@@ -243,14 +276,24 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
     if scope.is_empty() {
         out.push(required("spec.scope", ""));
     } else if !scopes.iter().any(|x| x == scope) {
-        out.push(not_supported("spec.scope", &Value::String(scope.into()), &scopes));
+        out.push(not_supported(
+            "spec.scope",
+            &Value::String(scope.into()),
+            &scopes,
+        ));
     }
 
     let versions = arr(spec, "versions");
     let h = hoist(versions);
-    if h.validation.and_then(|v| get(v, "openAPIV3Schema")).is_none() {
+    if h.validation
+        .and_then(|v| get(v, "openAPIV3Schema"))
+        .is_none()
+    {
         for (i, v) in versions.iter().enumerate() {
-            if get(v, "schema").and_then(|x| get(x, "openAPIV3Schema")).is_none() {
+            if get(v, "schema")
+                .and_then(|x| get(x, "openAPIV3Schema"))
+                .is_none()
+            {
                 out.push(required(
                     &format!("spec.versions[{i}].schema.openAPIV3Schema"),
                     "",
@@ -260,7 +303,9 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
     }
 
     let any_status = status_enabled(h.subresources)
-        || h.per_version.iter().any(|(_, sub, _, _)| status_enabled(*sub));
+        || h.per_version
+            .iter()
+            .any(|(_, sub, _, _)| status_enabled(*sub));
     let mut storage = 0;
     let mut seen: Vec<&str> = Vec::new();
     let mut unique = true;
@@ -290,10 +335,19 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
         }
         let (schema, sub, cols, sel) = h.per_version[i];
         let sub_eff = if sub.is_some() { sub } else { h.subresources };
-        validate_validation(schema, status_enabled(sub_eff), &child(&vpath, "schema"), out);
+        validate_validation(
+            schema,
+            status_enabled(sub_eff),
+            &child(&vpath, "schema"),
+            out,
+        );
         validate_subresources(sub, &child(&vpath, "subresources"), out);
         for (j, c) in cols.iter().enumerate() {
-            validate_column(c, &index(&child(&vpath, "additionalPrinterColumns"), j), out);
+            validate_column(
+                c,
+                &index(&child(&vpath, "additionalPrinterColumns"), j),
+                out,
+            );
         }
         if !sel.is_empty() {
             let sp = child(&vpath, "selectableFields");
@@ -432,7 +486,11 @@ fn validate_stored_versions(stored: &[String], versions: &[Value], out: &mut Vec
     let path = "status.storedVersions";
     let shown = Value::Array(stored.iter().map(|x| Value::String(x.clone())).collect());
     if stored.is_empty() {
-        out.push(invalid(path, &shown, "must have at least one stored version"));
+        out.push(invalid(
+            path,
+            &shown,
+            "must have at least one stored version",
+        ));
         return;
     }
     let mut remaining: Vec<(usize, &String)> = stored.iter().enumerate().collect();
@@ -440,7 +498,11 @@ fn validate_stored_versions(stored: &[String], versions: &[Value], out: &mut Vec
         let name = s(v, "name");
         let found = stored.iter().any(|x| x == name);
         if b(v, "storage") && !found {
-            out.push(invalid(path, &shown, &format!("must have the storage version {name}")));
+            out.push(invalid(
+                path,
+                &shown,
+                &format!("must have the storage version {name}"),
+            ));
         }
         remaining.retain(|(_, x)| x.as_str() != name);
     }
@@ -461,7 +523,11 @@ fn simple_json_path(p: &str, path: &str, out: &mut Vec<StatusCause>) -> bool {
         out.push(invalid_str(path, p, "must not be empty"));
         false
     } else if !p.starts_with('.') {
-        out.push(invalid_str(path, p, "must be a simple json path starting with ."));
+        out.push(invalid_str(
+            path,
+            p,
+            "must be a simple json path starting with .",
+        ));
         false
     } else {
         true
@@ -481,7 +547,11 @@ fn validate_subresources(sub: Option<&Value>, path: &str, out: &mut Vec<StatusCa
         if v.is_empty() {
             out.push(required(&fp, ""));
         } else if simple_json_path(v, &fp, out) && !v.starts_with(prefix) {
-            out.push(invalid_str(&fp, v, &format!("should be a json path under {under}")));
+            out.push(invalid_str(
+                &fp,
+                v,
+                &format!("should be a json path under {under}"),
+            ));
         }
     }
     let lsp = s(scale, "labelSelectorPath");
@@ -491,7 +561,11 @@ fn validate_subresources(sub: Option<&Value>, path: &str, out: &mut Vec<StatusCa
             && !lsp.starts_with(".spec.")
             && !lsp.starts_with(".status.")
         {
-            out.push(invalid_str(&fp, lsp, "should be a json path under either .spec or .status"));
+            out.push(invalid_str(
+                &fp,
+                lsp,
+                "should be a json path under either .spec or .status",
+            ));
         }
     }
 }
@@ -504,13 +578,24 @@ fn validate_column(c: &Value, path: &str, out: &mut Vec<StatusCause>) {
     }
     let t = s(c, "type");
     if t.is_empty() {
-        out.push(required(&child(path, "type"), &format!("must be one of {TYPES}")));
+        out.push(required(
+            &child(path, "type"),
+            &format!("must be one of {TYPES}"),
+        ));
     } else if !TYPES.split(',').any(|x| x == t) {
-        out.push(invalid_str(&child(path, "type"), t, &format!("must be one of {TYPES}")));
+        out.push(invalid_str(
+            &child(path, "type"),
+            t,
+            &format!("must be one of {TYPES}"),
+        ));
     }
     let f = s(c, "format");
     if !f.is_empty() && !FORMATS.split(',').any(|x| x == f) {
-        out.push(invalid_str(&child(path, "format"), f, &format!("must be one of {FORMATS}")));
+        out.push(invalid_str(
+            &child(path, "format"),
+            f,
+            &format!("must be one of {FORMATS}"),
+        ));
     }
     let jp = s(c, "jsonPath");
     let jpath = child(path, "JSONPath");
@@ -562,12 +647,20 @@ fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<St
         let (node, first) = match resolve(&schema, jp) {
             Ok(r) => r,
             Err(e) => {
-                out.push(invalid_str(&jp_path, jp, &format!("is an invalid path: {e}")));
+                out.push(invalid_str(
+                    &jp_path,
+                    jp,
+                    &format!("is an invalid path: {e}"),
+                ));
                 continue;
             }
         };
         if first == "metadata" {
-            out.push(invalid_str(&jp_path, jp, "must not point to fields in metadata"));
+            out.push(invalid_str(
+                &jp_path,
+                jp,
+                "must not point to fields in metadata",
+            ));
         }
         if !matches!(node.type_.as_str(), "string" | "boolean" | "integer") {
             out.push(invalid_str(&jp_path, jp, "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."));
@@ -646,7 +739,10 @@ fn validate_conversion(conv: &Value, out: &mut Vec<StatusCause>) {
             }
         }
     } else if webhook.is_some() {
-        out.push(forbidden(&wpath, "should not be set when strategy is not set to Webhook"));
+        out.push(forbidden(
+            &wpath,
+            "should not be set when strategy is not set to Webhook",
+        ));
     }
 }
 
@@ -846,7 +942,7 @@ fn openapi_schema(
             "type cannot be set to null, use nullable as an alternative",
         ));
     }
-    if let Some(SchemaOrArray::Array(_)) = p.items.as_deref() {
+    if let Some(SchemaOrArray::Array(_)) = p.items.as_ref() {
         out.push(forbidden(
             &child(path, "items"),
             "items must be a schema object and not an array",
@@ -865,7 +961,7 @@ fn openapi_schema(
             "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
         ));
     }
-    if let Some(ap) = p.additional_properties.as_deref() {
+    if let Some(ap) = p.additional_properties.as_ref() {
         if !p.properties.is_empty() && !matches!(ap, SchemaOrBool::Bool(true)) {
             out.push(forbidden(
                 &child(path, "additionalProperties"),
@@ -883,7 +979,9 @@ fn openapi_schema(
     }
     for (k, ps) in &p.properties {
         let mut sub = ctx.forbid_defaults_keep();
-        if (is_root || p.x_embedded_resource) && matches!(k.as_str(), "metadata" | "kind" | "apiVersion") {
+        if (is_root || p.x_embedded_resource)
+            && matches!(k.as_str(), "metadata" | "kind" | "apiVersion")
+        {
             sub = sub.meta();
             if is_root {
                 sub = sub.forbid_defaults(&format!("in top-level {k}"));
@@ -894,7 +992,11 @@ fn openapi_schema(
     if let Some(n) = &p.not {
         openapi_schema(n, &child(path, "not"), ctx, false, out);
     }
-    for (name, list) in [("allOf", &p.all_of), ("oneOf", &p.one_of), ("anyOf", &p.any_of)] {
+    for (name, list) in [
+        ("allOf", &p.all_of),
+        ("oneOf", &p.one_of),
+        ("anyOf", &p.any_of),
+    ] {
         for (i, x) in list.iter().enumerate() {
             openapi_schema(x, &index(&child(path, name), i), ctx, false, out);
         }
@@ -902,7 +1004,7 @@ fn openapi_schema(
     for (k, x) in &p.definitions {
         openapi_schema(x, &key(&child(path, "definitions"), k), ctx, false, out);
     }
-    match p.items.as_deref() {
+    match p.items.as_ref() {
         Some(SchemaOrArray::Schema(x)) => openapi_schema(x, &child(path, "items"), ctx, false, out),
         Some(SchemaOrArray::Array(xs)) => {
             for (i, x) in xs.iter().enumerate() {
@@ -926,7 +1028,7 @@ impl Ctx {
 }
 
 fn items_schema(p: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
-    match p.items.as_deref() {
+    match p.items.as_ref() {
         Some(SchemaOrArray::Schema(x)) => Some(x),
         _ => None,
     }
@@ -1012,15 +1114,21 @@ fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
     let keys_invalid = |detail: &str| {
         StatusCause::new(
             crate::status::cause::FIELD_VALUE_INVALID,
-            format!("Invalid value: {}: {detail}", go_strings(&p.x_list_map_keys)),
+            format!(
+                "Invalid value: {}: {detail}",
+                go_strings(&p.x_list_map_keys)
+            ),
             keys_path.clone(),
         )
     };
     if p.x_list_type.as_deref() == Some("map") {
         if p.x_list_map_keys.is_empty() {
-            out.push(required(&keys_path, "must not be empty if x-kubernetes-list-type is map"));
+            out.push(required(
+                &keys_path,
+                "must not be empty if x-kubernetes-list-type is map",
+            ));
         }
-        match p.items.as_deref() {
+        match p.items.as_ref() {
             None => out.push(required(
                 &child(path, "items"),
                 "must have a schema if x-kubernetes-list-type is map",
@@ -1047,7 +1155,9 @@ fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
                             ));
                         }
                         Some(_) => {}
-                        None => out.push(keys_invalid("entries must all be names of item properties")),
+                        None => {
+                            out.push(keys_invalid("entries must all be names of item properties"))
+                        }
                     }
                     if seen.contains(&k.as_str()) {
                         out.push(keys_invalid("must not contain duplicate entries"));
@@ -1068,7 +1178,9 @@ fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
             }
             if lt == "map" {
                 for k in &p.x_list_map_keys {
-                    let Some(ks) = is.properties.get(k) else { continue };
+                    let Some(ks) = is.properties.get(k) else {
+                        continue;
+                    };
                     let kp = key(&child(&child(path, "items"), "properties"), k);
                     if !is.required.contains(k) && ks.default.is_none() {
                         out.push(required(&child(&kp, "default"), "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"));
@@ -1103,11 +1215,22 @@ fn validation_rules(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>)
         if rule.is_empty() {
             out.push(required(&child(&rp, "rule"), "rule is not specified"));
         } else if !r.message.is_empty() && msg.is_empty() {
-            out.push(invalid_str(&child(&rp, "message"), &r.message, "must be non-empty if specified"));
+            out.push(invalid_str(
+                &child(&rp, "message"),
+                &r.message,
+                "must be non-empty if specified",
+            ));
         } else if has_newlines(msg) {
-            out.push(invalid_str(&child(&rp, "message"), &r.message, "must not contain line breaks"));
+            out.push(invalid_str(
+                &child(&rp, "message"),
+                &r.message,
+                "must not contain line breaks",
+            ));
         } else if has_newlines(rule) && msg.is_empty() {
-            out.push(required(&child(&rp, "message"), "message must be specified if rule contains line breaks"));
+            out.push(required(
+                &child(&rp, "message"),
+                "message must be specified if rule contains line breaks",
+            ));
         }
         if !r.message_expression.is_empty() && r.message_expression.trim().is_empty() {
             out.push(required(
@@ -1127,15 +1250,27 @@ fn validation_rules(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>)
         }
         let fp = &r.field_path;
         if !fp.is_empty() && fp.trim().is_empty() {
-            out.push(invalid_str(&child(&rp, "fieldPath"), fp, "must be non-empty if specified"));
+            out.push(invalid_str(
+                &child(&rp, "fieldPath"),
+                fp,
+                "must be non-empty if specified",
+            ));
         }
         if has_newlines(fp) {
-            out.push(invalid_str(&child(&rp, "fieldPath"), fp, "must not contain line breaks"));
+            out.push(invalid_str(
+                &child(&rp, "fieldPath"),
+                fp,
+                "must not contain line breaks",
+            ));
         }
         if !fp.is_empty() {
             if let Some(st) = &structural {
                 if !rule_field_path_valid(st, fp) {
-                    out.push(invalid_str(&child(&rp, "fieldPath"), fp, "must be a valid path"));
+                    out.push(invalid_str(
+                        &child(&rp, "fieldPath"),
+                        fp,
+                        "must be a valid path",
+                    ));
                 }
             }
         }
@@ -1174,10 +1309,7 @@ fn rule_field_path_valid(root: &Structural, p: &str) -> bool {
                     return false;
                 };
                 let inner = &p[i + 1..end];
-                if let Some(q) = inner
-                    .strip_prefix('\'')
-                    .and_then(|x| x.strip_suffix('\''))
-                {
+                if let Some(q) = inner.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')) {
                     match step(node, q) {
                         Some(n) => node = n,
                         None => return false,
@@ -1203,4 +1335,3 @@ fn step<'a>(node: &'a Structural, name: &str) -> Option<&'a Structural> {
         .get(name)
         .or_else(|| node.additional_properties.as_ref().and_then(|a| a.schema()))
 }
-

@@ -98,10 +98,7 @@ regex_fn!(
     is_duration_re,
     r"^(\s*[-+]?[0-9]+(\.[0-9]*)?\s*(ns|us|µs|μs|ms|s|m|h|d|w|mins?|minutes?|hours?|days?|weeks?|seconds?|secs?)\s*)+$"
 );
-regex_fn!(
-    is_email_re,
-    r"^[^@\s<>()\[\]\\,;:]+@[^@\s<>()\[\]\\,;:]+$"
-);
+regex_fn!(is_email_re, r"^[^@\s<>()\[\]\\,;:]+@[^@\s<>()\[\]\\,;:]+$");
 
 fn is_hostname(s: &str) -> bool {
     s.len() <= 255 && is_hostname_re(s)

@@ -16,9 +16,7 @@
 use regex::Regex;
 use serde_json::Value;
 
-use super::types::{
-    AdditionalProperties, NestedValueValidation, Structural, ValueValidation,
-};
+use super::types::{AdditionalProperties, NestedValueValidation, Structural, ValueValidation};
 use super::{child, forbidden, index, invalid, invalid_str, key, required};
 use crate::validation::cause_to_string;
 use crate::StatusCause;
@@ -143,7 +141,11 @@ fn invariants(s: &Structural, lvl: Level, path: &str, out: &mut Vec<StatusCause>
     }
     let props = child(path, "properties");
     if check_metadata {
-        for (name, want) in [("kind", "string"), ("apiVersion", "string"), ("metadata", "object")] {
+        for (name, want) in [
+            ("kind", "string"),
+            ("apiVersion", "string"),
+            ("metadata", "object"),
+        ] {
             if let Some(p) = s.properties.get(name) {
                 if p.type_ != want {
                     out.push(invalid_str(
@@ -217,7 +219,10 @@ fn value_validation(
             out.push(invalid_str(
                 &child(path, "pattern"),
                 &v.pattern,
-                &format!("must be a valid regular expression, but isn't: {}", regex_error(&e)),
+                &format!(
+                    "must be a valid regular expression, but isn't: {}",
+                    regex_error(&e)
+                ),
             ));
         }
     }
@@ -243,7 +248,10 @@ fn nested(v: &NestedValueValidation, skip_any_of: bool, path: &str, out: &mut Ve
     }
     let g = &v.forbidden_generics;
     if !g.type_.is_empty() {
-        out.push(forbidden(&child(path, "type"), "must be empty to be structural"));
+        out.push(forbidden(
+            &child(path, "type"),
+            "must be empty to be structural",
+        ));
     }
     if g.additional_properties {
         out.push(forbidden(
@@ -252,16 +260,28 @@ fn nested(v: &NestedValueValidation, skip_any_of: bool, path: &str, out: &mut Ve
         ));
     }
     if g.default.is_some() {
-        out.push(forbidden(&child(path, "default"), "must be undefined to be structural"));
+        out.push(forbidden(
+            &child(path, "default"),
+            "must be undefined to be structural",
+        ));
     }
     if !g.title.is_empty() {
-        out.push(forbidden(&child(path, "title"), "must be empty to be structural"));
+        out.push(forbidden(
+            &child(path, "title"),
+            "must be empty to be structural",
+        ));
     }
     if !g.description.is_empty() {
-        out.push(forbidden(&child(path, "description"), "must be empty to be structural"));
+        out.push(forbidden(
+            &child(path, "description"),
+            "must be empty to be structural",
+        ));
     }
     if g.nullable {
-        out.push(forbidden(&child(path, "nullable"), "must be false to be structural"));
+        out.push(forbidden(
+            &child(path, "nullable"),
+            "must be false to be structural",
+        ));
     }
     let x = &v.forbidden_extensions;
     if x.preserve_unknown_fields {
@@ -315,7 +335,11 @@ fn completeness_vv(
     if let Some(n) = &v.not {
         completeness_nested(n, Some(s), spath, &child(vpath, "not"), out);
     }
-    for (name, list) in [("allOf", &v.all_of), ("anyOf", &v.any_of), ("oneOf", &v.one_of)] {
+    for (name, list) in [
+        ("allOf", &v.all_of),
+        ("anyOf", &v.any_of),
+        ("oneOf", &v.one_of),
+    ] {
         for (i, n) in list.iter().enumerate() {
             completeness_nested(n, Some(s), spath, &index(&child(vpath, name), i), out);
         }
@@ -330,7 +354,10 @@ fn completeness_nested(
     out: &mut Vec<StatusCause>,
 ) {
     let Some(s) = s else {
-        out.push(required(spath, &format!("because it is defined in {vpath}")));
+        out.push(required(
+            spath,
+            &format!("because it is defined in {vpath}"),
+        ));
         return;
     };
     completeness_vv(&v.value_validation, s, spath, vpath, out);

@@ -82,7 +82,7 @@ pub struct JSONSchemaProps {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub items: Option<Box<SchemaOrArray>>,
+    pub items: Option<SchemaOrArray>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub all_of: Vec<JSONSchemaProps>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -94,14 +94,14 @@ pub struct JSONSchemaProps {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, JSONSchemaProps>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub additional_properties: Option<Box<SchemaOrBool>>,
+    pub additional_properties: Option<SchemaOrBool>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pattern_properties: BTreeMap<String, JSONSchemaProps>,
     /// Dependencies are forbidden in CRDs; kept loosely typed to report them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub additional_items: Option<Box<SchemaOrBool>>,
+    pub additional_items: Option<SchemaOrBool>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub definitions: BTreeMap<String, JSONSchemaProps>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,14 +177,14 @@ fn some_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D
 #[serde(untagged)]
 pub enum SchemaOrBool {
     Bool(bool),
-    Schema(JSONSchemaProps),
+    Schema(Box<JSONSchemaProps>),
 }
 
 /// `items`: one schema, or (forbidden in CRDs) a list of schemas.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SchemaOrArray {
-    Schema(JSONSchemaProps),
+    Schema(Box<JSONSchemaProps>),
     Array(Vec<JSONSchemaProps>),
 }
 
@@ -331,7 +331,8 @@ pub struct Structural {
 impl Structural {
     /// Parses a schema from JSON and converts it (kube's `NewStructural`).
     pub fn from_json(v: &Value) -> Result<Structural, String> {
-        let props: JSONSchemaProps = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        let props: JSONSchemaProps =
+            serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
         Structural::new(&props)
     }
 
@@ -339,14 +340,14 @@ impl Structural {
     /// express at all (`$ref`, array `items`, `patternProperties`...).
     pub fn new(p: &JSONSchemaProps) -> Result<Structural, String> {
         check_convertible(p)?;
-        let items = match p.items.as_deref() {
+        let items = match p.items.as_ref() {
             None => None,
             Some(SchemaOrArray::Schema(s)) => Some(Box::new(Structural::new(s)?)),
             Some(SchemaOrArray::Array(_)) => {
                 return Err("items must be a schema object and not an array".into())
             }
         };
-        let additional_properties = match p.additional_properties.as_deref() {
+        let additional_properties = match p.additional_properties.as_ref() {
             None => None,
             Some(SchemaOrBool::Bool(b)) => Some(AdditionalProperties::Bool(*b)),
             Some(SchemaOrBool::Schema(s)) => {
@@ -389,12 +390,10 @@ impl Structural {
             items: self
                 .items
                 .as_ref()
-                .map(|i| Box::new(SchemaOrArray::Schema(i.to_props()))),
-            additional_properties: self.additional_properties.as_ref().map(|a| {
-                Box::new(match a {
-                    AdditionalProperties::Bool(b) => SchemaOrBool::Bool(*b),
-                    AdditionalProperties::Schema(s) => SchemaOrBool::Schema(s.to_props()),
-                })
+                .map(|i| SchemaOrArray::Schema(Box::new(i.to_props()))),
+            additional_properties: self.additional_properties.as_ref().map(|a| match a {
+                AdditionalProperties::Bool(b) => SchemaOrBool::Bool(*b),
+                AdditionalProperties::Schema(s) => SchemaOrBool::Schema(Box::new(s.to_props())),
             }),
             x_preserve_unknown_fields: self.extensions.preserve_unknown_fields.then_some(true),
             x_embedded_resource: self.extensions.embedded_resource,
@@ -493,7 +492,7 @@ impl NestedValueValidation {
     /// generics/extensions it is not allowed to carry.
     pub fn new(p: &JSONSchemaProps) -> Result<NestedValueValidation, String> {
         check_convertible(p)?;
-        let items = match p.items.as_deref() {
+        let items = match p.items.as_ref() {
             None => None,
             Some(SchemaOrArray::Schema(s)) => Some(Box::new(NestedValueValidation::new(s)?)),
             Some(SchemaOrArray::Array(_)) => {
@@ -504,7 +503,7 @@ impl NestedValueValidation {
         for (k, v) in &p.properties {
             properties.insert(k.clone(), NestedValueValidation::new(v)?);
         }
-        let additional_properties = match p.additional_properties.as_deref() {
+        let additional_properties = match p.additional_properties.as_ref() {
             Some(SchemaOrBool::Schema(s)) => Some(Box::new(NestedValueValidation::new(s)?)),
             _ => None,
         };
@@ -567,14 +566,24 @@ mod tests {
         assert_eq!(spec.extensions.validations[0].rule, "self.replicas < 10");
         assert_eq!(spec.properties["replicas"].default, Some(json!(1)));
         assert!(spec.properties["port"].extensions.int_or_string);
-        assert_eq!(spec.properties["port"].value_validation.as_ref().unwrap().any_of.len(), 2);
+        assert_eq!(
+            spec.properties["port"]
+                .value_validation
+                .as_ref()
+                .unwrap()
+                .any_of
+                .len(),
+            2
+        );
         assert!(s.properties["status"].extensions.preserve_unknown_fields);
         assert_eq!(serde_json::to_value(s.to_props()).unwrap(), v);
     }
 
     #[test]
     fn explicit_null_default_is_kept() {
-        let p: JSONSchemaProps = serde_json::from_value(json!({"type": "string", "nullable": true, "default": null})).unwrap();
+        let p: JSONSchemaProps =
+            serde_json::from_value(json!({"type": "string", "nullable": true, "default": null}))
+                .unwrap();
         assert_eq!(p.default, Some(Value::Null));
     }
 
@@ -584,6 +593,9 @@ mod tests {
             Structural::from_json(&json!({"type": "object", "properties": {"a": {"$ref": "#/x"}}})),
             Err("$ref is not supported".to_string())
         );
-        assert!(Structural::from_json(&json!({"type": "array", "items": [{"type": "string"}]})).is_err());
+        assert!(
+            Structural::from_json(&json!({"type": "array", "items": [{"type": "string"}]}))
+                .is_err()
+        );
     }
 }

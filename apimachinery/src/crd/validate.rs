@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 
 use super::types::{JSONSchemaProps, SchemaOrArray, SchemaOrBool, Structural};
 use super::{
-    child, duplicate, formats, go_float, index, invalid, invalid_str, key,
-    not_supported, required, too_long, too_many, type_invalid,
+    child, duplicate, formats, go_float, index, invalid, invalid_str, key, not_supported, required,
+    too_long, too_many, type_invalid,
 };
 use crate::fieldvalidation::parse_group_version;
 use crate::validation;
@@ -85,7 +85,9 @@ fn data_type(v: &Value) -> &'static str {
 fn is_integral(v: &Value) -> bool {
     match v {
         Value::Number(n) if n.is_i64() || n.is_u64() => true,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0),
+        Value::Number(n) => n
+            .as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0),
         _ => false,
     }
 }
@@ -189,7 +191,10 @@ fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCa
     }
     if let Some(min) = s.min_length {
         if len < min {
-            let msg = format!("{} in body should be at least {min} chars long", shown(path));
+            let msg = format!(
+                "{} in body should be at least {min} chars long",
+                shown(path)
+            );
             out.push(invalid_str(path, v, &msg));
         }
     }
@@ -201,8 +206,7 @@ fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCa
             }
         }
     }
-    if !s.format.is_empty() && formats::is_supported(&s.format) && !formats::check(&s.format, v)
-    {
+    if !s.format.is_empty() && formats::is_supported(&s.format) && !formats::check(&s.format, v) {
         let msg = format!(
             "{} in body must be of type {}: {}",
             shown(path),
@@ -213,25 +217,27 @@ fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCa
     }
 }
 
-fn check_number(
-    s: &JSONSchemaProps,
-    path: &str,
-    v: &Value,
-    n: f64,
-    out: &mut Vec<StatusCause>,
-) {
+fn check_number(s: &JSONSchemaProps, path: &str, v: &Value, n: f64, out: &mut Vec<StatusCause>) {
     if let Some(m) = s.multiple_of {
         if m > 0.0 {
             let q = n / m;
             if !q.is_finite() || q.fract() != 0.0 {
-                let msg = format!("{} in body should be a multiple of {}", shown(path), go_float(m));
+                let msg = format!(
+                    "{} in body should be a multiple of {}",
+                    shown(path),
+                    go_float(m)
+                );
                 out.push(invalid(path, v, &msg));
             }
         }
     }
     if let Some(max) = s.maximum {
         if s.exclusive_maximum && n >= max {
-            let msg = format!("{} in body should be less than {}", shown(path), go_float(max));
+            let msg = format!(
+                "{} in body should be less than {}",
+                shown(path),
+                go_float(max)
+            );
             out.push(invalid(path, v, &msg));
         } else if n > max {
             let msg = format!(
@@ -244,7 +250,11 @@ fn check_number(
     }
     if let Some(min) = s.minimum {
         if s.exclusive_minimum && n <= min {
-            let msg = format!("{} in body should be greater than {}", shown(path), go_float(min));
+            let msg = format!(
+                "{} in body should be greater than {}",
+                shown(path),
+                go_float(min)
+            );
             out.push(invalid(path, v, &msg));
         } else if n < min {
             let msg = format!(
@@ -258,7 +268,7 @@ fn check_number(
 }
 
 fn check_array(s: &JSONSchemaProps, path: &str, a: &[Value], out: &mut Vec<StatusCause>) {
-    if let Some(SchemaOrArray::Schema(items)) = s.items.as_deref() {
+    if let Some(SchemaOrArray::Schema(items)) = s.items.as_ref() {
         for (i, x) in a.iter().enumerate() {
             node(items, &format!("{path}.{i}"), x, out);
         }
@@ -301,7 +311,10 @@ fn check_object(
     }
     if let Some(min) = s.min_properties {
         if size < min {
-            let msg = format!("{} in body should have at least {min} properties", shown(path));
+            let msg = format!(
+                "{} in body should have at least {min} properties",
+                shown(path)
+            );
             out.push(invalid(path, &Value::from(size), &msg));
         }
     }
@@ -315,7 +328,7 @@ fn check_object(
             node(ps, &child(path, k), x, out);
         }
     }
-    match s.additional_properties.as_deref() {
+    match s.additional_properties.as_ref() {
         Some(SchemaOrBool::Schema(ap)) => {
             for (k, x) in m {
                 if !s.properties.contains_key(k) {
@@ -549,8 +562,7 @@ fn embedded_meta(s: &Structural, v: &Value, path: &str, root: bool, out: &mut Ve
             for (k, x) in m {
                 if let Some(ps) = s.properties.get(k) {
                     embedded_meta(ps, x, &child(path, k), false, out);
-                } else if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema())
-                {
+                } else if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
                     embedded_meta(ap, x, &key(path, k), false, out);
                 }
             }
@@ -616,7 +628,11 @@ fn embedded_resource(m: &Map<String, Value>, path: &str, out: &mut Vec<StatusCau
             return;
         };
         let s = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or("");
-        let name = if s("name").is_empty() { "fakename" } else { s("name") };
+        let name = if s("name").is_empty() {
+            "fakename"
+        } else {
+            s("name")
+        };
         out.extend(validation::validate_object_name(
             name,
             s("generateName"),

@@ -81,8 +81,7 @@ where
             for (k, x) in m {
                 if let Some(ps) = s.properties.get(k) {
                     walk_value(ps, x, child(&path, k), f);
-                } else if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema())
-                {
+                } else if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
                     walk_value(ap, x, key(&path, k), f);
                 }
             }
@@ -121,14 +120,28 @@ mod tests {
         let nodes = validation_rules(&s);
         let got: Vec<(&str, &str, &str)> = nodes
             .iter()
-            .map(|n| (n.path.as_str(), n.schema_path.as_str(), n.rules[0].rule.as_str()))
+            .map(|n| {
+                (
+                    n.path.as_str(),
+                    n.schema_path.as_str(),
+                    n.rules[0].rule.as_str(),
+                )
+            })
             .collect();
         assert_eq!(
             got,
             vec![
                 ("", "", "has(self.spec)"),
-                ("spec.labels[*]", "properties[spec].properties[labels].additionalProperties", "self != ''"),
-                ("spec.ports[*]", "properties[spec].properties[ports].items", "self.port > 0"),
+                (
+                    "spec.labels[*]",
+                    "properties[spec].properties[labels].additionalProperties",
+                    "self != ''"
+                ),
+                (
+                    "spec.ports[*]",
+                    "properties[spec].properties[ports].items",
+                    "self.port > 0"
+                ),
             ]
         );
         assert_eq!(nodes[2].rules[0].field_path, ".port");
