@@ -143,13 +143,13 @@ fn required_and_enum() {
     assert_eq!(
         msgs(&errs),
         vec![
-            "spec.image: Required value",
             r#"spec.mode: Unsupported value: "x": supported values: "a", "b""#,
             r#"spec.size: Unsupported value: 3: supported values: "1", "2""#,
+            "spec.image: Required value",
         ]
     );
-    assert_eq!(errs[0].reason, "FieldValueRequired");
-    assert_eq!(errs[1].reason, "FieldValueNotSupported");
+    assert_eq!(errs[0].reason, "FieldValueNotSupported");
+    assert_eq!(errs[2].reason, "FieldValueRequired");
 }
 
 #[test]
@@ -299,7 +299,7 @@ fn logical_junctors() {
             &cr(json!({"image": "a", "choice": {"x": "1", "y": "2"}}))
         )),
         vec![
-            r#": Invalid value: "": "spec.choice" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+            r#"<nil>: Invalid value: "": "spec.choice" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
         ]
     );
     assert_eq!(
@@ -308,7 +308,7 @@ fn logical_junctors() {
             &cr(json!({"image": "a", "choice": {}}))
         )),
         vec![
-            r#": Invalid value: "": "spec.choice" must validate one and only one schema (oneOf). Found none valid"#,
+            r#"<nil>: Invalid value: "": "spec.choice" must validate one and only one schema (oneOf). Found none valid"#,
             "spec.choice.x: Required value",
         ]
     );
@@ -317,7 +317,7 @@ fn logical_junctors() {
             &widget(),
             &cr(json!({"image": "a", "nope": "forbidden"}))
         )),
-        vec![r#": Invalid value: "": "spec.nope" must not validate the schema (not)"#]
+        vec![r#"<nil>: Invalid value: "": "spec.nope" must not validate the schema (not)"#]
     );
     let s = Structural::from_json(&json!({"type": "object", "properties": {"v": {
         "type": "string", "anyOf": [{"pattern": "^a"}, {"pattern": "^b"}],
@@ -326,10 +326,34 @@ fn logical_junctors() {
     assert_eq!(
         msgs(&validate(&s, &json!({"v": "c"}))),
         vec![
-            r#"v: Invalid value: "c": v in body should be at least 2 chars long"#,
-            r#": Invalid value: "": "v" must validate all the schemas (allOf). Found none valid"#,
-            r#": Invalid value: "": "v" must validate at least one schema (anyOf)"#,
+            r#"<nil>: Invalid value: "": "v" must validate at least one schema (anyOf)"#,
             r#"v: Invalid value: "c": v in body should match '^a'"#,
+            r#"v: Invalid value: "c": v in body should be at least 2 chars long"#,
+            r#"<nil>: Invalid value: "": "v" must validate all the schemas (allOf). None validated"#,
+        ]
+    );
+}
+
+#[test]
+fn object_counts_stop_the_object_and_bounds_print_like_go() {
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "o": {"type": "object", "minProperties": 2, "required": ["z"],
+              "properties": {"a": {"type": "integer"}}},
+        "big": {"type": "integer", "maximum": 1000000},
+        "f": {"type": "number", "maximum": 1000000},
+        "strict": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": false}
+    }}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(
+            &s,
+            &json!({"o": {"a": "x"}, "big": 1000001, "f": 1000000.5, "strict": {"b": 1}})
+        )),
+        vec![
+            "big: Invalid value: 1000001: big in body should be less than or equal to 1000000",
+            "f: Invalid value: 1.0000005e+06: f in body should be less than or equal to 1e+06",
+            "o: Invalid value: 1: o in body should have at least 2 properties",
+            r#"strict: Invalid value: "b": strict.b in body is a forbidden property"#,
         ]
     );
 }

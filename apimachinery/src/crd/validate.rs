@@ -47,7 +47,7 @@ pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec
     let props = schema.to_props();
     let mut out = validate_props(&props, value);
     for c in &mut out {
-        c.field = if c.field.is_empty() {
+        c.field = if c.field.is_empty() || c.field == NIL_PATH {
             base.to_string()
         } else {
             child(base, &c.field)
@@ -217,50 +217,69 @@ fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCa
     }
 }
 
+/// A bound as kube-openapi prints it: as an integer when the value checked
+/// is an integer and the bound is integral, else as a Go float.
+fn bound(b: f64, int_data: bool) -> String {
+    if int_data && b.fract() == 0.0 && b.abs() < 9.0e18 {
+        (b as i64).to_string()
+    } else {
+        go_float(b)
+    }
+}
+
+/// go-openapi's `IsFloat64AJSONInteger`.
+fn is_json_integer(f: f64) -> bool {
+    if !f.is_finite() {
+        return false;
+    }
+    let g = f.round();
+    g == f || (f - g).abs() / (f.abs() + g.abs()) < 1e-9
+}
+
 fn check_number(s: &JSONSchemaProps, path: &str, v: &Value, n: f64, out: &mut Vec<StatusCause>) {
+    let int_data = v.as_i64().is_some() || v.as_u64().is_some();
     if let Some(m) = s.multiple_of {
         if m > 0.0 {
-            let q = n / m;
-            if !q.is_finite() || q.fract() != 0.0 {
+            let ok = match (v.as_i64(), m.fract() == 0.0 && m.abs() < 9.0e18) {
+                (Some(i), true) => i % (m as i64) == 0,
+                _ => is_json_integer(n / m),
+            };
+            if !ok {
                 let msg = format!(
                     "{} in body should be a multiple of {}",
                     shown(path),
-                    go_float(m)
+                    bound(m, int_data)
                 );
                 out.push(invalid(path, v, &msg));
             }
         }
     }
     if let Some(max) = s.maximum {
-        if s.exclusive_maximum && n >= max {
+        let (bad, word) = if s.exclusive_maximum {
+            (n >= max, "less than")
+        } else {
+            (n > max, "less than or equal to")
+        };
+        if bad {
             let msg = format!(
-                "{} in body should be less than {}",
+                "{} in body should be {word} {}",
                 shown(path),
-                go_float(max)
-            );
-            out.push(invalid(path, v, &msg));
-        } else if n > max {
-            let msg = format!(
-                "{} in body should be less than or equal to {}",
-                shown(path),
-                go_float(max)
+                bound(max, int_data)
             );
             out.push(invalid(path, v, &msg));
         }
     }
     if let Some(min) = s.minimum {
-        if s.exclusive_minimum && n <= min {
+        let (bad, word) = if s.exclusive_minimum {
+            (n <= min, "greater than")
+        } else {
+            (n < min, "greater than or equal to")
+        };
+        if bad {
             let msg = format!(
-                "{} in body should be greater than {}",
+                "{} in body should be {word} {}",
                 shown(path),
-                go_float(min)
-            );
-            out.push(invalid(path, v, &msg));
-        } else if n < min {
-            let msg = format!(
-                "{} in body should be greater than or equal to {}",
-                shown(path),
-                go_float(min)
+                bound(min, int_data)
             );
             out.push(invalid(path, v, &msg));
         }
@@ -303,12 +322,8 @@ fn check_object(
     m: &Map<String, Value>,
     out: &mut Vec<StatusCause>,
 ) {
+    // A wrong number of properties is the only error reported for the object.
     let size = m.len() as i64;
-    if let Some(max) = s.max_properties {
-        if size > max {
-            out.push(too_many(path, size, max));
-        }
-    }
     if let Some(min) = s.min_properties {
         if size < min {
             let msg = format!(
@@ -316,6 +331,37 @@ fn check_object(
                 shown(path)
             );
             out.push(invalid(path, &Value::from(size), &msg));
+            return;
+        }
+    }
+    if let Some(max) = s.max_properties {
+        if size > max {
+            out.push(too_many(path, size, max));
+            return;
+        }
+    }
+    match s.additional_properties.as_ref() {
+        Some(SchemaOrBool::Bool(false)) => {
+            for k in m.keys() {
+                if !s.properties.contains_key(k) {
+                    let msg = format!("{path}.{k} in body is a forbidden property");
+                    out.push(invalid_str(path, k, &msg));
+                }
+            }
+        }
+        Some(SchemaOrBool::Schema(ap)) => {
+            for (k, x) in m {
+                if !s.properties.contains_key(k) {
+                    // kube-openapi names these `path.key` even at the root.
+                    node(ap, &format!("{path}.{k}"), x, out);
+                }
+            }
+        }
+        _ => {}
+    }
+    for (k, ps) in &s.properties {
+        if let Some(x) = m.get(k) {
+            node(ps, &child(path, k), x, out);
         }
     }
     for r in &s.required {
@@ -323,52 +369,36 @@ fn check_object(
             out.push(required(&child(path, r), ""));
         }
     }
-    for (k, ps) in &s.properties {
-        if let Some(x) = m.get(k) {
-            node(ps, &child(path, k), x, out);
-        }
-    }
-    match s.additional_properties.as_ref() {
-        Some(SchemaOrBool::Schema(ap)) => {
-            for (k, x) in m {
-                if !s.properties.contains_key(k) {
-                    node(ap, &child(path, k), x, out);
-                }
-            }
-        }
-        Some(SchemaOrBool::Bool(false)) => {
-            for k in m.keys() {
-                if !s.properties.contains_key(k) {
-                    let msg = format!("{}.{k} in body is a forbidden property", shown(path));
-                    out.push(invalid_str(&child(path, k), "", &msg));
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
+/// kube-openapi's composite errors carry no field; kube reports them at the
+/// validation's base path, which is nil (`<nil>`) for a whole resource.
+pub(crate) const NIL_PATH: &str = "<nil>";
+
 fn composite(msg: String) -> StatusCause {
-    invalid_str("", "", &msg)
+    invalid_str(NIL_PATH, "", &msg)
 }
 
 fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
     let quoted = go_quote(path);
-    if !s.all_of.is_empty() {
-        let mut valid = 0;
-        for sub in &s.all_of {
+    if !s.any_of.is_empty() {
+        let mut any_valid = false;
+        let mut best: Option<Vec<StatusCause>> = None;
+        for sub in &s.any_of {
             let mut r = Vec::new();
             node(sub, path, v, &mut r);
             if r.is_empty() {
-                valid += 1;
+                any_valid = true;
+                break;
+            } else if best.as_ref().is_none_or(|b| r.len() < b.len()) {
+                best = Some(r);
             }
-            out.extend(r);
         }
-        if valid != s.all_of.len() {
-            let extra = if valid == 0 { ". Found none valid" } else { "" };
+        if !any_valid {
             out.push(composite(format!(
-                "{quoted} must validate all the schemas (allOf){extra}"
+                "{quoted} must validate at least one schema (anyOf)"
             )));
+            out.extend(best.unwrap_or_default());
         }
     }
     if !s.one_of.is_empty() {
@@ -397,24 +427,21 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
             }
         }
     }
-    if !s.any_of.is_empty() {
-        let mut any_valid = false;
-        let mut best: Option<Vec<StatusCause>> = None;
-        for sub in &s.any_of {
+    if !s.all_of.is_empty() {
+        let mut valid = 0;
+        for sub in &s.all_of {
             let mut r = Vec::new();
             node(sub, path, v, &mut r);
             if r.is_empty() {
-                any_valid = true;
-                break;
-            } else if best.as_ref().is_none_or(|b| r.len() < b.len()) {
-                best = Some(r);
+                valid += 1;
             }
+            out.extend(r);
         }
-        if !any_valid {
+        if valid != s.all_of.len() {
+            let extra = if valid == 0 { ". None validated" } else { "" };
             out.push(composite(format!(
-                "{quoted} must validate at least one schema (anyOf)"
+                "{quoted} must validate all the schemas (allOf){extra}"
             )));
-            out.extend(best.unwrap_or_default());
         }
     }
     if let Some(not) = &s.not {
