@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod continue_token;
+pub mod crd;
 pub mod duration;
 pub mod fieldvalidation;
 pub mod jsonpath;

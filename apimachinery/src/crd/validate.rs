@@ -1,0 +1,693 @@
+//! Validation of a custom resource against its schema, as kube-apiserver's
+//! CRD handler does it on create and update:
+//!
+//! 1. the OpenAPI value validation of kube-openapi (`validate.SchemaValidator`)
+//!    with its error messages (`spec.replicas in body must be of type
+//!    integer: "string"`), converted to field errors the way
+//!    apiextensions-apiserver does (`kubeOpenAPIResultToFieldErrors`): the
+//!    field path is kube-openapi's dotted path (`spec.ports.0.name`);
+//! 2. the list-type checks (`x-kubernetes-list-type: set|map`, duplicates
+//!    reported at `spec.list[1]`);
+//! 3. the metadata of embedded resources (`x-kubernetes-embedded-resource`).
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::types::{JSONSchemaProps, SchemaOrArray, SchemaOrBool, Structural};
+use super::{
+    child, duplicate, formats, go_float, index, invalid, invalid_str, key, not_supported, required,
+    too_long, too_many, type_invalid,
+};
+use crate::fieldvalidation::parse_group_version;
+use crate::validation;
+use crate::validation::go_quote;
+use crate::StatusCause;
+
+/// Validates `value` (a whole custom resource, or any value at the root of
+/// `schema`) and returns kube's field errors.
+pub fn validate(schema: &Structural, value: &Value) -> Vec<StatusCause> {
+    let props = schema.to_props();
+    let mut out = validate_props(&props, value);
+    list_types(schema, value, "", &mut out);
+    embedded_meta(schema, value, "", true, &mut out);
+    out
+}
+
+/// Only the OpenAPI value validation, against the schema as written.
+pub fn validate_props(schema: &JSONSchemaProps, value: &Value) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    node(schema, "", value, &mut out);
+    out
+}
+
+/// Validates a value found at `base` (a field path, e.g. a schema's
+/// `...default`): errors are reported under `base`, as kube's
+/// `ValidateCustomResource(fldPath, ...)` does.
+pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec<StatusCause> {
+    let props = schema.to_props();
+    let mut out = validate_props(&props, value);
+    for c in &mut out {
+        c.field = if c.field.is_empty() || c.field == NIL_PATH {
+            base.to_string()
+        } else {
+            child(base, &c.field)
+        };
+    }
+    let before = out.len();
+    list_types(schema, value, base, &mut out);
+    if out.len() == before {
+        embedded_meta(schema, value, base, false, &mut out);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// OpenAPI value validation.
+
+/// The name kube-openapi puts in front of `in body` (empty at the root).
+fn shown(path: &str) -> &str {
+    path
+}
+
+/// The data type as kube-openapi names it.
+fn data_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn is_integral(v: &Value) -> bool {
+    match v {
+        Value::Number(n) if n.is_i64() || n.is_u64() => true,
+        Value::Number(n) => n
+            .as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0),
+        _ => false,
+    }
+}
+
+fn type_matches(t: &str, v: &Value) -> bool {
+    match t {
+        "integer" => is_integral(v),
+        "number" => v.is_number(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        "null" => v.is_null(),
+        _ => true,
+    }
+}
+
+fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
+    if s.x_int_or_string {
+        vec!["integer", "string"]
+    } else if s.type_.is_empty() {
+        Vec::new()
+    } else {
+        vec![s.type_.as_str()]
+    }
+}
+
+fn check_type(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+    let types = schema_types(s);
+    if types.is_empty() {
+        return;
+    }
+    let actual = if v.is_null() {
+        if s.nullable {
+            return;
+        }
+        "null"
+    } else {
+        if types.iter().any(|t| type_matches(t, v)) {
+            return;
+        }
+        data_type(v)
+    };
+    let msg = format!(
+        "{} in body must be of type {}: {}",
+        shown(path),
+        types.join(","),
+        go_quote(actual)
+    );
+    out.push(type_invalid(path, &Value::String(actual.into()), &msg));
+}
+
+/// JSON equality with numbers compared by value (`1` equals `1.0`).
+pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
+                x == y
+            } else {
+                x.as_f64() == y.as_f64()
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn check_enum(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+    if s.enum_.is_empty() || s.enum_.iter().any(|e| json_equal(e, v)) {
+        return;
+    }
+    let values: Vec<String> = s
+        .enum_
+        .iter()
+        .map(|e| match e {
+            Value::String(s) => s.clone(),
+            other => serde_json::to_string(other).unwrap_or_default(),
+        })
+        .collect();
+    out.push(not_supported(path, v, &values));
+}
+
+fn compiled(pattern: &str) -> Option<Regex> {
+    // Patterns are RE2 in kube; the regex crate reads the same syntax.
+    Regex::new(pattern).ok()
+}
+
+fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCause>) {
+    let len = v.chars().count() as i64;
+    if let Some(max) = s.max_length {
+        if len > max {
+            out.push(too_long(path, max));
+        }
+    }
+    if let Some(min) = s.min_length {
+        if len < min {
+            let msg = format!(
+                "{} in body should be at least {min} chars long",
+                shown(path)
+            );
+            out.push(invalid_str(path, v, &msg));
+        }
+    }
+    if !s.pattern.is_empty() {
+        if let Some(re) = compiled(&s.pattern) {
+            if !re.is_match(v) {
+                let msg = format!("{} in body should match '{}'", shown(path), s.pattern);
+                out.push(invalid_str(path, v, &msg));
+            }
+        }
+    }
+    if !s.format.is_empty() && formats::is_supported(&s.format) && !formats::check(&s.format, v) {
+        let msg = format!(
+            "{} in body must be of type {}: {}",
+            shown(path),
+            s.format,
+            go_quote(v)
+        );
+        out.push(type_invalid(path, &Value::String(v.into()), &msg));
+    }
+}
+
+/// A bound as kube-openapi prints it: as an integer when the value checked
+/// is an integer and the bound is integral, else as a Go float.
+fn bound(b: f64, int_data: bool) -> String {
+    if int_data && b.fract() == 0.0 && b.abs() < 9.0e18 {
+        (b as i64).to_string()
+    } else {
+        go_float(b)
+    }
+}
+
+/// go-openapi's `IsFloat64AJSONInteger`.
+fn is_json_integer(f: f64) -> bool {
+    if !f.is_finite() {
+        return false;
+    }
+    let g = f.round();
+    g == f || (f - g).abs() / (f.abs() + g.abs()) < 1e-9
+}
+
+fn check_number(s: &JSONSchemaProps, path: &str, v: &Value, n: f64, out: &mut Vec<StatusCause>) {
+    let int_data = v.as_i64().is_some() || v.as_u64().is_some();
+    if let Some(m) = s.multiple_of {
+        if m > 0.0 {
+            let ok = match (v.as_i64(), m.fract() == 0.0 && m.abs() < 9.0e18) {
+                (Some(i), true) => i % (m as i64) == 0,
+                _ => is_json_integer(n / m),
+            };
+            if !ok {
+                let msg = format!(
+                    "{} in body should be a multiple of {}",
+                    shown(path),
+                    bound(m, int_data)
+                );
+                out.push(invalid(path, v, &msg));
+            }
+        }
+    }
+    if let Some(max) = s.maximum {
+        let (bad, word) = if s.exclusive_maximum {
+            (n >= max, "less than")
+        } else {
+            (n > max, "less than or equal to")
+        };
+        if bad {
+            let msg = format!(
+                "{} in body should be {word} {}",
+                shown(path),
+                bound(max, int_data)
+            );
+            out.push(invalid(path, v, &msg));
+        }
+    }
+    if let Some(min) = s.minimum {
+        let (bad, word) = if s.exclusive_minimum {
+            (n <= min, "greater than")
+        } else {
+            (n < min, "greater than or equal to")
+        };
+        if bad {
+            let msg = format!(
+                "{} in body should be {word} {}",
+                shown(path),
+                bound(min, int_data)
+            );
+            out.push(invalid(path, v, &msg));
+        }
+    }
+}
+
+fn check_array(s: &JSONSchemaProps, path: &str, a: &[Value], out: &mut Vec<StatusCause>) {
+    if let Some(SchemaOrArray::Schema(items)) = s.items.as_ref() {
+        for (i, x) in a.iter().enumerate() {
+            node(items, &format!("{path}.{i}"), x, out);
+        }
+    }
+    let size = a.len() as i64;
+    if let Some(min) = s.min_items {
+        if size < min {
+            let msg = format!("{} in body should have at least {min} items", shown(path));
+            out.push(invalid(path, &Value::from(size), &msg));
+        }
+    }
+    if let Some(max) = s.max_items {
+        if size > max {
+            out.push(too_many(path, size, max));
+        }
+    }
+    if s.unique_items {
+        let dup = a
+            .iter()
+            .enumerate()
+            .any(|(i, x)| a[..i].iter().any(|y| json_equal(x, y)));
+        if dup {
+            let msg = format!("{} in body shouldn't contain duplicates", shown(path));
+            out.push(invalid_str(path, "", &msg));
+        }
+    }
+}
+
+fn check_object(
+    s: &JSONSchemaProps,
+    path: &str,
+    m: &Map<String, Value>,
+    out: &mut Vec<StatusCause>,
+) {
+    // A wrong number of properties is the only error reported for the object.
+    let size = m.len() as i64;
+    if let Some(min) = s.min_properties {
+        if size < min {
+            let msg = format!(
+                "{} in body should have at least {min} properties",
+                shown(path)
+            );
+            out.push(invalid(path, &Value::from(size), &msg));
+            return;
+        }
+    }
+    if let Some(max) = s.max_properties {
+        if size > max {
+            out.push(too_many(path, size, max));
+            return;
+        }
+    }
+    match s.additional_properties.as_ref() {
+        Some(SchemaOrBool::Bool(false)) => {
+            for k in m.keys() {
+                if !s.properties.contains_key(k) {
+                    let msg = format!("{path}.{k} in body is a forbidden property");
+                    out.push(invalid_str(path, k, &msg));
+                }
+            }
+        }
+        Some(SchemaOrBool::Schema(ap)) => {
+            for (k, x) in m {
+                if !s.properties.contains_key(k) {
+                    // kube-openapi names these `path.key` even at the root.
+                    node(ap, &format!("{path}.{k}"), x, out);
+                }
+            }
+        }
+        _ => {}
+    }
+    for (k, ps) in &s.properties {
+        if let Some(x) = m.get(k) {
+            node(ps, &child(path, k), x, out);
+        }
+    }
+    for r in &s.required {
+        if !m.contains_key(r) {
+            out.push(required(&child(path, r), ""));
+        }
+    }
+}
+
+/// kube-openapi's composite errors carry no field; kube reports them at the
+/// validation's base path, which is nil (`<nil>`) for a whole resource.
+pub(crate) const NIL_PATH: &str = "<nil>";
+
+fn composite(msg: String) -> StatusCause {
+    invalid_str(NIL_PATH, "", &msg)
+}
+
+fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+    let quoted = go_quote(path);
+    if !s.any_of.is_empty() {
+        let mut any_valid = false;
+        let mut best: Option<Vec<StatusCause>> = None;
+        for sub in &s.any_of {
+            let mut r = Vec::new();
+            node(sub, path, v, &mut r);
+            if r.is_empty() {
+                any_valid = true;
+                break;
+            } else if best.as_ref().is_none_or(|b| r.len() < b.len()) {
+                best = Some(r);
+            }
+        }
+        if !any_valid {
+            out.push(composite(format!(
+                "{quoted} must validate at least one schema (anyOf)"
+            )));
+            out.extend(best.unwrap_or_default());
+        }
+    }
+    if !s.one_of.is_empty() {
+        let mut valid = 0;
+        let mut best: Option<Vec<StatusCause>> = None;
+        for sub in &s.one_of {
+            let mut r = Vec::new();
+            node(sub, path, v, &mut r);
+            if r.is_empty() {
+                valid += 1;
+            } else if best.as_ref().is_none_or(|b| r.len() < b.len()) {
+                best = Some(r);
+            }
+        }
+        if valid != 1 {
+            let extra = if valid == 0 {
+                "Found none valid".to_string()
+            } else {
+                format!("Found {valid} valid alternatives")
+            };
+            out.push(composite(format!(
+                "{quoted} must validate one and only one schema (oneOf). {extra}"
+            )));
+            if valid == 0 {
+                out.extend(best.unwrap_or_default());
+            }
+        }
+    }
+    if !s.all_of.is_empty() {
+        let mut valid = 0;
+        for sub in &s.all_of {
+            let mut r = Vec::new();
+            node(sub, path, v, &mut r);
+            if r.is_empty() {
+                valid += 1;
+            }
+            out.extend(r);
+        }
+        if valid != s.all_of.len() {
+            let extra = if valid == 0 { ". None validated" } else { "" };
+            out.push(composite(format!(
+                "{quoted} must validate all the schemas (allOf){extra}"
+            )));
+        }
+    }
+    if let Some(not) = &s.not {
+        let mut r = Vec::new();
+        node(not, path, v, &mut r);
+        if r.is_empty() {
+            out.push(composite(format!(
+                "{quoted} must not validate the schema (not)"
+            )));
+        }
+    }
+}
+
+/// One schema node against one value (kube-openapi's validator order: type,
+/// junctors, string, format, number, array, enum, object).
+fn node(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+    if v.is_null() {
+        check_type(s, path, v, out);
+        check_enum(s, path, v, out);
+        return;
+    }
+    check_type(s, path, v, out);
+    check_junctors(s, path, v, out);
+    match v {
+        Value::String(x) => check_string(s, path, x, out),
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64() {
+                check_number(s, path, v, f, out);
+            }
+        }
+        Value::Array(a) => check_array(s, path, a, out),
+        _ => {}
+    }
+    check_enum(s, path, v, out);
+    if let Value::Object(m) = v {
+        check_object(s, path, m, out);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// List types (kube's listtype.ValidateListSetsAndMaps).
+
+fn list_types(s: &Structural, v: &Value, path: &str, out: &mut Vec<StatusCause>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
+                for (k, x) in m {
+                    if !s.properties.contains_key(k) {
+                        list_types(ap, x, &key(path, k), out);
+                    }
+                }
+            }
+            for (k, x) in m {
+                if let Some(ps) = s.properties.get(k) {
+                    list_types(ps, x, &child(path, k), out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            match s.extensions.list_type.as_deref() {
+                Some("set") => {
+                    for i in non_unique(a) {
+                        out.push(duplicate(&index(path, i), &a[i]));
+                    }
+                }
+                Some("map") => list_map(s, a, path, out),
+                _ => {}
+            }
+            if let Some(items) = &s.items {
+                for (i, x) in a.iter().enumerate() {
+                    list_types(items, x, &index(path, i), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The index of each value's second occurrence.
+fn non_unique(a: &[Value]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, x) in a.iter().enumerate() {
+        let seen = a[..i].iter().filter(|y| json_equal(x, y)).count();
+        if seen == 1 {
+            out.push(i);
+        }
+    }
+    out
+}
+
+fn list_map(s: &Structural, a: &[Value], path: &str, out: &mut Vec<StatusCause>) {
+    for (i, x) in a.iter().enumerate() {
+        if !x.is_null() && !x.is_object() {
+            out.push(invalid(
+                &index(path, i),
+                x,
+                "must be an object for an array of list-type map",
+            ));
+            return;
+        }
+    }
+    if a.len() <= 1 {
+        return;
+    }
+    let keys = &s.extensions.list_map_keys;
+    // The key of an element: each key field's value, or its default.
+    let key_of = |x: &Value| -> Map<String, Value> {
+        let mut k = Map::new();
+        for f in keys {
+            let val = x.get(f).cloned().or_else(|| {
+                s.items
+                    .as_ref()
+                    .and_then(|it| it.properties.get(f))
+                    .and_then(|p| p.default.clone())
+            });
+            if let Some(val) = val {
+                k.insert(f.clone(), val);
+            }
+        }
+        k
+    };
+    let mut seen: Vec<Value> = Vec::new();
+    for (i, x) in a.iter().enumerate() {
+        if x.is_null() {
+            continue;
+        }
+        let k = Value::Object(key_of(x));
+        if seen.iter().any(|y| json_equal(y, &k)) {
+            out.push(duplicate(&index(path, i), &k));
+        } else {
+            seen.push(k);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Embedded resources (kube's objectmeta.Validate).
+
+fn embedded_meta(s: &Structural, v: &Value, path: &str, root: bool, out: &mut Vec<StatusCause>) {
+    match v {
+        Value::Object(m) => {
+            if s.extensions.embedded_resource && !root {
+                embedded_resource(m, path, out);
+            }
+            for (k, x) in m {
+                if let Some(ps) = s.properties.get(k) {
+                    embedded_meta(ps, x, &child(path, k), false, out);
+                } else if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
+                    embedded_meta(ap, x, &key(path, k), false, out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = &s.items {
+                for (i, x) in a.iter().enumerate() {
+                    embedded_meta(items, x, &index(path, i), false, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn embedded_resource(m: &Map<String, Value>, path: &str, out: &mut Vec<StatusCause>) {
+    let api_version_path = child(path, "apiVersion");
+    let kind_path = child(path, "kind");
+    if !m.contains_key("apiVersion") {
+        out.push(required(&api_version_path, "must not be empty"));
+    }
+    if !m.contains_key("kind") {
+        out.push(required(&kind_path, "must not be empty"));
+    }
+    if let Some(v) = m.get("apiVersion") {
+        match v {
+            Value::String(s) if s.is_empty() => {
+                out.push(invalid_str(&api_version_path, s, "must not be empty"))
+            }
+            Value::String(s) => {
+                if let Err(e) = parse_group_version(s) {
+                    out.push(invalid_str(&api_version_path, s, &e));
+                }
+            }
+            other => out.push(invalid(&api_version_path, other, "must be a string")),
+        }
+    }
+    if let Some(v) = m.get("kind") {
+        match v {
+            Value::String(s) if s.is_empty() => {
+                out.push(invalid_str(&kind_path, s, "must not be empty"))
+            }
+            Value::String(s) => {
+                let errs = validation::is_dns1035_label(&s.to_lowercase());
+                if !errs.is_empty() {
+                    out.push(invalid_str(
+                        &kind_path,
+                        s,
+                        &format!(
+                            "may have mixed case, but should otherwise match: {}",
+                            errs.join(",")
+                        ),
+                    ));
+                }
+            }
+            other => out.push(invalid(&kind_path, other, "must be a string")),
+        }
+    }
+    if let Some(meta) = m.get("metadata") {
+        let meta_path = child(path, "metadata");
+        let Value::Object(meta) = meta else {
+            out.push(invalid(&meta_path, meta, "must be an object"));
+            return;
+        };
+        let s = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or("");
+        let name = if s("name").is_empty() {
+            "fakename"
+        } else {
+            s("name")
+        };
+        out.extend(validation::validate_object_name(
+            name,
+            s("generateName"),
+            validation::name_is_path_segment,
+            &meta_path,
+        ));
+        let ns = s("namespace");
+        if !ns.is_empty() {
+            for msg in validation::is_dns1123_label(ns) {
+                out.push(invalid_str(&child(&meta_path, "namespace"), ns, &msg));
+            }
+        }
+        if let Some(l) = meta.get("labels") {
+            out.extend(validation::validate_labels(l, &child(&meta_path, "labels")));
+        }
+        if let Some(a) = meta.get("annotations") {
+            out.extend(validation::validate_annotations(
+                a,
+                &child(&meta_path, "annotations"),
+            ));
+        }
+        if let Some(Value::Array(f)) = meta.get("finalizers") {
+            for x in f.iter().filter_map(Value::as_str) {
+                out.extend(validation::validate_finalizer_name(
+                    x,
+                    &child(&meta_path, "finalizers"),
+                ));
+            }
+        }
+    }
+}
