@@ -7,13 +7,15 @@
 //!
 //! * when compiled, the program is rewritten (see `instrument.rs`): every
 //!   comprehension (`all`, `exists`, `exists_one`, `map`, `filter`) charges,
-//!   on each iteration, the number of expression nodes in its loop condition
-//!   and step; operands of size-dependent standard functions (`contains`,
+//!   on each iteration, the cost of its loop condition and step as the
+//!   static estimate counts nodes (1 per variable, field selection and
+//!   call; nothing for literals and `&&`/`||`/`?:`); operands of size-dependent standard functions (`contains`,
 //!   `startsWith`, `endsWith`, `matches`, `+`, `==`, `!=`, `in`) charge 0.1
 //!   per character of a string or byte of bytes, 1 per element of a list or
 //!   entry of a map;
-//! * the nodes outside comprehension loops are charged once, up front (an
-//!   upper bound: a short-circuited branch is charged too);
+//! * the nodes outside comprehension loops are charged once, up front, at
+//!   the same rates (an upper bound: a short-circuited branch is charged
+//!   too);
 //! * the Kubernetes library functions charge for the sizes they work on
 //!   (e.g. 0.1 per character scanned, 1 per list element).
 //!

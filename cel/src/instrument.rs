@@ -99,19 +99,36 @@ fn size_cost(v: &dyn Val) -> u64 {
     }
 }
 
-/// The number of nodes in `e`.
-pub(crate) fn count_nodes(e: &IdedExpr) -> u64 {
-    1 + children(e).into_iter().map(count_nodes).sum::<u64>()
+/// What evaluating `e` itself costs, its operands apart, as the static
+/// estimate counts it (see [`crate::estimate`]): 1 per variable, field
+/// selection and call, nothing for literals and the short-circuiting
+/// operators, 10/30/40 for list/map/struct literals.
+fn own_cost(e: &IdedExpr) -> u64 {
+    match &e.expr {
+        Expr::Ident(_) | Expr::Select(_) => 1,
+        Expr::Call(call) => match call.func_name.as_str() {
+            "_&&_" | "_||_" | "_?_:_" | "!_" | "@not_strictly_false" => 0,
+            _ => 1,
+        },
+        Expr::List(_) => 10,
+        Expr::Map(_) => 30,
+        Expr::Struct(_) => 40,
+        _ => 0,
+    }
 }
 
-/// The nodes of `e` evaluated once, whatever the data: all but the bodies
-/// of comprehension loops.
-pub(crate) fn count_once(e: &IdedExpr) -> u64 {
+/// The cost of evaluating every node of `e` once, except the bodies of
+/// comprehension loops (which charge per iteration).
+pub(crate) fn once_cost(e: &IdedExpr) -> u64 {
     match &e.expr {
-        Expr::Comprehension(c) => {
-            1 + count_once(&c.iter_range) + count_once(&c.accu_init) + count_once(&c.result)
-        }
-        _ => 1 + children(e).into_iter().map(count_once).sum::<u64>(),
+        Expr::Comprehension(c) => [&c.iter_range, &c.accu_init, &c.result]
+            .into_iter()
+            .map(once_cost)
+            .fold(0, u64::saturating_add),
+        _ => children(e)
+            .into_iter()
+            .map(once_cost)
+            .fold(own_cost(e), u64::saturating_add),
     }
 }
 
@@ -263,7 +280,7 @@ impl Instrumenter {
     }
 
     fn comprehension(&mut self, mut c: ComprehensionExpr) -> ComprehensionExpr {
-        let per_iteration = 1 + count_nodes(&c.loop_cond) + count_nodes(&c.loop_step);
+        let per_iteration = (once_cost(&c.loop_cond) + once_cost(&c.loop_step)).max(1);
         c.iter_range = self.rewrite(c.iter_range);
         c.accu_init = self.rewrite(c.accu_init);
         c.result = self.rewrite(c.result);

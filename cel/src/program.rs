@@ -11,7 +11,7 @@ use cel::{Context, Env, ExecutionError, Value};
 
 use crate::cost::{MeterGuard, COST_LIMIT_EXCEEDED, OUT_OF_BUDGET, PER_CALL_LIMIT};
 use crate::estimate::{estimate, CostEstimate, SizeHints};
-use crate::instrument::{count_once, Instrumenter};
+use crate::instrument::{once_cost, Instrumenter};
 use crate::value::{cel_to_json, json_to_cel};
 
 /// The longest expression accepted, in bytes. Kubernetes bounds rules by
@@ -192,7 +192,7 @@ impl Program {
             detail: e.to_string(),
         })?;
         let metered = Instrumenter::new(&parsed).rewrite(parsed.clone());
-        let base_cost = count_once(&parsed);
+        let base_cost = once_cost(&parsed);
         Ok(Program {
             source: expression.to_owned(),
             parsed,
