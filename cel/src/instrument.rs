@@ -132,7 +132,7 @@ pub(crate) fn once_cost(e: &IdedExpr) -> u64 {
     }
 }
 
-fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+pub(crate) fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
     match &e.expr {
         Expr::Call(call) => call
             .target

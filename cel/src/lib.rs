@@ -72,6 +72,7 @@ pub mod cost;
 pub mod estimate;
 mod instrument;
 mod library;
+pub mod limits;
 mod native;
 mod program;
 mod value;
@@ -82,5 +83,6 @@ pub use cost::{
     RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
 pub use estimate::{CostEstimate, CostExceeded, SizeHints};
+pub use limits::{MAX_AST_DEPTH, MAX_NESTING_DEPTH};
 pub use program::{Bindings, CompileError, EvalError, Evaluation, Program, MAX_EXPRESSION_LENGTH};
 pub use value::{cel_to_json, json_to_cel, ToJsonError};

@@ -12,6 +12,10 @@ use cel::{Context, Env, ExecutionError, Value};
 use crate::cost::{MeterGuard, COST_LIMIT_EXCEEDED, OUT_OF_BUDGET, PER_CALL_LIMIT};
 use crate::estimate::{estimate, CostEstimate, SizeHints};
 use crate::instrument::{once_cost, Instrumenter};
+use crate::limits::{
+    ast_depth, bracket_depth, COMPILE_STACK_BYTES, DEBUG_EVAL_STACK_BYTES, MAX_AST_DEPTH,
+    MAX_NESTING_DEPTH,
+};
 use crate::value::{cel_to_json, json_to_cel};
 
 /// The longest expression accepted, in bytes. Kubernetes bounds rules by
@@ -188,9 +192,21 @@ impl Program {
                 ),
             });
         }
-        let parsed = env().parser().parse(expression).map_err(|e| CompileError {
-            detail: e.to_string(),
-        })?;
+        if bracket_depth(expression) > MAX_NESTING_DEPTH {
+            return Err(CompileError {
+                detail: format!(
+                    "ERROR: <input>:1:1: expression nests brackets more than {MAX_NESTING_DEPTH} deep"
+                ),
+            });
+        }
+        let parsed = parse_on_big_stack(expression)?;
+        if ast_depth(&parsed) > MAX_AST_DEPTH {
+            return Err(CompileError {
+                detail: format!(
+                    "ERROR: <input>:1:1: expression nests more than {MAX_AST_DEPTH} levels deep; split it, e.g. into variables or several rules"
+                ),
+            });
+        }
         let metered = Instrumenter::new(&parsed).rewrite(parsed.clone());
         let base_cost = once_cost(&parsed);
         Ok(Program {
@@ -218,6 +234,29 @@ impl Program {
         vars: &Bindings,
         limit: u64,
     ) -> Result<Evaluation, EvalError> {
+        if cfg!(debug_assertions) {
+            // Unoptimised builds use several times the stack per level of
+            // the tree: evaluate on a thread with room (see `limits`).
+            std::thread::scope(|scope| {
+                match std::thread::Builder::new()
+                    .name("cel-eval".into())
+                    .stack_size(DEBUG_EVAL_STACK_BYTES)
+                    .spawn_scoped(scope, || self.run(vars, limit))
+                {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| {
+                        Err(EvalError::Execution(
+                            "internal error while evaluating".into(),
+                        ))
+                    }),
+                    Err(_) => self.run(vars, limit),
+                }
+            })
+        } else {
+            self.run(vars, limit)
+        }
+    }
+
+    fn run(&self, vars: &Bindings, limit: u64) -> Result<Evaluation, EvalError> {
         let mut ctx = Context::with_env(Arc::clone(env()));
         ctx.set_variable_resolver(vars);
         let meter = MeterGuard::install(limit);
@@ -286,6 +325,31 @@ impl Program {
     pub fn estimate_cost(&self, hints: &SizeHints) -> CostEstimate {
         estimate(&self.parsed, hints)
     }
+}
+
+/// Parses on a thread of its own, with a stack the parser cannot exhaust
+/// within [`MAX_NESTING_DEPTH`].
+fn parse_on_big_stack(expression: &str) -> Result<IdedExpr, CompileError> {
+    let parse = || {
+        env().parser().parse(expression).map_err(|e| CompileError {
+            detail: e.to_string(),
+        })
+    };
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("cel-parse".into())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn_scoped(scope, parse)
+        {
+            Ok(handle) => handle.join().unwrap_or_else(|_| {
+                Err(CompileError {
+                    detail: "ERROR: <input>:1:1: internal error while parsing".into(),
+                })
+            }),
+            // No thread to be had: parse here, the nesting check still bounds it.
+            Err(_) => parse(),
+        }
+    })
 }
 
 fn wrong_type(want: &'static str, got: &Value) -> EvalError {

@@ -252,3 +252,43 @@ fn static_estimates_follow_size_hints() {
         .estimate_cost(&SizeHints::new());
     assert!(short.min < 5 && short.max > 1000, "{short:?}");
 }
+
+#[test]
+fn deep_expressions_are_refused_not_stack_overflows() {
+    let vars = Bindings::new().with_json("a", &json!({}));
+    for n in [8, 31, 32, 33, 63, 64, 65, 1000] {
+        for (shape, source) in [
+            ("parens", format!("{}1{}", "(".repeat(n), ")".repeat(n))),
+            ("lists", format!("{}1{}", "[".repeat(n), "]".repeat(n))),
+            ("sum", format!("1{}", " + 1".repeat(n))),
+            ("methods", format!("'a'{}", ".lowerAscii()".repeat(n))),
+            ("fields", format!("a{}", ".b".repeat(n))),
+            ("maps", format!("[1]{}", ".map(x, [x])".repeat(n))),
+            ("conditions", format!("{}1", "true ? 1 : ".repeat(n))),
+            ("conjunction", format!("true{}", " && true".repeat(n))),
+        ] {
+            match Program::compile(&source) {
+                Ok(program) => {
+                    let _ = program.evaluate(&vars);
+                }
+                Err(e) => assert!(
+                    e.to_string()
+                        .starts_with("compilation failed: ERROR: <input>:"),
+                    "{shape} {n}: {e}"
+                ),
+            }
+        }
+    }
+    let e = Program::compile(&format!("{}1{}", "(".repeat(40), ")".repeat(40))).unwrap_err();
+    assert!(
+        e.to_string().contains("nests brackets more than 32 deep"),
+        "{e}"
+    );
+    let e = Program::compile(&format!("1{}", " + 1".repeat(100))).unwrap_err();
+    assert!(e.to_string().contains("more than 64 levels deep"), "{e}");
+    // Realistic rules are far from the limits.
+    let rule = "self.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && \
+                quantity(c.resources.limits.memory).isLessThan(quantity('4Gi')) && \
+                c.image.startsWith('registry.example.com/') && c.ports.all(p, p.containerPort > 1024))";
+    Program::compile(rule).unwrap();
+}

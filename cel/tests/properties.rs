@@ -85,7 +85,10 @@ fn cel_like() -> impl Strategy<Value = String> {
 
 fn vars() -> Bindings {
     Bindings::new()
-        .with_json("self", &serde_json::json!({"a": [1, 2], "b": "text", "c": {"d": 1.5}}))
+        .with_json(
+            "self",
+            &serde_json::json!({"a": [1, 2], "b": "text", "c": {"d": 1.5}}),
+        )
         .with_json("x", &serde_json::json!([1, "two", null]))
 }
 
@@ -127,7 +130,12 @@ fn sorted(doc: &Json) -> Json {
         Json::Object(fields) => {
             let mut entries: Vec<_> = fields.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            Json::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+            Json::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect(),
+            )
         }
         other => other.clone(),
     }
