@@ -1,0 +1,88 @@
+//! The API server's CEL engine: one place to compile, evaluate and cost the
+//! Common Expression Language as Kubernetes uses it, in
+//! CustomResourceDefinition `x-kubernetes-validations` rules and
+//! `messageExpression`s, and later in ValidatingAdmissionPolicy,
+//! MutatingAdmissionPolicy and webhook `matchConditions`.
+//!
+//! It is built on the `cel` crate (cel-rust), which parses, expands macros
+//! and interprets; this crate adds the Kubernetes libraries, JSON
+//! conversions, cost estimates and runtime cost limits. It depends on
+//! nothing else in the workspace.
+//!
+//! # Use
+//!
+//! ```
+//! use k8s_cel::{Bindings, Program, SizeHints, STATIC_ESTIMATED_COST_LIMIT};
+//! use serde_json::json;
+//!
+//! // Compile once (e.g. when the CRD is written) ...
+//! let rule = Program::compile("self.replicas <= self.maxReplicas").unwrap();
+//! let hints = SizeHints::new();
+//! rule.estimate_cost(&hints).check(STATIC_ESTIMATED_COST_LIMIT).unwrap();
+//!
+//! // ... evaluate many times, from any thread.
+//! let vars = Bindings::new().with_json("self", &json!({"replicas": 3, "maxReplicas": 5}));
+//! assert_eq!(rule.eval_bool(&vars), Ok(true));
+//!
+//! let message = Program::compile("'replicas is ' + string(self.replicas)").unwrap();
+//! assert_eq!(message.eval_string(&vars).unwrap(), "replicas is 3");
+//! ```
+//!
+//! * [`Program::compile`] parses; its [`CompileError`] prints as Kubernetes
+//!   reports it: `compilation failed: ERROR: <input>:1:6: Syntax error: ...`.
+//!   There is no type checker: unknown functions and variables, and type
+//!   mismatches, are runtime errors. So Kubernetes' compile-time "must
+//!   evaluate to a bool" is the caller's check of the result
+//!   ([`Program::eval_bool`] fails with [`EvalError::WrongType`]).
+//! * [`Bindings`] holds the variables (`self`, `oldSelf`, `object`,
+//!   `oldObject`, `request`, `params`, ...) converted from JSON once
+//!   ([`json_to_cel`]: integers become `int`, other numbers `double`,
+//!   objects maps); [`cel_to_json`] converts results back.
+//! * [`Program::evaluate`] runs under Kubernetes' [`PER_CALL_LIMIT`];
+//!   [`Program::evaluate_in_budget`] also spends from a shared [`Budget`]
+//!   ([`RUNTIME_CEL_COST_BUDGET`] per object by default), failing with
+//!   [`EvalError::OutOfBudget`] ("validation failed due to running out of
+//!   cost budget, no further validation rules will be run") once spent.
+//!   How runtime cost is counted: see [`cost`].
+//! * [`Program::estimate_cost`] bounds the cost statically from the sizes
+//!   in [`SizeHints`]; [`CostEstimate::check`] compares it with
+//!   [`STATIC_ESTIMATED_COST_LIMIT`] and words the refusal as Kubernetes
+//!   does. How the estimate differs from cel-go's: see [`estimate`].
+//!
+//! # What the language has
+//!
+//! * The CEL standard library and macros (`has`, `all`, `exists`,
+//!   `exists_one`, `map`, `filter`), optional values (`?.`, `optional.of`,
+//!   `.orValue`...), `duration`/`timestamp`, `matches`.
+//! * From cel-go's extensions: strings (`charAt`, `indexOf`, `lastIndexOf`,
+//!   `lowerAscii`, `upperAscii`, `replace`, `split`, `substring`, `trim`,
+//!   `join`, `reverse`, `format`, `strings.quote`), lists (`slice`,
+//!   `flatten`, `distinct`, `sort`, `sortBy`, `lists.range`), sets
+//!   (`sets.contains`, `sets.equivalent`, `sets.intersects`).
+//! * Kubernetes' libraries: lists (`isSorted`, `sum`, `min`, `max`,
+//!   `indexOf`, `lastIndexOf`), regex (`find`, `findAll`), URLs, quantities,
+//!   IPs and CIDRs, formats, semver: see each module's docs in `library/`.
+//!
+//! Not provided: Kubernetes' authorizer library (`authorizer.group(...)`,
+//! which needs the API server's authorizer), the two-variable
+//! comprehensions and `transformList`/`transformMap` extensions, the
+//! `ext.Math` and encoders extensions, and type checking.
+
+pub mod cost;
+pub mod estimate;
+mod instrument;
+mod library;
+pub mod limits;
+mod native;
+mod program;
+mod value;
+
+pub use cel::Value;
+pub use cost::{
+    Budget, COST_LIMIT_EXCEEDED, MAX_REQUEST_SIZE_BYTES, OUT_OF_BUDGET, PER_CALL_LIMIT,
+    RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
+};
+pub use estimate::{CostEstimate, CostExceeded, SizeHints};
+pub use limits::{MAX_AST_DEPTH, MAX_NESTING_DEPTH};
+pub use program::{Bindings, CompileError, EvalError, Evaluation, Program, MAX_EXPRESSION_LENGTH};
+pub use value::{cel_to_json, json_to_cel, ToJsonError};
