@@ -75,10 +75,23 @@ pub struct Resource {
     /// for a controller of this server to remove once its clean-up is done
     /// (CRDs: kube's `customresourcecleanup.apiextensions.k8s.io`).
     pub delete_finalizer: Option<&'static str>,
+    /// The kind's defaults (kube's SetDefaults), applied to every object
+    /// written, before validation.
+    pub defaults: Option<KindDefaults>,
+    /// The kind's own validation rules (kube's strategy Validate), run on
+    /// create (`old` is `None`) and update after the metadata checks.
+    pub validate: Option<KindValidation>,
     /// What a CustomResourceDefinition says of a resource it defines
     /// (schema, printer columns, versions); `None` for built-in kinds.
     pub custom: Option<&'static crate::crd::CustomInfo>,
 }
+
+/// A kind's defaulting: fills in what the client left out.
+pub type KindDefaults = fn(&mut serde_json::Value);
+
+/// A kind's validation: the causes of a 422 Invalid (none: valid).
+pub type KindValidation =
+    fn(&serde_json::Value, Option<&serde_json::Value>) -> Vec<apimachinery::status::StatusCause>;
 
 /// The answer to a create of a virtual kind: gets the decoded request object
 /// (kind checked, metadata.namespace defaulted to the path's) and returns
@@ -246,6 +259,8 @@ const fn res(
         delete_returns_object: false,
         virtual_create: None,
         delete_finalizer: None,
+        defaults: None,
+        validate: None,
         custom: None,
     }
 }
@@ -614,6 +629,8 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS,
         generation: true,
         delete_finalizer: Some(crate::crd::CLEANUP_FINALIZER),
+        defaults: Some(crate::crd::default_definition),
+        validate: Some(crate::crd::validate_definition),
         ..res(
             "apiextensions.k8s.io",
             "v1",

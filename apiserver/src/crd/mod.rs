@@ -16,11 +16,14 @@
 
 pub mod controller;
 pub mod names;
+pub mod rules;
 pub mod status;
 
 use crate::registry::{NameRule, Resource, Subresource};
+use apimachinery::crd::Structural;
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
+use apimachinery::status::StatusCause;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -63,12 +66,108 @@ pub struct CustomInfo {
     definition: String,
     /// The version's `openAPIV3Schema`, as written.
     pub openapi: Value,
+    /// Its structural form (`None` if it is not structural: only a CRD
+    /// stored before validation could have that), defaults pruned.
+    structural: Option<Structural>,
+    /// Its `x-kubernetes-validations`, compiled.
+    rules: rules::Rules,
 }
 
 impl CustomInfo {
     pub fn schema(&'static self) -> Option<apimachinery::schema::TypeRef<'static>> {
         self.schema.by_name(&self.definition)
     }
+
+    /// What kube does to a custom resource on its way in: unknown fields
+    /// pruned, then defaults applied.
+    pub fn prepare(&self, obj: &mut Value) {
+        if let Some(s) = &self.structural {
+            apimachinery::crd::prune(s, obj);
+            apimachinery::crd::default(s, obj);
+        }
+    }
+
+    /// The schema's value validations, then (when those pass) its CEL
+    /// rules; `old` is the stored object on update.
+    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+        let Some(s) = &self.structural else {
+            return Vec::new();
+        };
+        let mut errs = apimachinery::crd::validate(s, obj);
+        if self.rules.is_empty() {
+            return errs;
+        }
+        // As kube: type errors block the rules (they would see values of
+        // the wrong type); other schema errors do not.
+        if errs
+            .iter()
+            .any(|c| c.reason == apimachinery::status::cause::FIELD_VALUE_TYPE_INVALID)
+        {
+            errs.push(StatusCause::new(
+                apimachinery::status::cause::FIELD_VALUE_INVALID,
+                "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                "<nil>",
+            ));
+            return errs;
+        }
+        errs.extend(self.rules.evaluate(s, obj, old));
+        errs
+    }
+}
+
+/// The CRD kind's defaults (kube's v1 SetDefaults): the singular name and
+/// list kind from the kind, conversion strategy `None`, port 443 for a
+/// conversion webhook's service.
+pub fn default_definition(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
+        let kind = names
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
+        if empty(names.get("singular")) {
+            names.insert("singular".into(), Value::String(kind.to_lowercase()));
+        }
+        if empty(names.get("listKind")) && !kind.is_empty() {
+            names.insert("listKind".into(), Value::String(format!("{kind}List")));
+        }
+    }
+    let conversion = spec
+        .entry("conversion")
+        .or_insert_with(|| json!({"strategy": "None"}));
+    if let Some(port) = conversion.pointer_mut("/webhook/clientConfig/service") {
+        if let Some(svc) = port.as_object_mut() {
+            svc.entry("port").or_insert(json!(443));
+        }
+    }
+}
+
+/// The CRD kind's validation (its registry row's rule): kube's CRD rules,
+/// then each version's CEL rules must compile and fit the cost limit.
+pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+    let mut causes = apimachinery::crd::validate_crd(crd, old);
+    if !causes.is_empty() {
+        return causes;
+    }
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, v) in versions.iter().enumerate() {
+        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        if let Ok(st) = Structural::from_json(schema) {
+            let base = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            causes.extend(rules::definition_errors(&base, &st));
+        }
+    }
+    causes
 }
 
 /// Conversion strategy `None`: a custom resource is stored in the storage
@@ -379,6 +478,14 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resou
                     || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
                 );
             let (definition, defs) = version_schema(&group, &version, &kind, &openapi);
+            let structural = Structural::from_json(&openapi).ok().map(|mut st| {
+                apimachinery::crd::prune_defaults(&mut st);
+                st
+            });
+            let rules = structural
+                .as_ref()
+                .map(rules::Rules::compile)
+                .unwrap_or_default();
             let deprecation =
                 (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
                     match v.get("deprecationWarning").and_then(Value::as_str) {
@@ -394,6 +501,8 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resou
                 schema: apimachinery::schema::Schema::new(defs),
                 definition,
                 openapi,
+                structural,
+                rules,
             }));
             let row: &'static Resource = Box::leak(Box::new(Resource {
                 group: group_s,
@@ -413,6 +522,8 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resou
                 delete_returns_object: true,
                 virtual_create: None,
                 delete_finalizer: None,
+                defaults: None,
+                validate: None,
                 custom: Some(info),
             }));
             row

@@ -103,7 +103,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
             value: patched,
             duplicates: decoded.duplicates.clone(),
         };
-        warnings = fieldvalidation::check(params.field_validation, ty, &check)?;
+        warnings = write::field_check(scope, &params, ty, &check)?;
         write::check_types(scope, &check.value)?;
         let mut patched = check.value;
         if let Some(ty) = ty {

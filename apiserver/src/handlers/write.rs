@@ -54,7 +54,7 @@ pub fn decode_object(
     }?;
     check_kind(&mut decoded.value, kind, &api_version)?;
     let ty = schema_for(scope);
-    let warnings = fieldvalidation::check(params.field_validation, ty, &decoded)?;
+    let warnings = field_check(scope, params, ty, &decoded)?;
     let mut obj = decoded.value;
     check_types(scope, &obj)?;
     // Decoding into the Go type drops unknown fields: they are never stored.
@@ -73,6 +73,25 @@ fn decode_protobuf(body: &[u8]) -> Result<fieldvalidation::Decoded, String> {
         value,
         duplicates: Vec::new(),
     })
+}
+
+/// Unknown and duplicate fields by the request's validation level. Custom
+/// resources decode into a map: they get no Go type check (their schema
+/// validation reports type errors as 422).
+pub fn field_check(
+    scope: &Scope,
+    params: &WriteParams,
+    ty: Option<apimachinery::schema::TypeRef<'static>>,
+    decoded: &fieldvalidation::Decoded,
+) -> Result<Vec<String>> {
+    let level = params.field_validation;
+    Ok(
+        if scope.res.custom.is_some() && scope.subresource_name() != Some("scale") {
+            fieldvalidation::check_unstructured(level, ty, decoded)?
+        } else {
+            fieldvalidation::check(level, ty, decoded)?
+        },
+    )
 }
 
 /// The kind a body must carry for this request (a Scale on /scale).
@@ -94,6 +113,11 @@ fn schema_for(scope: &Scope) -> Option<apimachinery::schema::TypeRef<'static>> {
 
 /// Type errors against the schema are a 400, as kube's decoder reports them.
 pub fn check_types(scope: &Scope, obj: &Value) -> Result<()> {
+    if scope.res.custom.is_some() && scope.subresource_name() != Some("scale") {
+        // A custom resource decodes into unstructured JSON: its schema's
+        // type errors are 422s of the validation (`CustomInfo::validate`).
+        return Ok(());
+    }
     let Some(ty) = schema_for(scope) else {
         return Ok(());
     };
@@ -216,6 +240,12 @@ pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
 /// Metadata and immutability checks → 422 Invalid with every cause.
 pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
     let mut causes = object::validate_meta(scope.res, obj);
+    if let Some(rule) = scope.res.validate {
+        causes.extend(rule(obj, old));
+    }
+    if let Some(custom) = scope.res.custom {
+        causes.extend(custom.validate(obj, old));
+    }
     if let Some(old) = old {
         causes.extend(object::immutable_errors(scope.res, old, obj));
         if object::is_deleting(old) {
@@ -394,6 +424,12 @@ where
             &mut new,
             scope.subresource_name(),
         );
+        if let Some(defaults) = scope.res.defaults {
+            defaults(&mut new);
+        }
+        if let Some(custom) = scope.res.custom {
+            custom.prepare(&mut new);
+        }
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
@@ -505,6 +541,12 @@ pub async fn create_object(
         if let Some(o) = obj.as_object_mut() {
             o.remove("status");
         }
+    }
+    if let Some(defaults) = scope.res.defaults {
+        defaults(&mut obj);
+    }
+    if let Some(custom) = scope.res.custom {
+        custom.prepare(&mut obj);
     }
     validate(scope, &obj, None)?;
     crate::rbac::admit(scope, &obj, None).await?;

@@ -1,0 +1,325 @@
+//! `x-kubernetes-validations`: the CEL rules of a CRD's schema, compiled
+//! once per CRD definition ([`Rules::compile`]) with the project's CEL
+//! engine (`k8s-cel`), checked for cost when the CRD is written
+//! ([`definition_errors`]), and evaluated against every write of a custom
+//! resource ([`Rules::evaluate`]) with kube's runtime budget and wording.
+
+use apimachinery::crd::{validation_rules, Structural, ValidationRule};
+use apimachinery::status::{cause, StatusCause};
+use k8s_cel::{Bindings, Budget, EvalError, Program, SizeHints};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// One rule with its compiled programs.
+struct Compiled {
+    rule: ValidationRule,
+    program: Program,
+    message: Option<Program>,
+    /// Whether the rule reads `oldSelf` (a transition rule).
+    transition: bool,
+}
+
+/// Every rule of one schema, by the address of the schema node that
+/// carries it (the schema lives as long as the rules: both are in the same
+/// interned `CustomInfo`).
+#[derive(Default)]
+pub struct Rules {
+    by_node: HashMap<usize, Vec<Compiled>>,
+}
+
+impl std::fmt::Debug for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rules")
+            .field("nodes", &self.by_node.len())
+            .finish()
+    }
+}
+
+fn node_id(s: &Structural) -> usize {
+    s as *const Structural as usize
+}
+
+impl Rules {
+    /// Compiles the rules of `schema`; rules that do not compile are left
+    /// out (a CRD with such rules is refused when written, see
+    /// [`definition_errors`]; this only happens for CRDs stored before).
+    pub fn compile(schema: &Structural) -> Rules {
+        let mut by_node = HashMap::new();
+        for node in validation_rules(schema) {
+            let compiled: Vec<Compiled> = node
+                .rules
+                .iter()
+                .filter_map(|r| {
+                    let program = Program::compile(&r.rule).ok()?;
+                    let message = (!r.message_expression.is_empty())
+                        .then(|| Program::compile(&r.message_expression).ok())
+                        .flatten();
+                    Some(Compiled {
+                        rule: r.clone(),
+                        program,
+                        message,
+                        transition: r.rule.contains("oldSelf"),
+                    })
+                })
+                .collect();
+            if !compiled.is_empty() {
+                by_node.insert(node_id(node.schema), compiled);
+            }
+        }
+        Rules { by_node }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+
+    /// Evaluates every rule against `obj` (and `old`, for transition rules,
+    /// on update) within kube's per-object budget. Each failure is a cause
+    /// worded as kube words it.
+    pub fn evaluate(
+        &self,
+        schema: &Structural,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Vec<StatusCause> {
+        let mut out = Vec::new();
+        if self.by_node.is_empty() {
+            return out;
+        }
+        let mut budget = Budget::default();
+        self.walk(schema, obj, old, String::new(), &mut budget, &mut out);
+        out
+    }
+
+    fn walk(
+        &self,
+        s: &Structural,
+        v: &Value,
+        old: Option<&Value>,
+        path: String,
+        budget: &mut Budget,
+        out: &mut Vec<StatusCause>,
+    ) {
+        if budget.is_exhausted() {
+            return;
+        }
+        if let Some(rules) = self.by_node.get(&node_id(s)) {
+            self.check(s, rules, v, old, &path, budget, out);
+        }
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let o = old.and_then(|o| o.get(k));
+                    if let Some(ps) = s.properties.get(k) {
+                        let p = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}.{k}")
+                        };
+                        self.walk(ps, x, o, p, budget, out);
+                    } else if let Some(ap) =
+                        s.additional_properties.as_ref().and_then(|a| a.schema())
+                    {
+                        self.walk(ap, x, o, format!("{path}[{k}]"), budget, out);
+                    }
+                }
+            }
+            Value::Array(a) => {
+                if let Some(items) = &s.items {
+                    // Items have no old counterpart (kube correlates only
+                    // map-type lists by key).
+                    for (i, x) in a.iter().enumerate() {
+                        self.walk(items, x, None, format!("{path}[{i}]"), budget, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &self,
+        s: &Structural,
+        rules: &[Compiled],
+        v: &Value,
+        old: Option<&Value>,
+        path: &str,
+        budget: &mut Budget,
+        out: &mut Vec<StatusCause>,
+    ) {
+        let mut vars = Bindings::new().with_json("self", v);
+        if let Some(o) = old {
+            vars.insert_json("oldSelf", o);
+        }
+        let type_name = if s.type_.is_empty() {
+            "object"
+        } else {
+            s.type_.as_str()
+        };
+        for c in rules {
+            if c.transition && old.is_none() && c.rule.optional_old_self != Some(true) {
+                // A transition rule runs only on update.
+                continue;
+            }
+            let field = match c.rule.field_path.trim_start_matches('.') {
+                "" => path.to_string(),
+                fp if path.is_empty() => fp.to_string(),
+                fp => format!("{path}.{fp}"),
+            };
+            let field = if field.is_empty() {
+                "<nil>".to_string()
+            } else {
+                field
+            };
+            match c.program.evaluate_in_budget(&vars, budget) {
+                Ok(e) if e.value == k8s_cel::Value::Bool(true) => {}
+                Ok(e) if matches!(e.value, k8s_cel::Value::Bool(false)) => {
+                    let msg = self.message(c, &vars);
+                    out.push(failure(&field, type_name, &msg, c.rule.reason.as_deref()));
+                }
+                Ok(_) => out.push(invalid(
+                    &field,
+                    type_name,
+                    "rule did not evaluate to a bool",
+                )),
+                Err(EvalError::OutOfBudget) => {
+                    out.push(invalid(&field, type_name, k8s_cel::OUT_OF_BUDGET));
+                    return;
+                }
+                Err(e) => out.push(invalid(&field, type_name, &e.to_string())),
+            }
+        }
+    }
+
+    fn message(&self, c: &Compiled, vars: &Bindings) -> String {
+        if let Some(m) = &c.message {
+            if let Ok(text) = m.eval_string(vars) {
+                if !text.trim().is_empty() && !text.contains('\n') {
+                    return text;
+                }
+            }
+        }
+        if !c.rule.message.is_empty() {
+            return c.rule.message.clone();
+        }
+        format!("failed rule: {}", c.rule.rule)
+    }
+}
+
+fn invalid(field: &str, type_name: &str, msg: &str) -> StatusCause {
+    StatusCause::new(
+        cause::FIELD_VALUE_INVALID,
+        format!("Invalid value: \"{type_name}\": {msg}"),
+        field,
+    )
+}
+
+/// A failed rule, by its `reason` (kube's default: FieldValueInvalid).
+fn failure(field: &str, type_name: &str, msg: &str, reason: Option<&str>) -> StatusCause {
+    match reason {
+        Some("FieldValueRequired") => StatusCause::new(
+            cause::FIELD_VALUE_REQUIRED,
+            format!("Required value: {msg}"),
+            field,
+        ),
+        Some("FieldValueForbidden") => StatusCause::new(
+            cause::FIELD_VALUE_FORBIDDEN,
+            format!("Forbidden: {msg}"),
+            field,
+        ),
+        Some("FieldValueDuplicate") => StatusCause::new(
+            "FieldValueDuplicate",
+            format!(
+                "Duplicate value: {}",
+                apimachinery::validation::go_quote(msg)
+            ),
+            field,
+        ),
+        _ => invalid(field, type_name, msg),
+    }
+}
+
+/// What is wrong with the rules of one version's schema when a CRD is
+/// written: rules that do not compile, and rules whose estimated cost is
+/// over kube's limit. `base` is the schema's field path
+/// (`spec.versions[0].schema.openAPIV3Schema`).
+pub fn definition_errors(base: &str, schema: &Structural) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    for node in validation_rules(schema) {
+        let hints = hints_for(node.schema);
+        for (i, r) in node.rules.iter().enumerate() {
+            let at = if node.schema_path.is_empty() {
+                format!("{base}.x-kubernetes-validations[{i}]")
+            } else {
+                format!("{base}.{}.x-kubernetes-validations[{i}]", node.schema_path)
+            };
+            match Program::compile(&r.rule) {
+                Err(e) => out.push(StatusCause::new(
+                    cause::FIELD_VALUE_INVALID,
+                    format!(
+                        "Invalid value: {}: {e}",
+                        apimachinery::validation::go_quote(&r.rule)
+                    ),
+                    format!("{at}.rule"),
+                )),
+                Ok(p) => {
+                    if let Err(e) = p
+                        .estimate_cost(&hints)
+                        .check(k8s_cel::STATIC_ESTIMATED_COST_LIMIT)
+                    {
+                        out.push(StatusCause::new(
+                            cause::FIELD_VALUE_FORBIDDEN,
+                            format!(
+                                "Forbidden: {e} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+                            ),
+                            format!("{at}.rule"),
+                        ));
+                    }
+                }
+            }
+            if !r.message_expression.is_empty() {
+                if let Err(e) = Program::compile(&r.message_expression) {
+                    out.push(StatusCause::new(
+                        cause::FIELD_VALUE_INVALID,
+                        format!(
+                            "Invalid value: {}: messageExpression {e}",
+                            apimachinery::validation::go_quote(&r.message_expression)
+                        ),
+                        format!("{at}.messageExpression"),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Size hints for the rules of one node from the schema's own bounds
+/// (`maxLength`, `maxItems`, `maxProperties`) below it, by CEL path.
+fn hints_for(s: &Structural) -> SizeHints {
+    let mut hints = SizeHints::new();
+    add_hints(s, "self".to_string(), &mut hints, 0);
+    hints
+}
+
+fn add_hints(s: &Structural, path: String, hints: &mut SizeHints, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    if let Some(v) = &s.value_validation {
+        let bound = v.max_length.or(v.max_items).or(v.max_properties);
+        if let Some(b) = bound {
+            hints.set(&path, b.max(0) as u64);
+        }
+    }
+    for (k, ps) in &s.properties {
+        add_hints(ps, format!("{path}.{k}"), hints, depth + 1);
+    }
+    if let Some(items) = &s.items {
+        add_hints(items, format!("{path}[*]"), hints, depth + 1);
+    }
+    if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
+        add_hints(ap, format!("{path}[*]"), hints, depth + 1);
+    }
+}
