@@ -346,3 +346,218 @@ async fn kube_custom_resource_derive() {
     assert_eq!(read.metadata.generation, Some(2));
     assert!(read.status.is_some_and(|s| s.published));
 }
+
+const RANGES: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "ranges.example.com"},
+  "spec": {
+    "group": "example.com",
+    "scope": "Namespaced",
+    "names": {"plural": "ranges", "kind": "Range"},
+    "versions": [{
+      "name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {
+        "type": "object",
+        "properties": {
+          "spec": {
+            "type": "object",
+            "x-kubernetes-validations": [
+              {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+              {"rule": "self.max >= oldSelf.max",
+               "messageExpression": "'max may only grow, was ' + string(oldSelf.max)"}
+            ],
+            "properties": {
+              "min": {"type": "integer", "minimum": 0},
+              "max": {"type": "integer", "default": 10},
+              "mode": {"type": "string", "enum": ["a", "b"]},
+              "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}
+            }
+          }
+        }
+      }}
+    }]
+  }
+}"#;
+
+async fn post(server: &Server, path: &str, body: &str) -> (u16, serde_json::Value, Vec<String>) {
+    let r = server
+        .http(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .await
+        .expect("request");
+    let warnings = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "warning")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let v = serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null);
+    (r.status, v, warnings)
+}
+
+fn causes(status: &serde_json::Value) -> Vec<(String, String)> {
+    status["details"]["causes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    (
+                        c["field"].as_str().unwrap_or("").to_string(),
+                        c["message"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schemas_and_cel_rules_validate_custom_resources() {
+    let server = Server::start().await;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+    // An invalid CRD: 422 with kube's wording, nothing stored.
+    let bad = RANGES
+        .replace(
+            "\"name\": \"ranges.example.com\"",
+            "\"name\": \"wrong.example.com\"",
+        )
+        .replace(
+            "\"type\": \"object\",\n            \"x-kubernetes-validations\"",
+            "\"x-kubernetes-validations\"",
+        );
+    let (code, status, _) = post(&server, crds, &bad).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    let c = causes(&status);
+    assert!(
+        c.contains(&(
+            "metadata.name".into(),
+            "Invalid value: \"wrong.example.com\": must be spec.names.plural+\".\"+spec.group"
+                .into()
+        )),
+        "{c:?}"
+    );
+    assert!(
+        c.iter().any(|(f, m)| f.ends_with("properties[spec].type")
+            && m == "Required value: must not be empty for specified object fields"),
+        "{c:?}"
+    );
+    // A rule that does not compile.
+    let uncompilable = RANGES.replace("self.min <= self.max", "self.min <=");
+    let (code, status, _) = post(&server, crds, &uncompilable).await;
+    assert_eq!(code, 422, "{status}");
+    let c = causes(&status);
+    assert!(
+        c.iter().any(|(f, m)| f
+            == "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+            && m.contains("compilation failed")),
+        "{c:?}"
+    );
+    let (code, _, _) = post(&server, crds, RANGES).await;
+    assert_eq!(code, 201);
+    let crd = server.get_json(&["crd", "ranges.example.com"]);
+    // kube's defaults.
+    assert_eq!(crd["spec"]["names"]["singular"], "range");
+    assert_eq!(crd["spec"]["names"]["listKind"], "RangeList");
+    assert_eq!(crd["spec"]["conversion"]["strategy"], "None");
+    assert!(established(&server, "ranges.example.com"));
+    let ranges = "/apis/example.com/v1/namespaces/default/ranges";
+    eventually("ranges served", Duration::from_secs(10), || {
+        server
+            .kubectl(&["get", "ranges"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let range = |name: &str, spec: &str| {
+        format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Range","metadata":{{"name":"{name}"}},"spec":{spec}}}"#
+        )
+    };
+
+    // Schema errors: every failing field, 422.
+    let (code, status, _) = post(
+        &server,
+        ranges,
+        &range("r", r#"{"min":-1,"mode":"c","tags":["x","x"]}"#),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    let c = causes(&status);
+    for want in [
+        (
+            "spec.min",
+            "Invalid value: -1: spec.min in body should be greater than or equal to 0",
+        ),
+        (
+            "spec.mode",
+            "Unsupported value: \"c\": supported values: \"a\", \"b\"",
+        ),
+        ("spec.tags[1]", "Duplicate value: \"x\""),
+    ] {
+        assert!(
+            c.contains(&(want.0.into(), want.1.into())),
+            "{want:?} not in {c:?}"
+        );
+    }
+    // A type error.
+    let (code, status, _) = post(&server, ranges, &range("r", r#"{"min":"x"}"#)).await;
+    assert_eq!(code, 422, "{status}");
+    assert!(causes(&status).contains(&(
+        "spec.min".into(),
+        "Invalid value: \"string\": spec.min in body must be of type integer: \"string\"".into()
+    )));
+    // A CEL rule (max defaults to 10).
+    let (code, status, _) = post(&server, ranges, &range("r", r#"{"min":11}"#)).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        causes(&status),
+        [(
+            "spec".to_string(),
+            "Invalid value: \"object\": min must not exceed max".to_string()
+        )]
+    );
+    assert_eq!(
+        status["message"],
+        "Range.example.com \"r\" is invalid: spec: Invalid value: \"object\": min must not exceed max"
+    );
+    // Pruning (reported under Warn) and defaulting.
+    let (code, made, warnings) = post(
+        &server,
+        &format!("{ranges}?fieldValidation=Warn"),
+        &range("r", r#"{"min":2,"extra":true}"#),
+    )
+    .await;
+    assert_eq!(code, 201, "{made}");
+    assert_eq!(made["spec"], serde_json::json!({"min": 2, "max": 10}));
+    assert_eq!(warnings, ["299 - \"unknown field \\\"spec.extra\\\"\""]);
+    // A transition rule with messageExpression on update.
+    let r = server
+        .http(
+            "PATCH",
+            &format!("{ranges}/r"),
+            &[("Content-Type", "application/merge-patch+json")],
+            br#"{"spec":{"max":5}}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    let status: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        causes(&status),
+        [(
+            "spec".to_string(),
+            "Invalid value: \"object\": max may only grow, was 10".to_string()
+        )]
+    );
+    // Nothing stored changed.
+    let stored = server.get_json(&["range", "r"]);
+    assert_eq!(stored["spec"]["max"], 10);
+}
