@@ -29,6 +29,7 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod telemetry;
+pub mod webhook;
 
 use config::Config;
 use etcd_process::{EtcdProcess, EtcdProcessError};

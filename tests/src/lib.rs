@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod watch;
+pub mod webhook;
 
 use std::io::Write;
 use std::net::TcpListener;

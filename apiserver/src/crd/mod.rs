@@ -15,6 +15,7 @@
 //! hold `&'static Resource`); each distinct definition costs one row.
 
 pub mod controller;
+pub mod conversion;
 pub mod names;
 pub mod rules;
 pub mod status;
@@ -71,11 +72,19 @@ pub struct CustomInfo {
     structural: Option<Structural>,
     /// Its `x-kubernetes-validations`, compiled.
     rules: rules::Rules,
+    /// The conversion webhook (strategy `Webhook`; `Err`: unusable
+    /// configuration); `None` for strategy `None`.
+    conversion: Option<Result<crate::webhook::Webhook, String>>,
 }
 
 impl CustomInfo {
     pub fn schema(&'static self) -> Option<apimachinery::schema::TypeRef<'static>> {
         self.schema.by_name(&self.definition)
+    }
+
+    /// Whether versions are converted by a webhook (strategy `Webhook`).
+    pub fn converts_by_webhook(&self) -> bool {
+        self.conversion.is_some()
     }
 
     /// What kube does to a custom resource on its way in: unknown fields
@@ -174,7 +183,7 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
 /// version and served in the requested one by changing only `apiVersion`.
 /// Whether `obj` (as stored) needs that for `res`.
 pub fn needs_conversion(res: &Resource, obj: &Value) -> bool {
-    res.custom.is_some()
+    res.custom.is_some_and(|c| c.conversion.is_none())
         && obj.get("kind").and_then(Value::as_str) == Some(res.kind)
         && obj.get("apiVersion").and_then(Value::as_str) != Some(res.api_version().as_str())
 }
@@ -189,19 +198,6 @@ pub fn convert<'a>(res: &Resource, obj: &'a Value) -> std::borrow::Cow<'a, Value
         m.insert("apiVersion".into(), Value::String(res.api_version()));
     }
     std::borrow::Cow::Owned(v)
-}
-
-/// Puts a custom resource about to be stored into its storage version.
-pub fn to_storage(res: &Resource, obj: &mut Value) {
-    let Some(c) = res.custom else { return };
-    if c.storage_version != res.version {
-        if let Some(m) = obj.as_object_mut() {
-            m.insert(
-                "apiVersion".into(),
-                Value::String(format!("{}/{}", res.group, c.storage_version)),
-            );
-        }
-    }
 }
 
 fn leak(s: &str) -> &'static str {
@@ -503,6 +499,7 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resou
                 openapi,
                 structural,
                 rules,
+                conversion: conversion::webhook_of(spec),
             }));
             let row: &'static Resource = Box::leak(Box::new(Resource {
                 group: group_s,

@@ -131,7 +131,9 @@ async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
             let now = crate::object::now();
             let obj = run(None, &now)?;
             match write::create_object(scope, &req.params, &req.manager, obj, &now).await {
-                Ok(created) => return Ok(response::object(scope, StatusCode::CREATED, &created)),
+                Ok(created) => {
+                    return super::object_response(scope, StatusCode::CREATED, &created).await
+                }
                 // Created meanwhile: apply to it.
                 Err(e) if e.to_status().reason == apimachinery::status::reason::ALREADY_EXISTS => {
                     continue
@@ -152,7 +154,7 @@ async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
                 } else {
                     StatusCode::OK
                 };
-                return Ok(response::object(scope, code, &u.object));
+                return super::object_response(scope, code, &u.object).await;
             }
             // Deleted meanwhile: create it.
             Err(e) if e.to_status().is_not_found() && scope.subresource.is_none() => continue,

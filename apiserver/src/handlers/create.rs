@@ -12,7 +12,7 @@ pub async fn create(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     let manager = write::manager(scope, &params);
     let now = object::now();
     let stored = write::create_object(scope, &params, &manager, obj, &now).await?;
-    let resp = response::object(scope, StatusCode::CREATED, &stored);
+    let resp = super::object_response(scope, StatusCode::CREATED, &stored).await?;
     Ok(response::with_warnings(resp, &warnings))
 }
 

@@ -166,10 +166,12 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
         check_preconditions(scope, &current, &params)?;
         check_immortal(scope)?;
         match delete_one(scope, &key, &current, &params).await {
-            Ok(Outcome::Pending(v)) => return Ok(response::object(scope, StatusCode::OK, &v)),
+            Ok(Outcome::Pending(v)) => {
+                return super::object_response(scope, StatusCode::OK, &v).await
+            }
             Ok(Outcome::Deleted(v)) => {
                 if returns_deleted_object(scope) {
-                    return Ok(response::object(scope, StatusCode::OK, &v));
+                    return super::object_response(scope, StatusCode::OK, &v).await;
                 }
                 let status = write::delete_success(scope.res.group_resource(), &v);
                 let mut body = serde_json::to_value(&status).unwrap_or_default();

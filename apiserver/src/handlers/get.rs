@@ -2,7 +2,6 @@
 
 use super::Scope;
 use crate::error::Result;
-use crate::response;
 use apimachinery::query;
 use apimachinery::Status;
 use axum::http::StatusCode;
@@ -17,5 +16,5 @@ pub async fn get(scope: &Scope) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?
         .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-    Ok(response::object(scope, StatusCode::OK, &obj.value))
+    super::object_response(scope, StatusCode::OK, &obj.value).await
 }

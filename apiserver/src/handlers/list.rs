@@ -48,11 +48,26 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         continue_from: plan.continue_from,
         predicate: predicate(scope, &params)?,
     };
-    let result = scope
+    let mut result = scope
         .state
         .store
         .list(&scope.collection_prefix(), &opts)
         .await
         .map_err(|e| scope.storage_err(e))?;
+    let webhook = scope.res.custom.is_some_and(|c| c.converts_by_webhook());
+    if webhook
+        && crate::crd::conversion::any_needs(scope.res, result.items.iter().map(|o| &*o.value))
+    {
+        // Custom resources stored in another version: one conversion
+        // call for the page.
+        let mut values: Vec<serde_json::Value> =
+            result.items.iter().map(|o| (*o.value).clone()).collect();
+        crate::crd::conversion::list_for_request(scope.res, &mut values).await?;
+        result.items = values
+            .into_iter()
+            .zip(&result.items)
+            .map(|(v, o)| watchcache::Object::new(std::sync::Arc::new(v), o.revision))
+            .collect();
+    }
     Ok(response::list(scope, scope.res, &result))
 }

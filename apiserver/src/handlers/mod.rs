@@ -31,6 +31,17 @@ use std::sync::Arc;
 
 pub use write::namespace_finalizer;
 
+/// Responds with one object, in the request's version (a custom resource
+/// stored in another version is converted first).
+pub(crate) async fn object_response(
+    scope: &Scope,
+    code: axum::http::StatusCode,
+    obj: &serde_json::Value,
+) -> Result<Response> {
+    let obj = crate::crd::conversion::for_request(scope.res, obj).await?;
+    Ok(crate::response::object(scope, code, &obj))
+}
+
 /// What every verb handler gets: the resolved resource and the request's
 /// negotiated output, query and identity.
 pub struct Scope {

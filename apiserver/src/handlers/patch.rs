@@ -112,7 +112,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         Ok(patched)
     })
     .await?;
-    let resp = response::object(scope, StatusCode::OK, &updated.object);
+    let resp = super::object_response(scope, StatusCode::OK, &updated.object).await?;
     Ok(response::with_warnings(resp, &warnings))
 }
 

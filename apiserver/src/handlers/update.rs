@@ -25,7 +25,7 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     } else {
         StatusCode::OK
     };
-    let resp = response::object(scope, code, &updated.object);
+    let resp = super::object_response(scope, code, &updated.object).await?;
     Ok(response::with_warnings(resp, &warnings))
 }
 

@@ -118,6 +118,13 @@ fn encode_event(
     Bytes::from(line)
 }
 
+fn status_event(status: &Status) -> Bytes {
+    let mut line =
+        serde_json::to_vec(&json!({"type": "ERROR", "object": status})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
 fn error_event(err: &StorageError) -> Bytes {
     let status = match err {
         StorageError::Compacted {
@@ -304,6 +311,28 @@ impl WatchBody {
             if event.kind != EventType::Bookmark {
                 if self.stage == Stage::Watching {
                     self.reached = self.reached.max(event.object.revision);
+                }
+                let res = self.encoder.res;
+                if res.custom.is_some_and(|c| c.converts_by_webhook()) {
+                    // A custom resource stored in another version goes
+                    // through its conversion webhook; a failure ends the
+                    // watch with the error.
+                    let converted =
+                        match crate::crd::conversion::for_request(res, &event.object.value).await {
+                            Ok(v) => v.into_owned(),
+                            Err(e) => {
+                                self.stage = Stage::Done;
+                                return Some(status_event(&e.to_status()));
+                            }
+                        };
+                    let event = WatchEvent {
+                        kind: event.kind,
+                        object: watchcache::Object::new(
+                            std::sync::Arc::new(converted),
+                            event.object.revision,
+                        ),
+                    };
+                    return Some(self.encoder.event(&event));
                 }
                 return Some(self.encoder.event(&event));
             }

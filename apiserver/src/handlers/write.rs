@@ -356,13 +356,18 @@ where
             .store
             .get(&key, freshness)
             .await
-            .map_err(|e| scope.storage_err(e))?
-            .map(|o| match crate::crd::convert(scope.res, &o.value) {
-                // A custom resource stored in another version is modified
-                // in the request's (conversion None: only apiVersion).
-                std::borrow::Cow::Owned(v) => Object::new(Arc::new(v), o.revision),
-                std::borrow::Cow::Borrowed(_) => o,
-            });
+            .map_err(|e| scope.storage_err(e))?;
+        // A custom resource stored in another version is modified in the
+        // request's.
+        let current = match current {
+            Some(o) => Some(
+                match crate::crd::conversion::for_request(scope.res, &o.value).await? {
+                    std::borrow::Cow::Owned(v) => Object::new(Arc::new(v), o.revision),
+                    std::borrow::Cow::Borrowed(_) => o,
+                },
+            ),
+            None => None,
+        };
         if current.is_none() && !quorum {
             quorum = true;
             continue;
@@ -433,7 +438,7 @@ where
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
-        crate::crd::to_storage(scope.res, &mut new);
+        crate::crd::conversion::for_storage(scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
@@ -552,7 +557,7 @@ pub async fn create_object(
     crate::rbac::admit(scope, &obj, None).await?;
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
-    crate::crd::to_storage(scope.res, &mut obj);
+    crate::crd::conversion::for_storage(scope.res, &mut obj).await?;
     if params.dry_run {
         // kube's dry-run storage still refuses a name that is taken.
         let taken = scope

@@ -1,0 +1,163 @@
+//! Calls to webhooks: one JSON document POSTed over HTTPS, one JSON
+//! document back. CRD conversion webhooks use it (and admission webhooks
+//! will): the server is named by URL, trusted through the `caBundle` the
+//! configuration carries, and answers within the configured timeout.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most a webhook may answer (kube reads at most its request limit).
+const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
+
+/// Why a call failed, worded as Go's HTTP client words it where kube shows
+/// that text (`Post "https://...": ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("{0}")]
+    Config(String),
+    #[error("Post \"{url}\": {message}")]
+    Transport { url: String, message: String },
+    #[error("Post \"{url}\": context deadline exceeded")]
+    Timeout { url: String },
+    #[error("{0}")]
+    Response(String),
+}
+
+/// One webhook endpoint.
+#[derive(Clone)]
+pub struct Webhook {
+    url: String,
+    uri: hyper::Uri,
+    host: String,
+    port: u16,
+    tls: Arc<rustls::ClientConfig>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook").field("url", &self.url).finish()
+    }
+}
+
+impl Webhook {
+    /// An HTTPS endpoint at `url`, trusting the PEM certificates of
+    /// `ca_bundle` (without one, nothing is trusted: this server ships no
+    /// system roots).
+    pub fn new(
+        url: &str,
+        ca_bundle: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<Webhook, WebhookError> {
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|e| WebhookError::Config(format!("invalid webhook URL {url:?}: {e}")))?;
+        if uri.scheme_str() != Some("https") {
+            return Err(WebhookError::Config(format!(
+                "invalid webhook URL {url:?}: 'https' is the only allowed URL scheme"
+            )));
+        }
+        let host = uri
+            .host()
+            .ok_or_else(|| WebhookError::Config(format!("invalid webhook URL {url:?}: no host")))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(443);
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(pem) = ca_bundle {
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert =
+                    cert.map_err(|e| WebhookError::Config(format!("invalid caBundle: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| WebhookError::Config(format!("invalid caBundle: {e}")))?;
+            }
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| WebhookError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(Webhook {
+            url: url.to_string(),
+            uri,
+            host,
+            port,
+            tls: Arc::new(tls),
+            timeout,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// POSTs `body` and returns the JSON answer of a 2xx response.
+    pub async fn post_json(&self, body: &Value) -> Result<Value, WebhookError> {
+        match tokio::time::timeout(self.timeout, self.call(body)).await {
+            Ok(r) => r,
+            Err(_) => Err(WebhookError::Timeout {
+                url: self.url.clone(),
+            }),
+        }
+    }
+
+    fn transport(&self, message: impl std::fmt::Display) -> WebhookError {
+        WebhookError::Transport {
+            url: self.url.clone(),
+            message: message.to_string(),
+        }
+    }
+
+    async fn call(&self, body: &Value) -> Result<Value, WebhookError> {
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| self.transport(format!("dial tcp {}:{}: {e}", self.host, self.port)))?;
+        let name = ServerName::try_from(self.host.clone()).map_err(|e| self.transport(e))?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| self.transport(format!("tls: {e}")))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .map_err(|e| self.transport(e))?;
+        let driver = tokio::spawn(conn);
+        let payload = serde_json::to_vec(body).map_err(|e| self.transport(e))?;
+        let path = self.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let req = hyper::Request::post(path)
+            .header(hyper::header::HOST, format!("{}:{}", self.host, self.port))
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(payload)))
+            .map_err(|e| self.transport(e))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| self.transport(e))?;
+        let status = resp.status();
+        let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| self.transport(e))?
+            .to_bytes();
+        driver.abort();
+        if !status.is_success() {
+            return Err(WebhookError::Response(format!(
+                "the server responded with status {}: {}",
+                status.as_u16(),
+                String::from_utf8_lossy(&bytes[..bytes.len().min(256)])
+            )));
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| WebhookError::Response(format!("unable to decode the response: {e}")))
+    }
+}
