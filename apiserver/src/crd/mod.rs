@@ -75,6 +75,9 @@ pub struct CustomInfo {
     /// The conversion webhook (strategy `Webhook`; `Err`: unusable
     /// configuration); `None` for strategy `None`.
     conversion: Option<Result<crate::webhook::Webhook, String>>,
+    /// Whether the CRD is being deleted: its resources may be read and
+    /// deleted, not created.
+    pub terminating: bool,
 }
 
 impl CustomInfo {
@@ -420,18 +423,19 @@ pub fn rows(crd: &Value) -> Vec<&'static Resource> {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let key = json!([name, spec, names]).to_string();
+    let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
+    let key = json!([name, spec, names, terminating]).to_string();
     let table = INTERNED.get_or_init(Default::default);
     let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = table.get(&key) {
         return r.clone();
     }
-    let built = build_rows(name, &spec, &names);
+    let built = build_rows(name, &spec, &names, terminating);
     table.insert(key, built.clone());
     built
 }
 
-fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resource> {
+fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) -> Vec<&'static Resource> {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let group = s(spec, "group");
     let kind = s(names, "kind");
@@ -500,6 +504,7 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value) -> Vec<&'static Resou
                 structural,
                 rules,
                 conversion: conversion::webhook_of(spec),
+                terminating,
             }));
             let row: &'static Resource = Box::leak(Box::new(Resource {
                 group: group_s,

@@ -531,6 +531,16 @@ pub async fn create_object(
             .into());
         }
     }
+    if scope.res.custom.is_some_and(|c| c.terminating) {
+        let mut s = Status::method_not_allowed().with_details(
+            "",
+            scope.res.group,
+            scope.res.plural,
+        );
+        s.message =
+            "create not allowed while custom resource definition is terminating".to_string();
+        return Err(s.into());
+    }
     let generate = object::meta_str(&obj, "generateName")
         .filter(|s| !s.is_empty())
         .map(str::to_string);
