@@ -23,7 +23,9 @@ use crate::cost::{charge, tenth};
 pub(crate) const COST_FN: &str = "@k8s_cost";
 pub(crate) const SIZE_FN: &str = "@k8s_size";
 
-/// Standard functions whose work grows with the size of their operands.
+/// Functions whose work grows with the size of their operands: the
+/// standard library's and the base crate's strings and lists extensions'
+/// (the Kubernetes libraries charge for themselves).
 const SIZED: &[&str] = &[
     "contains",
     "startsWith",
@@ -33,6 +35,26 @@ const SIZED: &[&str] = &[
     "_==_",
     "_!=_",
     "@in",
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "lowerAscii",
+    "upperAscii",
+    "replace",
+    "split",
+    "substring",
+    "trim",
+    "join",
+    "reverse",
+    "format",
+    "quote",
+    "slice",
+    "flatten",
+    "distinct",
+    "sort",
+    "@sortByAssociatedKeys",
+    "string",
+    "bytes",
 ];
 
 /// The roots of qualified function names (`sets.contains`,

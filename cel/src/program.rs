@@ -134,6 +134,12 @@ impl Bindings {
         }
     }
 
+    /// Binds `name` to an optional: `optional.of(value)`, or
+    /// `optional.none()` — `oldSelf` under `optionalOldSelf` on create.
+    pub fn insert_optional_json(&mut self, name: &str, value: Option<&serde_json::Value>) {
+        self.insert_value(name, crate::native::optional(value.map(json_to_cel)));
+    }
+
     /// Whether `name` is bound.
     pub fn contains(&self, name: &str) -> bool {
         self.vars.contains_key(name)

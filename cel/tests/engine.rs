@@ -183,6 +183,20 @@ fn string_work_is_charged() {
     assert!(cost("self.matches('^x+$')") >= 10_000);
     assert!(cost("self.lowerAscii() == self") >= 10_000);
     assert!(cost("size(self) > 0") < 10);
+    assert!(cost("self.split('x').size() > 0") >= 10_000);
+    assert!(cost("self.replace('x', 'y') != ''") >= 10_000);
+    assert!(cost("url('https://a/' + self).getHost() == 'a'") >= 10_000);
+    assert!(cost("isQuantity(self)") >= 10_000);
+}
+
+#[test]
+fn optional_old_self() {
+    let mut vars = Bindings::new().with_json("self", &json!(2));
+    vars.insert_optional_json("oldSelf", None);
+    truth("!oldSelf.hasValue() && oldSelf.orValue(0) == 0", &vars);
+    vars.insert_optional_json("oldSelf", Some(&json!(1)));
+    truth("oldSelf.hasValue() && self > oldSelf.value()", &vars);
+    assert!(vars.contains("oldSelf") && !vars.contains("object"));
 }
 
 #[test]
