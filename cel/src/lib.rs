@@ -62,11 +62,13 @@
 //! * Kubernetes' libraries: lists (`isSorted`, `sum`, `min`, `max`,
 //!   `indexOf`, `lastIndexOf`), regex (`find`, `findAll`), URLs, quantities,
 //!   IPs and CIDRs, formats, semver: see each module's docs in `library/`.
+//! * `cel.bind` and cel-go's two-variable comprehensions (`all(k, v, p)`,
+//!   `exists`, `existsOne`, `transformList`, `transformMap`,
+//!   `transformMapEntry`), expanded by macros of this crate.
 //!
 //! Not provided: Kubernetes' authorizer library (`authorizer.group(...)`,
-//! which needs the API server's authorizer), the two-variable
-//! comprehensions and `transformList`/`transformMap` extensions, the
-//! `ext.Math` and encoders extensions, and type checking.
+//! which needs the API server's authorizer), the `ext.Math` and encoders
+//! extensions, and type checking.
 
 pub mod cost;
 pub mod estimate;

@@ -8,11 +8,13 @@
 //! `lists.range`).
 //!
 //! Here, each in its module: Kubernetes' lists, sets, regex, URLs,
-//! quantities, IPs and CIDRs, formats and semver libraries.
+//! quantities, IPs and CIDRs, formats and semver libraries, and the
+//! `cel.bind` and two-variable comprehension macros.
 
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env};
 
+pub(crate) mod comprehensions;
 pub(crate) mod format;
 pub(crate) mod ip;
 pub(crate) mod lists;
@@ -27,6 +29,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_extension(cel::extensions::strings)?;
     env.add_extension(cel::extensions::lists)?;
     crate::instrument::register(env)?;
+    comprehensions::register(env)?;
     lists::register(env)?;
     sets::register(env)?;
     regex::register(env)?;
