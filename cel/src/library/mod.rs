@@ -28,6 +28,16 @@ pub(crate) mod url;
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_extension(cel::extensions::strings)?;
     env.add_extension(cel::extensions::lists)?;
+    for name in [
+        "net.IP",
+        "net.CIDR",
+        "kubernetes.URL",
+        "kubernetes.Quantity",
+        "kubernetes.Semver",
+        "kubernetes.NamedFormat",
+    ] {
+        env.add_type(cel::common::types::Type::new_opaque_type(name))?;
+    }
     crate::instrument::register(env)?;
     comprehensions::register(env)?;
     lists::register(env)?;
