@@ -365,8 +365,34 @@ fn wrong_type(want: &'static str, got: &Value) -> EvalError {
     }
 }
 
+/// The base crate's error, worded as cel-go (and so Kubernetes) words the
+/// common ones; a library function's own message is kept as it is.
 fn execution_error(e: ExecutionError) -> EvalError {
-    let message = e.to_string();
+    let message = match &e {
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        ExecutionError::UndeclaredReference(name) => format!("undeclared reference to '{name}'"),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_owned(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".to_owned(),
+        ExecutionError::Overflow(..) => "integer overflow".to_owned(),
+        ExecutionError::IndexOutOfBounds(index) => format!("index out of bounds: {index:?}"),
+        ExecutionError::UnsupportedBinaryOperator(op, a, b) => {
+            let op = match *op {
+                "add" => "_+_",
+                "sub" => "_-_",
+                "mul" => "_*_",
+                "div" => "_/_",
+                "rem" => "_%_",
+                other => other,
+            };
+            format!(
+                "found no matching overload for '{op}' applied to '({}, {})'",
+                a.type_of(),
+                b.type_of()
+            )
+        }
+        other => other.to_string(),
+    };
     if message.contains(COST_LIMIT_EXCEEDED) {
         EvalError::CostLimitExceeded
     } else {

@@ -84,10 +84,21 @@ fn rules_see_self_and_old_self() {
     truth("self.tags.map(t, t + '!') == ['a!', 'b!']", &vars);
     truth("self.tags.filter(t, t != 'a') == ['b']", &vars);
     truth("self.?missing.orValue(5) == 5", &vars);
-    let e = eval("self.missing == 1", &vars).unwrap_err();
-    assert!(e.to_string().contains("No such key"), "{e}");
-    let e = eval("nope", &vars).unwrap_err();
-    assert!(e.to_string().contains("nope"), "{e}");
+    let message = |expr: &str| eval(expr, &vars).unwrap_err().to_string();
+    assert_eq!(message("self.missing == 1"), "no such key: missing");
+    assert_eq!(message("nope"), "undeclared reference to 'nope'");
+    assert_eq!(message("1 / 0"), "division by zero");
+    assert_eq!(message("1 % 0"), "modulus by zero");
+    assert_eq!(message("9223372036854775807 + 1"), "integer overflow");
+    assert_eq!(
+        message("quantity('1.5').asInteger()"),
+        "cannot convert value to integer"
+    );
+    assert!(
+        message("1 + 'a'").contains("no matching overload"),
+        "{}",
+        message("1 + 'a'")
+    );
 }
 
 #[test]
