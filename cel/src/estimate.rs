@@ -25,6 +25,11 @@
 //! `?:` are charged both sides; results of most functions are assumed as
 //! large as their largest argument. The estimate is an upper bound in the
 //! same order of magnitude as cel-go's, not the same number.
+//!
+//! What stays with the caller, as in Kubernetes: a rule on the items of a
+//! list (or values of a map) runs once per item, so the CRD code multiplies
+//! the rule's estimate by the largest number of items before comparing the
+//! sum over the CRD with [`crate::STATIC_ESTIMATED_CRD_COST_LIMIT`].
 
 use std::collections::HashMap;
 use std::fmt;

@@ -60,7 +60,7 @@ const SIZED: &[&str] = &[
 /// The roots of qualified function names (`sets.contains`,
 /// `strings.quote`...): a call's target spelled so is a namespace, not a
 /// value, and must stay as written.
-const NAMESPACES: &[&str] = &[
+pub(crate) const NAMESPACES: &[&str] = &[
     "sets", "strings", "format", "ip", "lists", "optional", "math", "base64",
 ];
 

@@ -44,6 +44,9 @@
 //!   [`EvalError::OutOfBudget`] ("validation failed due to running out of
 //!   cost budget, no further validation rules will be run") once spent.
 //!   How runtime cost is counted: see [`cost`].
+//! * [`Program::variables`] / [`Program::uses_variable`] tell which
+//!   variables a rule reads (a CRD rule reading `oldSelf` is a transition
+//!   rule).
 //! * [`Program::estimate_cost`] bounds the cost statically from the sizes
 //!   in [`SizeHints`]; [`CostEstimate::check`] compares it with
 //!   [`STATIC_ESTIMATED_COST_LIMIT`] and words the refusal as Kubernetes
@@ -77,6 +80,7 @@ mod library;
 pub mod limits;
 mod native;
 mod program;
+mod references;
 mod value;
 
 pub use cel::Value;

@@ -326,6 +326,22 @@ impl Program {
         cel_to_json(&value).map_err(|e| EvalError::NotJson(e.to_string()))
     }
 
+    /// The variables the expression reads (comprehension variables aside),
+    /// sorted: e.g. `["oldSelf", "self"]`. Hidden names the macros use
+    /// start with `@` and are left out.
+    pub fn variables(&self) -> Vec<String> {
+        crate::references::free_variables(&self.parsed)
+            .into_iter()
+            .filter(|v| !v.starts_with('@'))
+            .collect()
+    }
+
+    /// Whether the expression reads `name`: for a CRD rule, whether it is a
+    /// transition rule (reads `oldSelf`).
+    pub fn uses_variable(&self, name: &str) -> bool {
+        crate::references::free_variables(&self.parsed).contains(name)
+    }
+
     /// The static cost estimate of this program for data of the sizes
     /// `hints` gives (see [`crate::estimate`]).
     pub fn estimate_cost(&self, hints: &SizeHints) -> CostEstimate {

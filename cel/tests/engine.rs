@@ -317,3 +317,18 @@ fn deep_expressions_are_refused_not_stack_overflows() {
                 c.image.startsWith('registry.example.com/') && c.ports.all(p, p.containerPort > 1024))";
     Program::compile(rule).unwrap();
 }
+
+#[test]
+fn variables_read() {
+    let rule =
+        Program::compile("self.items.all(x, x.name != oldSelf.name) && cel.bind(y, self.a, y > 1)")
+            .unwrap();
+    assert_eq!(
+        rule.variables(),
+        vec!["oldSelf".to_owned(), "self".to_owned()]
+    );
+    assert!(rule.uses_variable("oldSelf"));
+    assert!(!rule.uses_variable("x") && !rule.uses_variable("y"));
+    let two = Program::compile("self.all(k, v, v > 0) && sets.contains(self, [1])").unwrap();
+    assert_eq!(two.variables(), vec!["self".to_owned()]);
+}
