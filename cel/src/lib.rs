@@ -69,6 +69,10 @@
 //!   `exists`, `existsOne`, `transformList`, `transformMap`,
 //!   `transformMapEntry`), expanded by macros of this crate.
 //!
+//! * MutatingAdmissionPolicy's `Object{...}`/`Object.spec{...}` and
+//!   `JSONPatch{...}` literals (as maps: there is no schema to type them),
+//!   and `jsonpatch.escapeKey`.
+//!
 //! Not provided: Kubernetes' authorizer library (`authorizer.group(...)`,
 //! which needs the API server's authorizer), the `ext.Math` and encoders
 //! extensions, and type checking.
@@ -79,6 +83,7 @@ mod instrument;
 mod library;
 pub mod limits;
 mod native;
+mod objects;
 mod program;
 mod references;
 mod value;

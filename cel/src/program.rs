@@ -205,7 +205,7 @@ impl Program {
                 ),
             });
         }
-        let parsed = parse_on_big_stack(expression)?;
+        let mut parsed = parse_on_big_stack(expression)?;
         if ast_depth(&parsed) > MAX_AST_DEPTH {
             return Err(CompileError {
                 detail: format!(
@@ -213,6 +213,8 @@ impl Program {
                 ),
             });
         }
+        let mut next_id = crate::instrument::max_id(&parsed);
+        crate::objects::rewrite(&mut parsed, &mut next_id);
         let metered = Instrumenter::new(&parsed).rewrite(parsed.clone());
         let base_cost = once_cost(&parsed);
         Ok(Program {

@@ -332,3 +332,30 @@ fn variables_read() {
     let two = Program::compile("self.all(k, v, v > 0) && sets.contains(self, [1])").unwrap();
     assert_eq!(two.variables(), vec!["self".to_owned()]);
 }
+
+#[test]
+fn mutating_policy_literals_become_json() {
+    let vars = Bindings::new().with_json("object", &json!({"spec": {"replicas": 1}}));
+    let apply = Program::compile(
+        "Object{spec: Object.spec{replicas: object.spec.replicas + 1, ?paused: optional.none(), \
+         template: Object.spec.template{metadata: Object.spec.template.metadata{labels: {'a': 'b'}}}}}",
+    )
+    .unwrap();
+    assert_eq!(
+        apply.eval_json(&vars).unwrap(),
+        json!({"spec": {"replicas": 2, "template": {"metadata": {"labels": {"a": "b"}}}}})
+    );
+    let patch = Program::compile(
+        "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('k8s.io/x'), value: 'y'}]",
+    )
+    .unwrap();
+    assert_eq!(
+        patch.eval_json(&vars).unwrap(),
+        json!([{"op": "add", "path": "/metadata/labels/k8s.io~1x", "value": "y"}])
+    );
+    assert_eq!(patch.variables(), Vec::<String>::new());
+    assert!(Program::compile("Other{a: 1}")
+        .unwrap()
+        .evaluate(&vars)
+        .is_err());
+}

@@ -17,6 +17,7 @@ use cel::{DeclarationError, Env};
 pub(crate) mod comprehensions;
 pub(crate) mod format;
 pub(crate) mod ip;
+pub(crate) mod jsonpatch;
 pub(crate) mod lists;
 pub(crate) mod quantity;
 pub(crate) mod regex;
@@ -46,6 +47,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     url::register(env)?;
     quantity::register(env)?;
     ip::register(env)?;
+    jsonpatch::register(env)?;
     format::register(env)?;
     semver::register(env)?;
     Ok(())
