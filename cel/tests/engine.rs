@@ -268,6 +268,16 @@ fn static_estimates_follow_size_hints() {
         .with("self.other", 10);
     let est = strings.estimate_cost(&hints);
     assert!(est.max >= 100 && est.max < 1000, "{est:?}");
+    let transition = Program::compile("self.items.all(x, x in oldSelf.items)").unwrap();
+    let hints = SizeHints::new()
+        .with("self.items", 10)
+        .with("self.items[*]", 10);
+    assert!(
+        transition.estimate_cost(&hints).max < 1000,
+        "{:?}",
+        transition.estimate_cost(&hints)
+    );
+    assert_eq!(hints.get("oldSelf.items"), Some(10));
     let constant = Program::compile("1 + 2 == 3")
         .unwrap()
         .estimate_cost(&SizeHints::new());
