@@ -9,15 +9,19 @@
 //!   comprehension (`all`, `exists`, `exists_one`, `map`, `filter`) charges,
 //!   on each iteration, the cost of its loop condition and step as the
 //!   static estimate counts nodes (1 per variable, field selection and
-//!   call; nothing for literals and `&&`/`||`/`?:`); operands of size-dependent standard functions (`contains`,
-//!   `startsWith`, `endsWith`, `matches`, `+`, `==`, `!=`, `in`) charge 0.1
-//!   per character of a string or byte of bytes, 1 per element of a list or
-//!   entry of a map;
+//!   call; nothing for literals and `&&`/`||`/`?:`); operands of
+//!   size-dependent standard and extension functions (`contains`,
+//!   `startsWith`, `endsWith`, `matches`, `+`, `==`, `!=`, `in`, the strings
+//!   extension's `split`, `replace`, `lowerAscii`..., the lists extension's
+//!   `sort`, `distinct`..., `string()`) charge 0.1 per byte of a string or
+//!   bytes, 1 per element of a list or entry of a map;
 //! * the nodes outside comprehension loops are charged once, up front, at
 //!   the same rates (an upper bound: a short-circuited branch is charged
 //!   too);
-//! * the Kubernetes library functions charge for the sizes they work on
-//!   (e.g. 0.1 per character scanned, 1 per list element).
+//! * the Kubernetes library functions charge 0.1 per byte of their string
+//!   arguments, and for what they work on beyond that (1 per list element
+//!   for `sum`/`min`/`max`/`isSorted`, the product of the sizes for the
+//!   `sets` functions, the text times the pattern for `find`/`findAll`).
 //!
 //! This follows cel-go's model (1 per evaluated node, string work at 0.1 per
 //! character) closely enough for limits to trip at the same order of
@@ -44,6 +48,9 @@ pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
 /// Kubernetes' `StaticEstimatedCRDCostLimit`: the largest estimated cost of
 /// all the rules of one CRD together.
 pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
+/// Kubernetes' `MaxEvaluatedMessageExpressionSizeBytes`: the longest
+/// string a `messageExpression` may produce.
+pub const MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES: usize = 5 * 1024;
 /// Kubernetes' `MaxRequestSizeBytes`, which bounds every value whose schema
 /// sets no `maxLength`/`maxItems`/`maxProperties`.
 pub const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;

@@ -8,7 +8,8 @@
 //!
 //! * `self`, `self.spec.containers`: a variable and fields below it;
 //! * `self.spec.containers[*]`: an element of that list (or a value of that
-//!   map), which is what a comprehension's variable is bound to.
+//!   map), which is what a comprehension's variable is bound to;
+//! * `oldSelf...` paths fall back to the hints of the same `self...` paths.
 //!
 //! Any path without a hint is assumed to be as large as a request can make
 //! it: a string of [`MAX_REQUEST_SIZE_BYTES`] bytes, or a collection of
@@ -25,6 +26,11 @@
 //! `?:` are charged both sides; results of most functions are assumed as
 //! large as their largest argument. The estimate is an upper bound in the
 //! same order of magnitude as cel-go's, not the same number.
+//!
+//! What stays with the caller, as in Kubernetes: a rule on the items of a
+//! list (or values of a map) runs once per item, so the CRD code multiplies
+//! the rule's estimate by the largest number of items before comparing the
+//! sum over the CRD with [`crate::STATIC_ESTIMATED_CRD_COST_LIMIT`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -68,9 +74,14 @@ impl SizeHints {
         self.paths.insert(path.to_owned(), max);
     }
 
-    /// The hint for `path`, if any.
+    /// The hint for `path`, if any. `oldSelf` has the schema of `self`, so
+    /// an `oldSelf...` path without a hint of its own takes the hint of the
+    /// same `self...` path.
     pub fn get(&self, path: &str) -> Option<u64> {
-        self.paths.get(path).copied()
+        self.paths.get(path).copied().or_else(|| {
+            let rest = path.strip_prefix("oldSelf")?;
+            self.paths.get(&format!("self{rest}")).copied()
+        })
     }
 }
 

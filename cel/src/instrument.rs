@@ -23,7 +23,9 @@ use crate::cost::{charge, tenth};
 pub(crate) const COST_FN: &str = "@k8s_cost";
 pub(crate) const SIZE_FN: &str = "@k8s_size";
 
-/// Standard functions whose work grows with the size of their operands.
+/// Functions whose work grows with the size of their operands: the
+/// standard library's and the base crate's strings and lists extensions'
+/// (the Kubernetes libraries charge for themselves).
 const SIZED: &[&str] = &[
     "contains",
     "startsWith",
@@ -33,13 +35,41 @@ const SIZED: &[&str] = &[
     "_==_",
     "_!=_",
     "@in",
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "lowerAscii",
+    "upperAscii",
+    "replace",
+    "split",
+    "substring",
+    "trim",
+    "join",
+    "reverse",
+    "format",
+    "quote",
+    "slice",
+    "flatten",
+    "distinct",
+    "sort",
+    "@sortByAssociatedKeys",
+    "string",
+    "bytes",
 ];
 
 /// The roots of qualified function names (`sets.contains`,
 /// `strings.quote`...): a call's target spelled so is a namespace, not a
 /// value, and must stay as written.
-const NAMESPACES: &[&str] = &[
-    "sets", "strings", "format", "ip", "lists", "optional", "math", "base64",
+pub(crate) const NAMESPACES: &[&str] = &[
+    "sets",
+    "strings",
+    "format",
+    "ip",
+    "lists",
+    "optional",
+    "math",
+    "base64",
+    "jsonpatch",
 ];
 
 /// Registers the hidden functions on `env`.
@@ -153,6 +183,40 @@ pub(crate) fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
         Expr::Select(s) => vec![s.operand.as_ref()],
         _ => vec![],
     }
+}
+
+/// The children of `e`, to change in place.
+pub(crate) fn children_mut(e: &mut IdedExpr) -> Vec<&mut IdedExpr> {
+    match &mut e.expr {
+        Expr::Call(call) => call
+            .target
+            .iter_mut()
+            .map(|t| t.as_mut())
+            .chain(call.args.iter_mut())
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &mut c.iter_range,
+            &mut c.accu_init,
+            &mut c.loop_cond,
+            &mut c.loop_step,
+            &mut c.result,
+        ],
+        Expr::List(l) => l.elements.iter_mut().collect(),
+        Expr::Map(m) => entries_mut(&mut m.entries),
+        Expr::Struct(s) => entries_mut(&mut s.entries),
+        Expr::Select(s) => vec![s.operand.as_mut()],
+        _ => vec![],
+    }
+}
+
+fn entries_mut(entries: &mut [cel::common::ast::IdedEntryExpr]) -> Vec<&mut IdedExpr> {
+    entries
+        .iter_mut()
+        .flat_map(|e| match &mut e.expr {
+            EntryExpr::MapEntry(m) => vec![&mut m.key, &mut m.value],
+            EntryExpr::StructField(f) => vec![&mut f.value],
+        })
+        .collect()
 }
 
 fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
@@ -392,6 +456,6 @@ fn is_ident(e: &IdedExpr, name: &str) -> bool {
     matches!(&e.expr, Expr::Ident(n) if n == name)
 }
 
-fn max_id(e: &IdedExpr) -> u64 {
+pub(crate) fn max_id(e: &IdedExpr) -> u64 {
     children(e).into_iter().map(max_id).fold(e.id, u64::max)
 }

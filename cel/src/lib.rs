@@ -44,6 +44,9 @@
 //!   [`EvalError::OutOfBudget`] ("validation failed due to running out of
 //!   cost budget, no further validation rules will be run") once spent.
 //!   How runtime cost is counted: see [`cost`].
+//! * [`Program::variables`] / [`Program::uses_variable`] tell which
+//!   variables a rule reads (a CRD rule reading `oldSelf` is a transition
+//!   rule).
 //! * [`Program::estimate_cost`] bounds the cost statically from the sizes
 //!   in [`SizeHints`]; [`CostEstimate::check`] compares it with
 //!   [`STATIC_ESTIMATED_COST_LIMIT`] and words the refusal as Kubernetes
@@ -62,11 +65,17 @@
 //! * Kubernetes' libraries: lists (`isSorted`, `sum`, `min`, `max`,
 //!   `indexOf`, `lastIndexOf`), regex (`find`, `findAll`), URLs, quantities,
 //!   IPs and CIDRs, formats, semver: see each module's docs in `library/`.
+//! * `cel.bind` and cel-go's two-variable comprehensions (`all(k, v, p)`,
+//!   `exists`, `existsOne`, `transformList`, `transformMap`,
+//!   `transformMapEntry`), expanded by macros of this crate.
+//!
+//! * MutatingAdmissionPolicy's `Object{...}`/`Object.spec{...}` and
+//!   `JSONPatch{...}` literals (as maps: there is no schema to type them),
+//!   and `jsonpatch.escapeKey`.
 //!
 //! Not provided: Kubernetes' authorizer library (`authorizer.group(...)`,
-//! which needs the API server's authorizer), the two-variable
-//! comprehensions and `transformList`/`transformMap` extensions, the
-//! `ext.Math` and encoders extensions, and type checking.
+//! which needs the API server's authorizer), the `ext.Math` and encoders
+//! extensions, and type checking.
 
 pub mod cost;
 pub mod estimate;
@@ -74,13 +83,16 @@ mod instrument;
 mod library;
 pub mod limits;
 mod native;
+mod objects;
 mod program;
+mod references;
 mod value;
 
 pub use cel::Value;
 pub use cost::{
-    Budget, COST_LIMIT_EXCEEDED, MAX_REQUEST_SIZE_BYTES, OUT_OF_BUDGET, PER_CALL_LIMIT,
-    RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
+    Budget, COST_LIMIT_EXCEEDED, MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES,
+    MAX_REQUEST_SIZE_BYTES, OUT_OF_BUDGET, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET,
+    STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
 pub use estimate::{CostEstimate, CostExceeded, SizeHints};
 pub use limits::{MAX_AST_DEPTH, MAX_NESTING_DEPTH};

@@ -4,16 +4,17 @@
 //!
 //! * The parser (ANTLR-generated) uses a great deal of stack per level of
 //!   bracket nesting, so [`crate::Program::compile`] parses on its own
-//!   thread with a [`COMPILE_STACK_BYTES`] stack, after checking that
-//!   brackets nest at most [`MAX_NESTING_DEPTH`] deep.
+//!   thread with a 256 MiB stack (address space reserved, not memory
+//!   used), after checking that brackets nest at most
+//!   [`MAX_NESTING_DEPTH`] deep.
 //! * The interpreter runs on the caller's thread and recurses once or twice
 //!   per level of the parsed tree (operator chains such as `a + b + c`
 //!   nest too), so compiling refuses trees deeper than [`MAX_AST_DEPTH`].
 //!   Optimised, that depth fits well within the 2 MiB stacks of Tokio's
 //!   workers and Rust's test threads (trees 8 times deeper were measured
 //!   to fit). Unoptimised (debug) builds need about ten times the stack per
-//!   level, so there each evaluation runs on a scoped thread with a
-//!   [`DEBUG_EVAL_STACK_BYTES`] stack: slower, but the same results.
+//!   level, so there each evaluation runs on a scoped thread with a 64 MiB
+//!   stack: slower, but the same results.
 
 use cel::common::ast::IdedExpr;
 

@@ -12,7 +12,9 @@ use cel::{ExecutionError, Value};
 /// is `args[0]`.
 pub(crate) type Native = fn(&[Value]) -> Result<Value, ExecutionError>;
 
-/// Converts the arguments, calls `f`, converts the result back.
+/// Converts the arguments, charges 0.1 per byte of the strings among them
+/// (parsing a quantity, a URL, an IP... is linear in its text), calls `f`,
+/// converts the result back.
 pub(crate) fn call<'b, 'v>(
     args: Vec<CowVal<'b, 'v>>,
     f: Native,
@@ -21,6 +23,14 @@ pub(crate) fn call<'b, 'v>(
         .iter()
         .map(|a| Value::try_from(a.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
+    let text: usize = values
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => s.len(),
+            _ => 0,
+        })
+        .sum();
+    crate::cost::charge(crate::cost::tenth(text))?;
     let out = f(&values)?;
     let boxed: Box<dyn Val> = out.try_into()?;
     Ok(CowVal::Owned(boxed))

@@ -134,6 +134,12 @@ impl Bindings {
         }
     }
 
+    /// Binds `name` to an optional: `optional.of(value)`, or
+    /// `optional.none()` — `oldSelf` under `optionalOldSelf` on create.
+    pub fn insert_optional_json(&mut self, name: &str, value: Option<&serde_json::Value>) {
+        self.insert_value(name, crate::native::optional(value.map(json_to_cel)));
+    }
+
     /// Whether `name` is bound.
     pub fn contains(&self, name: &str) -> bool {
         self.vars.contains_key(name)
@@ -199,7 +205,7 @@ impl Program {
                 ),
             });
         }
-        let parsed = parse_on_big_stack(expression)?;
+        let mut parsed = parse_on_big_stack(expression)?;
         if ast_depth(&parsed) > MAX_AST_DEPTH {
             return Err(CompileError {
                 detail: format!(
@@ -207,6 +213,8 @@ impl Program {
                 ),
             });
         }
+        let mut next_id = crate::instrument::max_id(&parsed);
+        crate::objects::rewrite(&mut parsed, &mut next_id);
         let metered = Instrumenter::new(&parsed).rewrite(parsed.clone());
         let base_cost = once_cost(&parsed);
         Ok(Program {
@@ -320,6 +328,22 @@ impl Program {
         cel_to_json(&value).map_err(|e| EvalError::NotJson(e.to_string()))
     }
 
+    /// The variables the expression reads (comprehension variables aside),
+    /// sorted: e.g. `["oldSelf", "self"]`. Hidden names the macros use
+    /// start with `@` and are left out.
+    pub fn variables(&self) -> Vec<String> {
+        crate::references::free_variables(&self.parsed)
+            .into_iter()
+            .filter(|v| !v.starts_with('@'))
+            .collect()
+    }
+
+    /// Whether the expression reads `name`: for a CRD rule, whether it is a
+    /// transition rule (reads `oldSelf`).
+    pub fn uses_variable(&self, name: &str) -> bool {
+        crate::references::free_variables(&self.parsed).contains(name)
+    }
+
     /// The static cost estimate of this program for data of the sizes
     /// `hints` gives (see [`crate::estimate`]).
     pub fn estimate_cost(&self, hints: &SizeHints) -> CostEstimate {
@@ -359,8 +383,34 @@ fn wrong_type(want: &'static str, got: &Value) -> EvalError {
     }
 }
 
+/// The base crate's error, worded as cel-go (and so Kubernetes) words the
+/// common ones; a library function's own message is kept as it is.
 fn execution_error(e: ExecutionError) -> EvalError {
-    let message = e.to_string();
+    let message = match &e {
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        ExecutionError::UndeclaredReference(name) => format!("undeclared reference to '{name}'"),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_owned(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".to_owned(),
+        ExecutionError::Overflow(..) => "integer overflow".to_owned(),
+        ExecutionError::IndexOutOfBounds(index) => format!("index out of bounds: {index:?}"),
+        ExecutionError::UnsupportedBinaryOperator(op, a, b) => {
+            let op = match *op {
+                "add" => "_+_",
+                "sub" => "_-_",
+                "mul" => "_*_",
+                "div" => "_/_",
+                "rem" => "_%_",
+                other => other,
+            };
+            format!(
+                "found no matching overload for '{op}' applied to '({}, {})'",
+                a.type_of(),
+                b.type_of()
+            )
+        }
+        other => other.to_string(),
+    };
     if message.contains(COST_LIMIT_EXCEEDED) {
         EvalError::CostLimitExceeded
     } else {

@@ -84,10 +84,21 @@ fn rules_see_self_and_old_self() {
     truth("self.tags.map(t, t + '!') == ['a!', 'b!']", &vars);
     truth("self.tags.filter(t, t != 'a') == ['b']", &vars);
     truth("self.?missing.orValue(5) == 5", &vars);
-    let e = eval("self.missing == 1", &vars).unwrap_err();
-    assert!(e.to_string().contains("No such key"), "{e}");
-    let e = eval("nope", &vars).unwrap_err();
-    assert!(e.to_string().contains("nope"), "{e}");
+    let message = |expr: &str| eval(expr, &vars).unwrap_err().to_string();
+    assert_eq!(message("self.missing == 1"), "no such key: missing");
+    assert_eq!(message("nope"), "undeclared reference to 'nope'");
+    assert_eq!(message("1 / 0"), "division by zero");
+    assert_eq!(message("1 % 0"), "modulus by zero");
+    assert_eq!(message("9223372036854775807 + 1"), "integer overflow");
+    assert_eq!(
+        message("quantity('1.5').asInteger()"),
+        "cannot convert value to integer"
+    );
+    assert!(
+        message("1 + 'a'").contains("no matching overload"),
+        "{}",
+        message("1 + 'a'")
+    );
 }
 
 #[test]
@@ -183,6 +194,20 @@ fn string_work_is_charged() {
     assert!(cost("self.matches('^x+$')") >= 10_000);
     assert!(cost("self.lowerAscii() == self") >= 10_000);
     assert!(cost("size(self) > 0") < 10);
+    assert!(cost("self.split('x').size() > 0") >= 10_000);
+    assert!(cost("self.replace('x', 'y') != ''") >= 10_000);
+    assert!(cost("url('https://a/' + self).getHost() == 'a'") >= 10_000);
+    assert!(cost("isQuantity(self)") >= 10_000);
+}
+
+#[test]
+fn optional_old_self() {
+    let mut vars = Bindings::new().with_json("self", &json!(2));
+    vars.insert_optional_json("oldSelf", None);
+    truth("!oldSelf.hasValue() && oldSelf.orValue(0) == 0", &vars);
+    vars.insert_optional_json("oldSelf", Some(&json!(1)));
+    truth("oldSelf.hasValue() && self > oldSelf.value()", &vars);
+    assert!(vars.contains("oldSelf") && !vars.contains("object"));
 }
 
 #[test]
@@ -243,6 +268,16 @@ fn static_estimates_follow_size_hints() {
         .with("self.other", 10);
     let est = strings.estimate_cost(&hints);
     assert!(est.max >= 100 && est.max < 1000, "{est:?}");
+    let transition = Program::compile("self.items.all(x, x in oldSelf.items)").unwrap();
+    let hints = SizeHints::new()
+        .with("self.items", 10)
+        .with("self.items[*]", 10);
+    assert!(
+        transition.estimate_cost(&hints).max < 1000,
+        "{:?}",
+        transition.estimate_cost(&hints)
+    );
+    assert_eq!(hints.get("oldSelf.items"), Some(10));
     let constant = Program::compile("1 + 2 == 3")
         .unwrap()
         .estimate_cost(&SizeHints::new());
@@ -291,4 +326,46 @@ fn deep_expressions_are_refused_not_stack_overflows() {
                 quantity(c.resources.limits.memory).isLessThan(quantity('4Gi')) && \
                 c.image.startsWith('registry.example.com/') && c.ports.all(p, p.containerPort > 1024))";
     Program::compile(rule).unwrap();
+}
+
+#[test]
+fn variables_read() {
+    let rule =
+        Program::compile("self.items.all(x, x.name != oldSelf.name) && cel.bind(y, self.a, y > 1)")
+            .unwrap();
+    assert_eq!(
+        rule.variables(),
+        vec!["oldSelf".to_owned(), "self".to_owned()]
+    );
+    assert!(rule.uses_variable("oldSelf"));
+    assert!(!rule.uses_variable("x") && !rule.uses_variable("y"));
+    let two = Program::compile("self.all(k, v, v > 0) && sets.contains(self, [1])").unwrap();
+    assert_eq!(two.variables(), vec!["self".to_owned()]);
+}
+
+#[test]
+fn mutating_policy_literals_become_json() {
+    let vars = Bindings::new().with_json("object", &json!({"spec": {"replicas": 1}}));
+    let apply = Program::compile(
+        "Object{spec: Object.spec{replicas: object.spec.replicas + 1, ?paused: optional.none(), \
+         template: Object.spec.template{metadata: Object.spec.template.metadata{labels: {'a': 'b'}}}}}",
+    )
+    .unwrap();
+    assert_eq!(
+        apply.eval_json(&vars).unwrap(),
+        json!({"spec": {"replicas": 2, "template": {"metadata": {"labels": {"a": "b"}}}}})
+    );
+    let patch = Program::compile(
+        "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('k8s.io/x'), value: 'y'}]",
+    )
+    .unwrap();
+    assert_eq!(
+        patch.eval_json(&vars).unwrap(),
+        json!([{"op": "add", "path": "/metadata/labels/k8s.io~1x", "value": "y"}])
+    );
+    assert_eq!(patch.variables(), Vec::<String>::new());
+    assert!(Program::compile("Other{a: 1}")
+        .unwrap()
+        .evaluate(&vars)
+        .is_err());
 }

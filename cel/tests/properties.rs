@@ -83,6 +83,27 @@ fn cel_like() -> impl Strategy<Value = String> {
     prop::collection::vec(token, 0..24).prop_map(|t| t.concat())
 }
 
+/// Rules calling every library parser on `s`, each true whatever `s` is.
+fn library_checks() -> &'static [Program] {
+    static CHECKS: std::sync::OnceLock<Vec<Program>> = std::sync::OnceLock::new();
+    CHECKS.get_or_init(|| {
+        [
+            "isURL(s) == isURL(s)",
+            "isQuantity(s) ? quantity(s) == quantity(s) : true",
+            "isIP(s) ? ip(s) == ip(s) : true",
+            "isCIDR(s) ? cidr(s).masked() == cidr(s).masked() : true",
+            "isSemver(s, true) ? semver(s, true) == semver(s, true) : true",
+            "isURL(s) ? url(s).getQuery() == url(s).getQuery() : true",
+            "[format.dns1123Label(), format.qualifiedName(), format.uri(), format.byte(), \
+              format.date(), format.datetime(), format.labelValue()].all(f, f.validate(s) == f.validate(s))",
+            "s.find('[a-z]+') == s.find('[a-z]+')",
+        ]
+        .iter()
+        .map(|e| Program::compile(e).unwrap())
+        .collect()
+    })
+}
+
 fn vars() -> Bindings {
     Bindings::new()
         .with_json(
@@ -108,6 +129,25 @@ proptest! {
             let _ = program.eval_json(&vars);
             let _ = program.estimate_cost(&k8s_cel::SizeHints::new());
         }
+    }
+
+    #[test]
+    fn library_parsers_take_any_string(s in ".{0,40}") {
+        let vars = Bindings::new().with_json("s", &Json::String(s));
+        for program in library_checks() {
+            prop_assert_eq!(program.eval_bool(&vars), Ok(true), "{}", program.source());
+        }
+    }
+
+    #[test]
+    fn computed_quantities_print_in_a_form_that_parses_back(m in -1_000_000_000i64..1_000_000_000, unit in 0usize..8) {
+        let suffix = ["", "m", "u", "n", "k", "Mi", "e3", "E"][unit];
+        let vars = Bindings::new().with_json("s", &Json::String(format!("{m}{suffix}")));
+        let sum = Program::compile("quantity(s).add(quantity('1m'))").unwrap();
+        let json = sum.eval_json(&vars).unwrap();
+        let round = Bindings::new().with_json("s", &Json::String(format!("{m}{suffix}"))).with_json("t", &json);
+        let same = Program::compile("quantity(t) == quantity(s).add(quantity('1m'))").unwrap();
+        prop_assert_eq!(same.eval_bool(&round), Ok(true), "{}", json);
     }
 
     #[test]

@@ -389,10 +389,16 @@ mod tests {
             "!ip('255.255.255.255').isGlobalUnicast()",
             "ip('2001:db8::abcd').isGlobalUnicast()",
             "!ip('ff00::1').isGlobalUnicast()",
+            "type(ip('192.168.0.1')) == net.IP",
+            "type(cidr('192.168.0.0/24')) == net.CIDR",
         ]);
         assert_error(&[
             ("ip('::ffff:1.2.3.4')", "IPv4-mapped IPv6 address"),
             ("ip('x')", "parse error during conversion from string"),
+            (
+                "ip('192.168.0.1.0')",
+                "IP Address \"192.168.0.1.0\" parse error during conversion from string",
+            ),
         ]);
     }
 

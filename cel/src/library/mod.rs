@@ -8,13 +8,16 @@
 //! `lists.range`).
 //!
 //! Here, each in its module: Kubernetes' lists, sets, regex, URLs,
-//! quantities, IPs and CIDRs, formats and semver libraries.
+//! quantities, IPs and CIDRs, formats and semver libraries, and the
+//! `cel.bind` and two-variable comprehension macros.
 
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env};
 
+pub(crate) mod comprehensions;
 pub(crate) mod format;
 pub(crate) mod ip;
+pub(crate) mod jsonpatch;
 pub(crate) mod lists;
 pub(crate) mod quantity;
 pub(crate) mod regex;
@@ -26,13 +29,25 @@ pub(crate) mod url;
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_extension(cel::extensions::strings)?;
     env.add_extension(cel::extensions::lists)?;
+    for name in [
+        "net.IP",
+        "net.CIDR",
+        "kubernetes.URL",
+        "kubernetes.Quantity",
+        "kubernetes.Semver",
+        "kubernetes.NamedFormat",
+    ] {
+        env.add_type(cel::common::types::Type::new_opaque_type(name))?;
+    }
     crate::instrument::register(env)?;
+    comprehensions::register(env)?;
     lists::register(env)?;
     sets::register(env)?;
     regex::register(env)?;
     url::register(env)?;
     quantity::register(env)?;
     ip::register(env)?;
+    jsonpatch::register(env)?;
     format::register(env)?;
     semver::register(env)?;
     Ok(())

@@ -1,7 +1,7 @@
 //! Kubernetes' quantity library: `quantity(<string>)`, `isQuantity`, and on
 //! a quantity `sign`, `isGreaterThan`, `isLessThan`, `compareTo`, `add` and
-//! `sub` (a quantity or an int), `asInteger`, `isInteger`,
-//! `asApproximateFloat`. Two quantities are equal when their values are
+//! `sub` (a quantity or an int), `mul`, `div` and `divInt` (by an int),
+//! `asInteger`, `isInteger`, `asApproximateFloat`. Two quantities are equal when their values are
 //! (`quantity('1k') == quantity('1000')`).
 //!
 //! A quantity is held exactly as `mantissa × 10^exponent` with a 128-bit
@@ -244,6 +244,15 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         native!(greater),
     )?;
     env.add_member_overload("isLessThan", "quantity_less", q(), vec![q()], native!(less))?;
+    env.add_member_overload("mul", "quantity_mul_int", q(), vec![INT_TYPE], native!(mul))?;
+    env.add_member_overload("div", "quantity_div_int", q(), vec![INT_TYPE], native!(div))?;
+    env.add_member_overload(
+        "divInt",
+        "quantity_div_int_truncated",
+        q(),
+        vec![INT_TYPE],
+        native!(div_int),
+    )?;
     for (name, id, f) in [
         ("add", "quantity_add", native!(add)),
         ("sub", "quantity_sub", native!(sub)),
@@ -333,6 +342,57 @@ fn sub(args: &[Value]) -> Result<Value, ExecutionError> {
     combine("sub", args, true)
 }
 
+fn int_arg(function: &str, v: &Value) -> Result<i128, ExecutionError> {
+    match v {
+        Value::Int(i) => Ok(i128::from(*i)),
+        _ => Err(err(function, "expected an int")),
+    }
+}
+
+fn mul(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = the("mul", &args[0])?;
+    let m = q
+        .mantissa
+        .checked_mul(int_arg("mul", &args[1])?)
+        .ok_or_else(|| err("mul", "quantity overflow"))?;
+    Ok(wrap(Quantity::computed(m, q.exponent)))
+}
+
+/// Divides, keeping nine more decimal places than the dividend has (down
+/// to nano precision at least), rounding toward zero.
+fn div(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = the("div", &args[0])?;
+    let d = int_arg("div", &args[1])?;
+    if d == 0 {
+        return Err(err("div", "division by zero"));
+    }
+    let (m, e) = normalize(q.mantissa, q.exponent);
+    let extra = 9.max(e + 9) as u32;
+    let scaled = pow10(extra)
+        .and_then(|p| m.checked_mul(p))
+        .ok_or_else(|| err("div", "quantity overflow"))?;
+    Ok(wrap(Quantity::computed(scaled / d, e - extra as i32)))
+}
+
+/// Divides, keeping the whole part of the quotient.
+fn div_int(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = the("divInt", &args[0])?;
+    let d = int_arg("divInt", &args[1])?;
+    if d == 0 {
+        return Err(err("divInt", "division by zero"));
+    }
+    let (m, e) = normalize(q.mantissa, q.exponent);
+    let whole = if e >= 0 {
+        pow10(e as u32)
+            .and_then(|p| m.checked_mul(p))
+            .ok_or_else(|| err("divInt", "quantity overflow"))?
+            / d
+    } else {
+        m / d / pow10((-e) as u32).unwrap_or(i128::MAX)
+    };
+    Ok(wrap(Quantity::computed(whole, 0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::Quantity;
@@ -374,6 +434,23 @@ mod tests {
             "!isQuantity('')",
             "!isQuantity('1.2.3')",
             "!isQuantity('1e')",
+            "!isQuantity('10Mm')",
+            "quantity('200M') == quantity('0.2G') && quantity('0.2G') == quantity('200M')",
+            "quantity('2000k') == quantity('2M')",
+            "quantity('200M') != quantity('0.3G')",
+            "quantity('50M').isLessThan(quantity('50Mi'))",
+            "quantity('50k').add(quantity('20')) == quantity('50.02k')",
+            "!quantity('50k').add(20).isLessThan(quantity('50020'))",
+            "quantity('50k').sub(quantity('20')) == quantity('49.98k')",
+            "quantity('50k').add(20).sub(quantity('100k')).sub(-50000).asInteger() == 20",
+            "quantity('50k').mul(2) == quantity('100000')",
+            "quantity('10k').div(2) == quantity('5000')",
+            "quantity('10000').div(3).asApproximateFloat() > 3333.3333",
+            "quantity('10000').div(3).asApproximateFloat() < 3333.3334",
+            "quantity('10000').divInt(3) == quantity('3333')",
+            "quantity('1500m').divInt(1) == quantity('1')",
+            "!quantity('9999999999999999999999999999999999999G').isInteger()",
+            "type(quantity('1')) == kubernetes.Quantity",
         ]);
         assert_error(&[
             (

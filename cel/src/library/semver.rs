@@ -77,9 +77,15 @@ fn normalize(s: &str) -> String {
 
 fn parse(s: &str, lenient: bool) -> Result<Semver, String> {
     let text = if lenient { normalize(s) } else { s.to_owned() };
-    semver::Version::parse(&text)
-        .map(Semver)
-        .map_err(|e| format!("could not parse {s:?} as semver: {e}"))
+    semver::Version::parse(&text).map(Semver).map_err(|e| {
+        let core = text.split(['-', '+']).next().unwrap_or("");
+        if core.split('.').count() != 3 {
+            // Kubernetes' (blang/semver's) wording for this case.
+            "No Major.Minor.Patch elements found".to_owned()
+        } else {
+            format!("could not parse {s:?} as semver: {e}")
+        }
+    })
 }
 
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -209,7 +215,30 @@ mod tests {
             "semver('0.1.0').compareTo(semver('1.0.0')) == -1",
             "semver('1.0.0+a') == semver('1.0.0+b')",
             "[semver('1.0.0'), semver('1.2.0')].isSorted()",
+            "!isSemver('')",
+            "!isSemver('v1.0.0')",
+            "!isSemver(' 1.0.0')",
+            "!isSemver('1. 0.0')",
+            "!isSemver('1.0.0 ')",
+            "!isSemver('01.01.01')",
+            "!isSemver('1')",
+            "!isSemver('1.1')",
+            "!isSemver('', true)",
+            "!isSemver(' 1.0.0', true)",
+            "!isSemver('1. 0.0', true)",
+            "!isSemver('1.0.0 ', true)",
+            "isSemver('v1.0.0', true)",
+            "isSemver('01.01.01', true)",
+            "isSemver('1', true)",
+            "isSemver('1.1', true)",
+            "semver('v01.01', true) == semver('1.1.0')",
+            "semver('1.2.3') != semver('1.0.0')",
+            "!semver('1.0.0').isLessThan(semver('1.0.0'))",
+            "type(semver('1.0.0')) == kubernetes.Semver",
         ]);
-        assert_error(&[("semver('v1')", "could not parse")]);
+        assert_error(&[
+            ("semver('v1.0')", "No Major.Minor.Patch elements found"),
+            ("semver('1.0.x')", "could not parse"),
+        ]);
     }
 }
