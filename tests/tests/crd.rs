@@ -371,6 +371,10 @@ const RANGES: &str = r#"{
               "min": {"type": "integer", "minimum": 0},
               "max": {"type": "integer", "default": 10},
               "mode": {"type": "string", "enum": ["a", "b"]},
+              "floor": {"type": "integer", "x-kubernetes-validations": [
+                {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()",
+                 "optionalOldSelf": true, "message": "floor may not drop",
+                 "reason": "FieldValueForbidden"}]},
               "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}
             }
           }
@@ -560,4 +564,25 @@ async fn schemas_and_cel_rules_validate_custom_resources() {
     // Nothing stored changed.
     let stored = server.get_json(&["range", "r"]);
     assert_eq!(stored["spec"]["max"], 10);
+    // optionalOldSelf: the rule runs on create too (oldSelf is none).
+    let (code, made, _) = post(&server, ranges, &range("f", r#"{"min":0,"floor":3}"#)).await;
+    assert_eq!(code, 201, "{made}");
+    let r = server
+        .http(
+            "PATCH",
+            &format!("{ranges}/f"),
+            &[("Content-Type", "application/merge-patch+json")],
+            br#"{"spec":{"floor":2}}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    let status: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        causes(&status),
+        [(
+            "spec.floor".to_string(),
+            "Forbidden: floor may not drop".to_string()
+        )]
+    );
 }

@@ -435,7 +435,12 @@ pub fn rows(crd: &Value) -> Vec<&'static Resource> {
     built
 }
 
-fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) -> Vec<&'static Resource> {
+fn build_rows(
+    crd_name: &str,
+    spec: &Value,
+    names: &Value,
+    terminating: bool,
+) -> Vec<&'static Resource> {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let group = s(spec, "group");
     let kind = s(names, "kind");

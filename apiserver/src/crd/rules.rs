@@ -56,9 +56,9 @@ impl Rules {
                         .flatten();
                     Some(Compiled {
                         rule: r.clone(),
+                        transition: program.uses_variable("oldSelf"),
                         program,
                         message,
-                        transition: r.rule.contains("oldSelf"),
                     })
                 })
                 .collect();
@@ -152,6 +152,9 @@ impl Rules {
         if let Some(o) = old {
             vars.insert_json("oldSelf", o);
         }
+        // With optionalOldSelf the rule sees `oldSelf` as an optional,
+        // none on create.
+        let mut optional_vars: Option<Bindings> = None;
         let type_name = if s.type_.is_empty() {
             "object"
         } else {
@@ -172,10 +175,19 @@ impl Rules {
             } else {
                 field
             };
-            match c.program.evaluate_in_budget(&vars, budget) {
+            let vars = if c.rule.optional_old_self == Some(true) {
+                optional_vars.get_or_insert_with(|| {
+                    let mut b = Bindings::new().with_json("self", v);
+                    b.insert_optional_json("oldSelf", old);
+                    b
+                })
+            } else {
+                &vars
+            };
+            match c.program.evaluate_in_budget(vars, budget) {
                 Ok(e) if e.value == k8s_cel::Value::Bool(true) => {}
                 Ok(e) if matches!(e.value, k8s_cel::Value::Bool(false)) => {
-                    let msg = self.message(c, &vars);
+                    let msg = self.message(c, vars);
                     out.push(failure(&field, type_name, &msg, c.rule.reason.as_deref()));
                 }
                 Ok(_) => out.push(invalid(

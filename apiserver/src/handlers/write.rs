@@ -532,11 +532,8 @@ pub async fn create_object(
         }
     }
     if scope.res.custom.is_some_and(|c| c.terminating) {
-        let mut s = Status::method_not_allowed().with_details(
-            "",
-            scope.res.group,
-            scope.res.plural,
-        );
+        let mut s =
+            Status::method_not_allowed().with_details("", scope.res.group, scope.res.plural);
         s.message =
             "create not allowed while custom resource definition is terminating".to_string();
         return Err(s.into());
