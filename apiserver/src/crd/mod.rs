@@ -65,8 +65,6 @@ pub struct CustomInfo {
     /// the ObjectMeta family it refers to).
     schema: apimachinery::schema::Schema,
     definition: String,
-    /// The version's `openAPIV3Schema`, as written.
-    pub openapi: Value,
     /// Its structural form (`None` if it is not structural: only a CRD
     /// stored before validation could have that), defaults pruned.
     structural: Option<Structural>,
@@ -408,29 +406,45 @@ fn field_attrs(v: &Value) -> &'static [FieldAttr] {
     Box::leak(attrs.into_boxed_slice())
 }
 
+fn drop_descriptions(s: &mut Structural) {
+    s.description = String::new();
+    s.properties.values_mut().for_each(drop_descriptions);
+    if let Some(items) = s.items.as_deref_mut() {
+        drop_descriptions(items);
+    }
+    if let Some(apimachinery::crd::types::AdditionalProperties::Schema(ap)) =
+        s.additional_properties.as_mut()
+    {
+        drop_descriptions(ap);
+    }
+}
+
 /// The registry rows of a CRD: one per served version, in kube's version
 /// priority order. Interned by the CRD's spec and accepted names.
 pub fn rows(crd: &Value) -> Vec<&'static Resource> {
+    // Keyed by a 128-bit hash of what defines the rows (a CRD's spec can
+    // be hundreds of kilobytes; the table keeps no copy of it).
     static INTERNED: OnceLock<Mutex<HashMap<String, Vec<&'static Resource>>>> = OnceLock::new();
-    let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
+    let null = Value::Null;
+    let spec = crd.get("spec").unwrap_or(&null);
     let names = crd
         .pointer("/status/acceptedNames")
         .filter(|n| n.get("kind").is_some())
         .or_else(|| crd.pointer("/spec/names"))
-        .cloned()
-        .unwrap_or(Value::Null);
+        .unwrap_or(&null);
     let name = crd
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
-    let key = json!([name, spec, names, terminating]).to_string();
+    let bytes = serde_json::to_vec(&(name, spec, names, terminating)).unwrap_or_default();
+    let key = crate::discovery::content_hash(&bytes);
     let table = INTERNED.get_or_init(Default::default);
     let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = table.get(&key) {
         return r.clone();
     }
-    let built = build_rows(name, &spec, &names, terminating);
+    let built = build_rows(name, spec, names, terminating);
     table.insert(key, built.clone());
     built
 }
@@ -485,6 +499,8 @@ fn build_rows(
             let (definition, defs) = version_schema(&group, &version, &kind, &openapi);
             let structural = Structural::from_json(&openapi).ok().map(|mut st| {
                 apimachinery::crd::prune_defaults(&mut st);
+                // Validation never reads descriptions; OpenAPI has them.
+                drop_descriptions(&mut st);
                 st
             });
             let rules = structural
@@ -505,7 +521,6 @@ fn build_rows(
                 columns: columns(v),
                 schema: apimachinery::schema::Schema::new(defs),
                 definition,
-                openapi,
                 structural,
                 rules,
                 conversion: conversion::webhook_of(spec),
