@@ -358,6 +358,65 @@ fn object_counts_stop_the_object_and_bounds_print_like_go() {
     );
 }
 
+#[test]
+fn formats_take_part_in_the_type_check() {
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "n": {"type": "integer", "format": "int32"},
+        "d": {"type": "string", "format": "date"},
+        "q": {"type": "string", "format": "quantity"}
+    }}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(&s, &json!({"n": 1.5, "d": 3, "q": 3}))),
+        vec![
+            r#"d: Invalid value: "int64": d in body must be of type date: "int64""#,
+            r#"n: Invalid value: "double": n in body must be of type int32: "double""#,
+            r#"q: Invalid value: "integer": q in body must be of type string: "integer""#,
+        ]
+    );
+    assert!(validate(&s, &json!({"n": 7, "d": "2024-02-29", "q": "1Gi"})).is_empty());
+}
+
+#[test]
+fn list_sets_and_maps_compare_like_go() {
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "nums": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "number"}},
+        "objs": {"type": "array", "x-kubernetes-list-type": "set",
+                 "items": {"type": "object", "x-kubernetes-map-type": "atomic",
+                           "x-kubernetes-preserve-unknown-fields": true}},
+        "m": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a", "b"],
+              "items": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}},
+        "one": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+                "items": {"type": "object", "nullable": true, "properties": {"a": {"type": "string"}}}}
+    }}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(
+            &s,
+            &json!({
+                "nums": [1, 1.0, 2, 2, 2],
+                "objs": [{"x": 1, "y": 2}, {"y": 2, "x": 1}],
+                "m": [{"a": "x", "b": 1}, {"a": "x"}, {"b": 1, "a": "x"}],
+                "one": [null, {}, {"a": "k"}],
+                "bad": 1
+            })
+        )),
+        vec![
+            "nums[3]: Duplicate value: 2",
+            r#"objs[1]: Duplicate value: map[string]interface {}{"x":1, "y":2}"#,
+            r#"m[2]: Duplicate value: map[string]interface {}{"a":"x", "b":1}"#,
+            "one[1]: Duplicate value: map[string]interface {}{}",
+        ]
+    );
+    assert_eq!(
+        msgs(&validate(&s, &json!({"m": [{"a": "x", "b": 1}, "str"]}))),
+        vec![
+            r#"m.1: Invalid value: "string": m.1 in body must be of type object: "string""#,
+            r#"m[1]: Invalid value: "str": must be an object for an array of list-type map"#,
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Pruning and defaulting.
 

@@ -82,29 +82,6 @@ fn data_type(v: &Value) -> &'static str {
     }
 }
 
-fn is_integral(v: &Value) -> bool {
-    match v {
-        Value::Number(n) if n.is_i64() || n.is_u64() => true,
-        Value::Number(n) => n
-            .as_f64()
-            .is_some_and(|f| f.is_finite() && f.fract() == 0.0),
-        _ => false,
-    }
-}
-
-fn type_matches(t: &str, v: &Value) -> bool {
-    match t {
-        "integer" => is_integral(v),
-        "number" => v.is_number(),
-        "string" => v.is_string(),
-        "boolean" => v.is_boolean(),
-        "array" => v.is_array(),
-        "object" => v.is_object(),
-        "null" => v.is_null(),
-        _ => true,
-    }
-}
-
 fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
     if s.x_int_or_string {
         vec!["integer", "string"]
@@ -115,29 +92,55 @@ fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
     }
 }
 
+/// kube-openapi's type validator, formats included: kube keeps only the
+/// formats it supports, and a format relaxes or changes the type check.
 fn check_type(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
     let types = schema_types(s);
-    if types.is_empty() {
+    let format = if formats::is_supported(&s.format) {
+        s.format.as_str()
+    } else {
+        ""
+    };
+    if types.is_empty() && format.is_empty() {
         return;
     }
-    let actual = if v.is_null() {
-        if s.nullable {
-            return;
-        }
-        "null"
-    } else {
-        if types.iter().any(|t| type_matches(t, v)) {
-            return;
-        }
-        data_type(v)
+    let fail = |expected: &str, actual: &str, out: &mut Vec<StatusCause>| {
+        let msg = format!(
+            "{} in body must be of type {expected}: {}",
+            shown(path),
+            go_quote(actual)
+        );
+        out.push(type_invalid(path, &Value::String(actual.into()), &msg));
     };
-    let msg = format!(
-        "{} in body must be of type {}: {}",
-        shown(path),
-        types.join(","),
-        go_quote(actual)
-    );
-    out.push(type_invalid(path, &Value::String(actual.into()), &msg));
+    if v.is_null() {
+        if !types.is_empty() && !s.nullable {
+            fail(&types.join(","), "null", out);
+        }
+        return;
+    }
+    let (sch_type, data_format) = match v {
+        Value::Number(n) if n.is_i64() || n.is_u64() => ("integer", "int64"),
+        Value::Number(_) => ("number", "double"),
+        other => (data_type(other), ""),
+    };
+    let contains = |t: &str| types.contains(&t);
+    let is_float_int =
+        sch_type == "number" && v.as_f64().is_some_and(is_json_integer) && contains("integer");
+    let is_int_float = sch_type == "integer" && contains("number");
+    let string_or_slice = v.is_string() || v.is_array();
+    if !string_or_slice
+        && !format.is_empty()
+        && !(contains(sch_type) || data_format == format || is_float_int || is_int_float)
+    {
+        fail(format, data_format, out);
+        return;
+    }
+    if !(contains("number") || contains("integer")) && !format.is_empty() && string_or_slice {
+        return;
+    }
+    if !(contains(sch_type) || is_float_int || is_int_float) {
+        fail(&types.join(","), sch_type, out);
+    }
 }
 
 /// JSON equality with numbers compared by value (`1` equals `1.0`).
@@ -503,7 +506,8 @@ fn list_types(s: &Structural, v: &Value, path: &str, out: &mut Vec<StatusCause>)
         Value::Array(a) => {
             match s.extensions.list_type.as_deref() {
                 Some("set") => {
-                    for i in non_unique(a) {
+                    let keys: Vec<String> = a.iter().map(set_key).collect();
+                    for i in non_unique(&keys) {
                         out.push(duplicate(&index(path, i), &a[i]));
                     }
                 }
@@ -520,12 +524,63 @@ fn list_types(s: &Structural, v: &Value, path: &str, out: &mut Vec<StatusCause>)
     }
 }
 
-/// The index of each value's second occurrence.
-fn non_unique(a: &[Value]) -> Vec<usize> {
+/// How kube tells set elements apart: scalars by Go value (an `int64` is not
+/// a `float64`), objects and arrays by their JSON encoding (sorted keys).
+fn set_key(v: &Value) -> String {
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if !(n.is_i64() || n.is_u64()) && f.fract() == 0.0 && f.abs() < 1e15 => {
+                    out.push_str(&(f as i64).to_string())
+                }
+                _ => out.push_str(&n.to_string()),
+            },
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical(x, out);
+                }
+                out.push(']');
+            }
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String((*k).clone()).to_string());
+                    out.push(':');
+                    canonical(&m[k.as_str()], out);
+                }
+                out.push('}');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    match v {
+        Value::Number(n) if n.is_i64() || n.is_u64() => out.push_str("i:"),
+        Value::Number(_) => out.push_str("f:"),
+        Value::Array(_) | Value::Object(_) => out.push_str("c:"),
+        _ => out.push_str("s:"),
+    }
+    canonical(v, &mut out);
+    out
+}
+
+/// The index of each value's second occurrence (kube's `validateListSet`).
+fn non_unique(keys: &[String]) -> Vec<usize> {
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut out = Vec::new();
-    for (i, x) in a.iter().enumerate() {
-        let seen = a[..i].iter().filter(|y| json_equal(x, y)).count();
-        if seen == 1 {
+    for (i, k) in keys.iter().enumerate() {
+        let times = seen.entry(k.as_str()).or_insert(0);
+        *times += 1;
+        if *times == 2 {
             out.push(i);
         }
     }
@@ -546,34 +601,30 @@ fn list_map(s: &Structural, a: &[Value], path: &str, out: &mut Vec<StatusCause>)
     if a.len() <= 1 {
         return;
     }
-    let keys = &s.extensions.list_map_keys;
-    // The key of an element: each key field's value, or its default.
-    let key_of = |x: &Value| -> Map<String, Value> {
-        let mut k = Map::new();
-        for f in keys {
-            let val = x.get(f).cloned().or_else(|| {
-                s.items
-                    .as_ref()
-                    .and_then(|it| it.properties.get(f))
-                    .and_then(|p| p.default.clone())
-            });
-            if let Some(val) = val {
-                k.insert(f.clone(), val);
+    // An element's key: its key fields that are set (a null element has none).
+    let keys: Vec<Value> = a
+        .iter()
+        .map(|x| {
+            let mut k = Map::new();
+            for f in &s.extensions.list_map_keys {
+                if let Some(v) = x.get(f) {
+                    k.insert(f.clone(), v.clone());
+                }
             }
-        }
-        k
+            Value::Object(k)
+        })
+        .collect();
+    let encoded: Vec<String> = if s.extensions.list_map_keys.len() == 1 {
+        // One key field: keys compare as set elements (unset is its own key).
+        let f = &s.extensions.list_map_keys[0];
+        keys.iter()
+            .map(|k| k.get(f).map_or_else(|| "unset".to_string(), set_key))
+            .collect()
+    } else {
+        keys.iter().map(set_key).collect()
     };
-    let mut seen: Vec<Value> = Vec::new();
-    for (i, x) in a.iter().enumerate() {
-        if x.is_null() {
-            continue;
-        }
-        let k = Value::Object(key_of(x));
-        if seen.iter().any(|y| json_equal(y, &k)) {
-            out.push(duplicate(&index(path, i), &k));
-        } else {
-            seen.push(k);
-        }
+    for i in non_unique(&encoded) {
+        out.push(duplicate(&index(path, i), &keys[i]));
     }
 }
 
