@@ -73,8 +73,9 @@ pub fn default(schema: &Structural, value: &mut Value) {
 pub fn prune_defaults(schema: &mut Structural) -> bool {
     let mut changed = false;
     if let Some(mut d) = schema.default.take() {
-        let pruned = prune_value(schema, &mut d, schema.extensions.embedded_resource);
-        changed |= !pruned.is_empty();
+        let before = d.clone();
+        prune_value(schema, &mut d, schema.extensions.embedded_resource);
+        changed |= d != before;
         schema.default = Some(d);
     }
     for ps in schema.properties.values_mut() {

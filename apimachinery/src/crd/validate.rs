@@ -128,14 +128,14 @@ fn check_type(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCa
         sch_type == "number" && v.as_f64().is_some_and(is_json_integer) && contains("integer");
     let is_int_float = sch_type == "integer" && contains("number");
     let string_or_slice = v.is_string() || v.is_array();
-    if !string_or_slice
-        && !format.is_empty()
-        && !(contains(sch_type) || data_format == format || is_float_int || is_int_float)
-    {
+    let type_or_format_ok =
+        contains(sch_type) || data_format == format || is_float_int || is_int_float;
+    if !(string_or_slice || format.is_empty() || type_or_format_ok) {
         fail(format, data_format, out);
         return;
     }
-    if !(contains("number") || contains("integer")) && !format.is_empty() && string_or_slice {
+    let numeric = contains("number") || contains("integer");
+    if string_or_slice && !numeric && !format.is_empty() {
         return;
     }
     if !(contains(sch_type) || is_float_int || is_int_float) {
