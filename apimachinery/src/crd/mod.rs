@@ -11,7 +11,9 @@
 //!   validation, list types, embedded resources).
 //! * [`prune`]: drops unknown fields, returning their paths as kube reports
 //!   them to `fieldValidation=Warn/Strict` (`unknown field "spec.foo"`).
-//! * [`default`]: applies `default`s.
+//! * [`default`]: applies `default`s ([`prune_nulls`] first drops the
+//!   non-nullable `null`s that have no default; [`prune_defaults`] prunes
+//!   the defaults of a schema before it is used).
 //! * [`validation_rules`]: the nodes carrying `x-kubernetes-validations`,
 //!   for a CEL engine to evaluate.
 //!
@@ -43,7 +45,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use defaulting::{default, prune_defaults};
+pub use defaulting::{default, prune_defaults, prune_nulls};
 pub use definition::validate_crd;
 pub use prune::{prune, unknown_field_message};
 pub use structural::validate_structural;

@@ -40,12 +40,18 @@ pub fn validate_props(schema: &JSONSchemaProps, value: &Value) -> Vec<StatusCaus
     out
 }
 
-/// Validates a value found at `base` (a field path, e.g. a schema's
-/// `...default`): errors are reported under `base`, as kube's
-/// `ValidateCustomResource(fldPath, ...)` does.
+/// Validates a value found at `base` (a schema's `...default`), as kube's
+/// `ValidateDefaults` does: the metadata of embedded resources first, then
+/// (if that is fine) the OpenAPI validation with errors under `base`, then
+/// the list types.
 pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    embedded_meta(schema, value, base, true, &mut out);
+    if !out.is_empty() {
+        return out;
+    }
     let props = schema.to_props();
-    let mut out = validate_props(&props, value);
+    out = validate_props(&props, value);
     for c in &mut out {
         c.field = if c.field.is_empty() || c.field == NIL_PATH {
             base.to_string()
@@ -53,10 +59,8 @@ pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec
             child(base, &c.field)
         };
     }
-    let before = out.len();
-    list_types(schema, value, base, &mut out);
-    if out.len() == before {
-        embedded_meta(schema, value, base, false, &mut out);
+    if out.is_empty() {
+        list_types(schema, value, base, &mut out);
     }
     out
 }
