@@ -158,6 +158,110 @@ fn status_enabled(sub: Option<&Value>) -> bool {
     sub.and_then(|s| get(s, "status")).is_some()
 }
 
+/// Which checks apply. On create all do; on update a check is relaxed when
+/// the stored CRD already violates it (kube does not tighten validation on
+/// persisted data).
+#[derive(Clone, Copy)]
+struct Opts {
+    require_open_api_schema: bool,
+    require_valid_property_type: bool,
+    require_pruned_defaults: bool,
+    require_atomic_set_type: bool,
+    require_map_list_keys_map_set: bool,
+    require_recognized_conversion_review_version: bool,
+}
+
+/// Every node of a schema, depth first (kube's `SchemaHas`).
+fn any_node(p: &JSONSchemaProps, pred: &dyn Fn(&JSONSchemaProps) -> bool) -> bool {
+    if pred(p) {
+        return true;
+    }
+    let sub = |x: &SchemaOrBool| matches!(x, SchemaOrBool::Schema(s) if any_node(s, pred));
+    match p.items.as_ref() {
+        Some(SchemaOrArray::Schema(x)) if any_node(x, pred) => return true,
+        Some(SchemaOrArray::Array(xs)) if xs.iter().any(|x| any_node(x, pred)) => return true,
+        _ => {}
+    }
+    p.all_of.iter().any(|x| any_node(x, pred))
+        || p.any_of.iter().any(|x| any_node(x, pred))
+        || p.one_of.iter().any(|x| any_node(x, pred))
+        || p.not.as_deref().is_some_and(|x| any_node(x, pred))
+        || p.properties.values().any(|x| any_node(x, pred))
+        || p.additional_properties.as_ref().is_some_and(sub)
+        || p.pattern_properties.values().any(|x| any_node(x, pred))
+        || p.additional_items.as_ref().is_some_and(sub)
+        || p.definitions.values().any(|x| any_node(x, pred))
+}
+
+fn schemas_of(spec: &Value) -> Vec<JSONSchemaProps> {
+    arr(spec, "versions")
+        .iter()
+        .filter_map(|v| get(v, "schema").and_then(|s| get(s, "openAPIV3Schema")))
+        .filter_map(|raw| serde_json::from_value(raw.clone()).ok())
+        .collect()
+}
+
+fn has_unpruned_defaults(p: &JSONSchemaProps) -> bool {
+    let Ok(ss) = Structural::new(p) else {
+        return false;
+    };
+    if !validate_structural("", &ss).is_empty() {
+        return false;
+    }
+    let mut pruned = ss.clone();
+    super::defaulting::prune_defaults(&mut pruned)
+}
+
+impl Opts {
+    fn new(old: Option<&Value>) -> Opts {
+        let Some(old) = old else {
+            return Opts {
+                require_open_api_schema: true,
+                require_valid_property_type: true,
+                require_pruned_defaults: true,
+                require_atomic_set_type: true,
+                require_map_list_keys_map_set: true,
+                require_recognized_conversion_review_version: true,
+            };
+        };
+        let null = Value::Null;
+        let spec = old.get("spec").unwrap_or(&null);
+        let schemas = schemas_of(spec);
+        let has =
+            |pred: &dyn Fn(&JSONSchemaProps) -> bool| schemas.iter().any(|p| any_node(p, pred));
+        let review = get(spec, "conversion")
+            .and_then(|c| get(c, "webhook"))
+            .map(|w| strings(w, "conversionReviewVersions"))
+            .unwrap_or_default();
+        Opts {
+            require_open_api_schema: arr(spec, "versions").iter().all(|v| {
+                get(v, "schema")
+                    .and_then(|s| get(s, "openAPIV3Schema"))
+                    .is_some()
+            }),
+            require_valid_property_type: !has(&|p| {
+                !p.type_.is_empty() && !OPENAPI_V3_TYPES.contains(&p.type_.as_str())
+            }),
+            require_pruned_defaults: !schemas.iter().any(has_unpruned_defaults),
+            require_atomic_set_type: !has(&|p| {
+                p.x_list_type.as_deref() == Some("set")
+                    && items_schema(p).is_some_and(|is| match is.type_.as_str() {
+                        "array" => is.x_list_type.as_deref().is_some_and(|t| t != "atomic"),
+                        "object" => is.x_map_type.as_deref() != Some("atomic"),
+                        _ => false,
+                    })
+            }),
+            require_map_list_keys_map_set: !has(&|p| {
+                let mut e = Vec::new();
+                map_list_keys_map_set(p, "", &mut e);
+                !e.is_empty()
+            }),
+            require_recognized_conversion_review_version: review.is_empty()
+                || review.iter().any(|v| v == "v1" || v == "v1beta1"),
+        }
+    }
+}
+
 /// Validates a CRD on create (`old` is `None`) or update.
 pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     let mut out = Vec::new();
@@ -200,7 +304,8 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         out.extend(validation::validate_annotations(a, "metadata.annotations"));
     }
 
-    validate_spec(spec, &mut out);
+    let opts = Opts::new(old);
+    validate_spec(spec, opts, &mut out);
 
     // status
     let status = crd.get("status").unwrap_or(&null);
@@ -218,13 +323,14 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     if let Some(stored) = stored {
         validate_stored_versions(&stored, arr(spec, "versions"), &mut out);
     }
+    out.extend(api_approval(crd, old));
     if b(spec, "preserveUnknownFields") {
         let was_true = old.is_some_and(|o| b(&o["spec"], "preserveUnknownFields"));
         if !was_true {
             out.push(invalid(
                 "spec.preserveUnknownFields",
                 &Value::Bool(true),
-                "must be false",
+                "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
             ));
         }
     }
@@ -254,7 +360,71 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     out
 }
 
-fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
+const APPROVAL: &str = "api-approved.kubernetes.io";
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Approval {
+    Missing,
+    Invalid,
+    Approved,
+    Bypassed,
+}
+
+/// kube's `GetAPIApprovalState`.
+fn approval_state(crd: &Value) -> (Approval, String) {
+    let Some(v) = crd
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(APPROVAL))
+        .and_then(Value::as_str)
+    else {
+        return (
+            Approval::Missing,
+            format!("protected groups must have approval annotation {APPROVAL:?}, see https://github.com/kubernetes/enhancements/pull/1111"),
+        );
+    };
+    if v.starts_with("unapproved") {
+        return (Approval::Bypassed, String::new());
+    }
+    let url_ok = ["http://", "https://"].iter().any(|p| {
+        v.strip_prefix(p)
+            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+    });
+    if url_ok {
+        (Approval::Approved, String::new())
+    } else {
+        (
+            Approval::Invalid,
+            format!("protected groups must have approval annotation {APPROVAL:?} with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"),
+        )
+    }
+}
+
+/// Groups under `k8s.io` and `kubernetes.io` need an approved API review.
+fn api_approval(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+    let group = crd.get("spec").map_or("", |sp| s(sp, "group"));
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|d| group == *d || group.ends_with(&format!(".{d}")));
+    if !protected {
+        return Vec::new();
+    }
+    let (state, reason) = approval_state(crd);
+    if old.is_some_and(|o| approval_state(o).0 == state) {
+        return Vec::new();
+    }
+    let path = key("metadata.annotations", APPROVAL);
+    let value = crd["metadata"]["annotations"][APPROVAL]
+        .as_str()
+        .unwrap_or("");
+    match state {
+        Approval::Approved | Approval::Bypassed => Vec::new(),
+        Approval::Missing => vec![required(&path, &reason)],
+        Approval::Invalid => vec![invalid_str(&path, value, &reason)],
+    }
+}
+
+fn validate_spec(spec: &Value, opts: Opts, out: &mut Vec<StatusCause>) {
     let null = Value::Null;
     let group = s(spec, "group");
     if group.is_empty() {
@@ -294,12 +464,24 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
                 .and_then(|x| get(x, "openAPIV3Schema"))
                 .is_none()
             {
-                out.push(required(
-                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    "",
-                ));
+                let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+                if opts.require_open_api_schema {
+                    out.push(required(&path, ""));
+                } else if b(v, "served") && !b(spec, "preserveUnknownFields") {
+                    out.push(required(&path, "because otherwise all fields are pruned"));
+                }
             }
         }
+    }
+    let has_defaults = schemas_of(spec)
+        .iter()
+        .any(|p| any_node(p, &|n| n.default.is_some()));
+    if has_defaults && b(spec, "preserveUnknownFields") {
+        out.push(invalid(
+            "spec.preserveUnknownFields",
+            &Value::Bool(true),
+            "must be false in order to use defaults in the schema",
+        ));
     }
 
     let any_status = status_enabled(h.subresources)
@@ -336,6 +518,7 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
         let (schema, sub, cols, sel) = h.per_version[i];
         let sub_eff = if sub.is_some() { sub } else { h.subresources };
         validate_validation(
+            opts,
             schema,
             status_enabled(sub_eff),
             &child(&vpath, "schema"),
@@ -389,7 +572,7 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
     }
     validate_names(names, "spec.names", out);
 
-    validate_validation(h.validation, any_status, "spec.validation", out);
+    validate_validation(opts, h.validation, any_status, "spec.validation", out);
     validate_subresources(h.subresources, "spec.subresources", out);
     for (j, c) in h.columns.iter().enumerate() {
         validate_column(c, &index("spec.additionalPrinterColumns", j), out);
@@ -414,7 +597,7 @@ fn validate_spec(spec: &Value, out: &mut Vec<StatusCause>) {
                 "must be None if spec.preserveUnknownFields is true",
             ));
         }
-        validate_conversion(conv, out);
+        validate_conversion(conv, opts, out);
     }
 }
 
@@ -676,7 +859,7 @@ fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<St
     }
 }
 
-fn validate_conversion(conv: &Value, out: &mut Vec<StatusCause>) {
+fn validate_conversion(conv: &Value, opts: Opts, out: &mut Vec<StatusCause>) {
     let path = "spec.conversion";
     let strategy = s(conv, "strategy");
     let strategies = ["None".to_string(), "Webhook".to_string()];
@@ -727,7 +910,7 @@ fn validate_conversion(conv: &Value, out: &mut Vec<StatusCause>) {
                 }
                 accepted |= v == "v1" || v == "v1beta1";
             }
-            if !accepted {
+            if opts.require_recognized_conversion_review_version && !accepted {
                 out.push(StatusCause::new(
                     crate::status::cause::FIELD_VALUE_INVALID,
                     format!(
@@ -750,6 +933,7 @@ fn validate_conversion(conv: &Value, out: &mut Vec<StatusCause>) {
 // Schemas.
 
 fn validate_validation(
+    opts: Opts,
     block: Option<&Value>,
     status_enabled: bool,
     path: &str,
@@ -782,7 +966,7 @@ fn validate_validation(
         Ok(ss) => {
             let st = validate_structural(&spath, &ss);
             if st.is_empty() {
-                validate_defaults(&ss, &spath, false, true, &mut errs);
+                validate_defaults(&ss, &spath, false, true, opts, &mut errs);
             } else {
                 errs.extend(st);
             }
@@ -792,6 +976,7 @@ fn validate_validation(
         allow_defaults: true,
         disallow_reason: String::new(),
         inside_meta: false,
+        opts,
     };
     openapi_schema(&props, &spath, &ctx, true, &mut errs);
     if errs.is_empty() {
@@ -845,11 +1030,12 @@ fn validate_defaults(
     path: &str,
     inside_meta: bool,
     root: bool,
+    opts: Opts,
     out: &mut Vec<StatusCause>,
 ) {
     if let Some(d) = &s.default {
         let dpath = child(path, "default");
-        if !inside_meta {
+        if !inside_meta && opts.require_pruned_defaults {
             let mut pruned = d.clone();
             prune_value(s, &mut pruned, s.extensions.embedded_resource);
             if &pruned != d {
@@ -859,7 +1045,7 @@ fn validate_defaults(
         out.extend(validate_at(s, d, &dpath));
     }
     if let Some(items) = &s.items {
-        validate_defaults(items, &child(path, "items"), inside_meta, false, out);
+        validate_defaults(items, &child(path, "items"), inside_meta, false, opts, out);
     }
     for (k, ps) in &s.properties {
         let meta = (root || s.extensions.embedded_resource)
@@ -869,6 +1055,7 @@ fn validate_defaults(
             &key(&child(path, "properties"), k),
             inside_meta || meta,
             false,
+            opts,
             out,
         );
     }
@@ -878,6 +1065,7 @@ struct Ctx {
     allow_defaults: bool,
     disallow_reason: String,
     inside_meta: bool,
+    opts: Opts,
 }
 
 impl Ctx {
@@ -886,6 +1074,7 @@ impl Ctx {
             allow_defaults: false,
             disallow_reason: reason.to_string(),
             inside_meta: self.inside_meta,
+            opts: self.opts,
         }
     }
     fn meta(&self) -> Ctx {
@@ -893,6 +1082,7 @@ impl Ctx {
             allow_defaults: self.allow_defaults,
             disallow_reason: self.disallow_reason.clone(),
             inside_meta: true,
+            opts: self.opts,
         }
     }
 }
@@ -908,7 +1098,10 @@ fn openapi_schema(
     out: &mut Vec<StatusCause>,
 ) {
     // specStandardValidatorV3
-    if !p.type_.is_empty() && !OPENAPI_V3_TYPES.contains(&p.type_.as_str()) {
+    if ctx.opts.require_valid_property_type
+        && !p.type_.is_empty()
+        && !OPENAPI_V3_TYPES.contains(&p.type_.as_str())
+    {
         let valid: Vec<String> = OPENAPI_V3_TYPES.iter().map(|x| x.to_string()).collect();
         out.push(not_supported(
             &child(path, "type"),
@@ -1014,7 +1207,7 @@ fn openapi_schema(
         None => {}
     }
 
-    extensions(p, path, out);
+    extensions(p, path, ctx.opts, out);
 }
 
 impl Ctx {
@@ -1023,6 +1216,7 @@ impl Ctx {
             allow_defaults: self.allow_defaults,
             disallow_reason: self.disallow_reason.clone(),
             inside_meta: self.inside_meta,
+            opts: self.opts,
         }
     }
 }
@@ -1034,7 +1228,7 @@ fn items_schema(p: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
     }
 }
 
-fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
+fn extensions(p: &JSONSchemaProps, path: &str, opts: Opts, out: &mut Vec<StatusCause>) {
     if p.x_preserve_unknown_fields == Some(false) {
         out.push(invalid(
             &child(path, "x-kubernetes-preserve-unknown-fields"),
@@ -1066,7 +1260,7 @@ fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
     if let Some(lt) = &p.x_list_type {
         if p.type_ != "array" {
             type_must_be("array", "list-type", out);
-        } else if lt == "set" {
+        } else if lt == "set" && opts.require_atomic_set_type {
             if let Some(is) = items_schema(p) {
                 let lt_value = |x: &Option<String>| x.clone().map_or(Value::Null, Value::String);
                 match is.type_.as_str() {
@@ -1167,7 +1361,14 @@ fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
             }
         }
     }
-    // validateMapListKeysMapSet
+    if opts.require_map_list_keys_map_set {
+        map_list_keys_map_set(p, path, out);
+    }
+    validation_rules(p, path, out);
+}
+
+/// kube's `validateMapListKeysMapSet`.
+fn map_list_keys_map_set(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
     if let (Some(lt), Some(is)) = (p.x_list_type.as_deref(), items_schema(p)) {
         if lt == "set" || lt == "map" {
             if is.nullable {
@@ -1192,7 +1393,6 @@ fn extensions(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>) {
             }
         }
     }
-    validation_rules(p, path, out);
 }
 
 const REASONS: [&str; 4] = [

@@ -834,8 +834,61 @@ fn preserve_unknown_fields_must_be_false() {
     c["spec"]["preserveUnknownFields"] = json!(true);
     assert_eq!(
         msgs(&validate_crd(&c, None)),
-        vec!["spec.preserveUnknownFields: Invalid value: true: must be false"]
+        vec![
+            "spec.preserveUnknownFields: Invalid value: true: must be false in order to use defaults in the schema",
+            "spec.preserveUnknownFields: Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+        ]
     );
+    // Stored CRDs that already preserve unknown fields may keep doing so.
+    let mut plain = crd(json!({"type": "object", "properties": {"spec": {"type": "object"}}}));
+    plain["spec"]["preserveUnknownFields"] = json!(true);
+    assert!(validate_crd(&plain, Some(&plain)).is_empty());
+}
+
+#[test]
+fn protected_groups_need_api_approval() {
+    let mut c = crd(widget_schema());
+    c["metadata"]["name"] = json!("widgets.x.k8s.io");
+    c["spec"]["group"] = json!("x.k8s.io");
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            r#"metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation "api-approved.kubernetes.io", see https://github.com/kubernetes/enhancements/pull/1111"#
+        ]
+    );
+    c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": "yes"});
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            r#"metadata.annotations[api-approved.kubernetes.io]: Invalid value: "yes": protected groups must have approval annotation "api-approved.kubernetes.io" with either a URL or a reason starting with "unapproved", see https://github.com/kubernetes/enhancements/pull/1111"#
+        ]
+    );
+    // Unchanged on update: accepted as it was.
+    assert!(validate_crd(&c, Some(&c)).is_empty());
+    for ok in [
+        "https://github.com/kubernetes/kubernetes/pull/78458",
+        "unapproved, testing",
+    ] {
+        c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": ok});
+        assert!(validate_crd(&c, None).is_empty(), "{ok}");
+    }
+}
+
+#[test]
+fn updates_do_not_tighten_checks_on_stored_crds() {
+    let loose = json!({"type": "object", "properties": {
+        "t": {"type": "thing"},
+        "s": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "object"}},
+        "d": {"type": "object", "default": {"junk": 1}}
+    }});
+    let c = crd(loose);
+    assert_eq!(
+        validate_crd(&c, None).len(),
+        3,
+        "{:#?}",
+        msgs(&validate_crd(&c, None))
+    );
+    assert_eq!(msgs(&validate_crd(&c, Some(&c))), Vec::<String>::new());
 }
 
 #[test]
