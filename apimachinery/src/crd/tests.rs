@@ -274,8 +274,8 @@ fn embedded_resources_need_type_meta() {
             &cr(json!({"image": "a", "template": {"metadata": {"name": "Bad/Name"}}}))
         )),
         vec![
-            "spec.template.apiVersion: Required value: must not be empty",
-            "spec.template.kind: Required value: must not be empty",
+            "spec.template.apiVersion: Required value",
+            "spec.template.kind: Required value",
             r#"spec.template.metadata.name: Invalid value: "Bad/Name": may not contain '/'"#,
         ]
     );

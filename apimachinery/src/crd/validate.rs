@@ -46,7 +46,8 @@ pub fn validate_props(schema: &JSONSchemaProps, value: &Value) -> Vec<StatusCaus
 /// the list types.
 pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec<StatusCause> {
     let mut out = Vec::new();
-    embedded_meta(schema, value, base, true, &mut out);
+    // kube validates the node itself as a resource when it is embedded.
+    embedded_meta(schema, value, base, false, &mut out);
     if !out.is_empty() {
         return out;
     }
@@ -664,16 +665,14 @@ fn embedded_resource(m: &Map<String, Value>, path: &str, out: &mut Vec<StatusCau
     let api_version_path = child(path, "apiVersion");
     let kind_path = child(path, "kind");
     if !m.contains_key("apiVersion") {
-        out.push(required(&api_version_path, "must not be empty"));
+        out.push(required(&api_version_path, ""));
     }
     if !m.contains_key("kind") {
-        out.push(required(&kind_path, "must not be empty"));
+        out.push(required(&kind_path, ""));
     }
     if let Some(v) = m.get("apiVersion") {
         match v {
-            Value::String(s) if s.is_empty() => {
-                out.push(invalid_str(&api_version_path, s, "must not be empty"))
-            }
+            Value::String(s) if s.is_empty() => out.push(required(&api_version_path, "")),
             Value::String(s) => {
                 if let Err(e) = parse_group_version(s) {
                     out.push(invalid_str(&api_version_path, s, &e));
@@ -684,9 +683,7 @@ fn embedded_resource(m: &Map<String, Value>, path: &str, out: &mut Vec<StatusCau
     }
     if let Some(v) = m.get("kind") {
         match v {
-            Value::String(s) if s.is_empty() => {
-                out.push(invalid_str(&kind_path, s, "must not be empty"))
-            }
+            Value::String(s) if s.is_empty() => out.push(required(&kind_path, "")),
             Value::String(s) => {
                 let errs = validation::is_dns1035_label(&s.to_lowercase());
                 if !errs.is_empty() {
