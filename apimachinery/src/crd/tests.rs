@@ -846,6 +846,63 @@ fn preserve_unknown_fields_must_be_false() {
 }
 
 #[test]
+fn more_schema_rules() {
+    let mut c = crd(json!({"type": "object", "nullable": true, "properties": {
+        "p": {"type": "string", "pattern": "(a"},
+        "q": {"type": "string", "pattern": "[a"},
+        "mt": {"type": "object", "x-kubernetes-map-type": "sometimes"},
+        "set": {"type": "array", "x-kubernetes-list-type": "set",
+                "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                          "items": {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}}}}},
+        "pk": {"type": "string", "x-kubernetes-preserve-unknown-fields": false},
+        "r": {"type": "object", "x-kubernetes-validations": [
+            {"rule": "a\nb"}, {"rule": "x", "message": " "}, {"rule": "x", "messageExpression": " "},
+            {"rule": "x", "fieldPath": ".nope"}]},
+        "n": {"type": "object", "anyOf": [{"x-kubernetes-int-or-string": true}]}
+    }}));
+    c["spec"]["versions"][0]["deprecationWarning"] = json!("old");
+    let p = "spec.validation.openAPIV3Schema";
+    let m = msgs(&validate_crd(&c, None));
+    assert_eq!(
+        m,
+        vec![
+            r#"spec.versions[0].deprecationWarning: Invalid value: "old": can only be set for deprecated versions"#.to_string(),
+            format!("{p}.nullable: Forbidden: nullable cannot be true at the root"),
+            format!("{p}.properties[n].anyOf[0].x-kubernetes-int-or-string: Forbidden: must be false to be structural"),
+            format!("{p}.properties[p].pattern: Invalid value: \"(a\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(a`"),
+            format!("{p}.properties[q].pattern: Invalid value: \"[a\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ]: `[a`"),
+            format!(r#"{p}.properties[mt].x-kubernetes-map-type: Unsupported value: "sometimes": supported values: "atomic", "granular""#),
+            format!("{p}.properties[pk].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
+            format!("{p}.properties[r].x-kubernetes-validations[0].message: Required value: message must be specified if rule contains line breaks"),
+            format!(r#"{p}.properties[r].x-kubernetes-validations[1].message: Invalid value: " ": must be non-empty if specified"#),
+            format!("{p}.properties[r].x-kubernetes-validations[2].messageExpression: Required value: messageExpression must be non-empty if specified"),
+            format!(r#"{p}.properties[r].x-kubernetes-validations[3].fieldPath: Invalid value: ".nope": must be a valid path"#),
+            format!(r#"{p}.properties[set].items.x-kubernetes-list-type: Invalid value: "map": must be atomic as item of a list with x-kubernetes-list-type=set"#),
+        ]
+    );
+}
+
+#[test]
+fn status_subresource_restricts_the_root() {
+    let mut c = crd(
+        json!({"type": "object", "minProperties": 1, "properties": {"status": {"type": "object"}}}),
+    );
+    c["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    let m = msgs(&validate_crd(&c, None));
+    assert_eq!(m.len(), 1);
+    assert!(
+        m[0].starts_with(
+            "spec.validation.openAPIV3Schema: Invalid value: map[string]interface {}{"
+        ),
+        "{}",
+        m[0]
+    );
+    assert!(m[0].ends_with(
+        "fields are allowed at the root of the schema if the status subresource is enabled"
+    ));
+}
+
+#[test]
 fn protected_groups_need_api_approval() {
     let mut c = crd(widget_schema());
     c["metadata"]["name"] = json!("widgets.x.k8s.io");

@@ -185,9 +185,26 @@ fn check_enum(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCa
     out.push(not_supported(path, v, &values));
 }
 
+/// A compiled pattern, cached: the same few patterns are checked against
+/// every object. Patterns are RE2 in kube; the regex crate reads the same
+/// syntax.
 fn compiled(pattern: &str) -> Option<Regex> {
-    // Patterns are RE2 in kube; the regex crate reads the same syntax.
-    Regex::new(pattern).ok()
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let Ok(mut map) = cache.lock() else {
+        return Regex::new(pattern).ok();
+    };
+    if let Some(r) = map.get(pattern) {
+        return r.clone();
+    }
+    if map.len() >= 1024 {
+        map.clear();
+    }
+    let r = Regex::new(pattern).ok();
+    map.insert(pattern.to_string(), r.clone());
+    r
 }
 
 fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCause>) {
