@@ -859,6 +859,9 @@ fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<St
     }
 }
 
+/// The conversion, reported with the internal version's field names
+/// (`webhookClientConfig`, `conversionReviewVersions` directly under
+/// `spec.conversion`), as kube reports them.
 fn validate_conversion(conv: &Value, opts: Opts, out: &mut Vec<StatusCause>) {
     let path = "spec.conversion";
     let strategy = s(conv, "strategy");
@@ -877,23 +880,22 @@ fn validate_conversion(conv: &Value, opts: Opts, out: &mut Vec<StatusCause>) {
     let review: Vec<String> = webhook
         .map(|w| strings(w, "conversionReviewVersions"))
         .unwrap_or_default();
-    let wpath = child(path, "webhook");
+    let cpath = child(path, "webhookClientConfig");
+    let rpath = child(path, "conversionReviewVersions");
     if strategy == "Webhook" {
         match client_config {
-            None => out.push(required(
-                &child(&wpath, "clientConfig"),
-                "required when strategy is set to Webhook",
-            )),
-            Some(cc) => {
-                if get(cc, "url").is_some() == get(cc, "service").is_some() {
-                    out.push(required(
-                        &child(&wpath, "clientConfig"),
-                        "exactly one of url or service is required",
-                    ));
+            None => out.push(required(&cpath, "required when strategy is set to Webhook")),
+            Some(cc) => match (get(cc, "url"), get(cc, "service")) {
+                (Some(url), None) => {
+                    webhook_url(url.as_str().unwrap_or(""), &child(&cpath, "url"), out)
                 }
-            }
+                (None, Some(svc)) => webhook_service(svc, &child(&cpath, "service"), out),
+                _ => out.push(required(
+                    &cpath,
+                    "exactly one of url or service is required",
+                )),
+            },
         }
-        let rpath = child(&wpath, "conversionReviewVersions");
         if review.is_empty() {
             out.push(required(&rpath, ""));
         } else {
@@ -921,11 +923,121 @@ fn validate_conversion(conv: &Value, opts: Opts, out: &mut Vec<StatusCause>) {
                 ));
             }
         }
-    } else if webhook.is_some() {
-        out.push(forbidden(
-            &wpath,
-            "should not be set when strategy is not set to Webhook",
+    } else {
+        if client_config.is_some() {
+            out.push(forbidden(
+                &cpath,
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+        if !review.is_empty() {
+            out.push(forbidden(
+                &rpath,
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+    }
+}
+
+/// kube's `ValidateWebhookURL` (https only), on a light reading of the URL.
+fn webhook_url(url: &str, path: &str, out: &mut Vec<StatusCause>) {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let (scheme, rest) = match url.split_once("://") {
+        Some((sc, rest)) if !sc.is_empty() => (sc, rest),
+        _ => ("", ""),
+    };
+    let (rest, fragment) = rest.split_once('#').unwrap_or((rest, ""));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = rest.split('/').next().unwrap_or("");
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if scheme != "https" {
+        out.push(invalid_str(
+            path,
+            scheme,
+            &format!("'https' is the only allowed URL scheme{FORM}"),
         ));
+    }
+    if host.is_empty() {
+        out.push(invalid_str(
+            path,
+            host,
+            &format!("host must be specified{FORM}"),
+        ));
+    }
+    if let Some(u) = user {
+        out.push(invalid_str(
+            path,
+            u,
+            "user information is not permitted in the URL",
+        ));
+    }
+    if !fragment.is_empty() {
+        out.push(invalid_str(
+            path,
+            fragment,
+            "fragments are not permitted in the URL",
+        ));
+    }
+    if !query.is_empty() {
+        out.push(invalid_str(
+            path,
+            query,
+            "query parameters are not permitted in the URL",
+        ));
+    }
+}
+
+/// kube's `ValidateWebhookService`.
+fn webhook_service(svc: &Value, path: &str, out: &mut Vec<StatusCause>) {
+    if s(svc, "name").is_empty() {
+        out.push(required(&child(path, "name"), "service name is required"));
+    }
+    if s(svc, "namespace").is_empty() {
+        out.push(required(
+            &child(path, "namespace"),
+            "service namespace is required",
+        ));
+    }
+    // v1 defaults the port to 443.
+    let port = svc.get("port").and_then(Value::as_i64).unwrap_or(443);
+    if !(1..=65535).contains(&port) {
+        out.push(invalid(
+            &child(path, "port"),
+            &Value::from(port),
+            "port is not valid: must be between 1 and 65535, inclusive",
+        ));
+    }
+    let Some(url_path) = svc.get("path").and_then(Value::as_str) else {
+        return;
+    };
+    let ppath = child(path, "path");
+    if url_path == "/" || url_path.is_empty() {
+        return;
+    }
+    if url_path == "//" {
+        out.push(invalid_str(&ppath, url_path, "segment[0] may not be empty"));
+        return;
+    }
+    if !url_path.starts_with('/') {
+        out.push(invalid_str(&ppath, url_path, "must start with a '/'"));
+    }
+    let trimmed = url_path.strip_prefix('/').unwrap_or(url_path);
+    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    for (i, step) in trimmed.split('/').enumerate() {
+        if step.is_empty() {
+            out.push(invalid_str(
+                &ppath,
+                url_path,
+                &format!("segment[{i}] may not be empty"),
+            ));
+            continue;
+        }
+        for m in validation::is_dns1123_subdomain(step) {
+            out.push(invalid_str(&ppath, url_path, &format!("segment[{i}]: {m}")));
+        }
     }
 }
 
@@ -987,40 +1099,84 @@ fn validate_validation(
 
 /// With the status subresource only some fields may be set at the root.
 fn root_with_status(p: &JSONSchemaProps, raw: &Value, path: &str, out: &mut Vec<StatusCause>) {
-    const ALLOWED: &[&str] = &[
-        "description",
-        "type",
-        "format",
-        "title",
-        "maximum",
-        "exclusiveMaximum",
-        "minimum",
-        "exclusiveMinimum",
-        "maxLength",
-        "minLength",
-        "pattern",
-        "maxItems",
-        "minItems",
-        "uniqueItems",
-        "multipleOf",
-        "required",
-        "items",
-        "properties",
-        "externalDocs",
-        "example",
-        "x-kubernetes-preserve-unknown-fields",
-        "x-kubernetes-validations",
+    // JSONSchemaProps' fields in declaration order, and whether each may be
+    // set at the root; kube reports the first offending one only.
+    const FIELDS: &[(&str, bool)] = &[
+        ("id", false),
+        ("$schema", false),
+        ("$ref", false),
+        ("description", true),
+        ("type", true),
+        ("format", true),
+        ("title", true),
+        ("default", false),
+        ("maximum", true),
+        ("exclusiveMaximum", true),
+        ("minimum", true),
+        ("exclusiveMinimum", true),
+        ("maxLength", true),
+        ("minLength", true),
+        ("pattern", true),
+        ("maxItems", true),
+        ("minItems", true),
+        ("uniqueItems", true),
+        ("multipleOf", true),
+        ("enum", false),
+        ("maxProperties", false),
+        ("minProperties", false),
+        ("required", true),
+        ("items", true),
+        ("allOf", false),
+        ("oneOf", false),
+        ("anyOf", false),
+        ("not", false),
+        ("properties", true),
+        ("additionalProperties", false),
+        ("patternProperties", false),
+        ("dependencies", false),
+        ("additionalItems", false),
+        ("definitions", false),
+        ("externalDocs", true),
+        ("example", true),
+        ("nullable", false),
+        ("x-kubernetes-preserve-unknown-fields", true),
+        ("x-kubernetes-embedded-resource", false),
+        ("x-kubernetes-int-or-string", false),
+        ("x-kubernetes-list-map-keys", false),
+        ("x-kubernetes-list-type", false),
+        ("x-kubernetes-map-type", false),
+        ("x-kubernetes-validations", true),
     ];
-    if !p.type_.is_empty() && p.type_ != "object" {
-        out.push(invalid_str(
-            &child(path, "type"),
-            &p.type_,
-            "only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled",
-        ));
-    }
     let Some(m) = raw.as_object() else { return };
-    if m.keys().any(|k| !ALLOWED.contains(&k.as_str())) {
-        out.push(invalid(path, raw, "only [Description Type Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items Properties ExternalDocs Example XPreserveUnknownFields XValidations] fields are allowed at the root of the schema if the status subresource is enabled"));
+    let zero = |v: &Value| match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        // Numbers are pointers in Go: present means set.
+        Value::Number(_) => false,
+    };
+    for (name, allowed) in FIELDS {
+        let Some(v) = m.get(*name) else { continue };
+        if zero(v) {
+            continue;
+        }
+        if *name == "type" {
+            if p.type_ != "object" {
+                out.push(invalid_str(
+                    &child(path, "type"),
+                    &p.type_,
+                    "only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled",
+                ));
+                return;
+            }
+            continue;
+        }
+        if !allowed {
+            out.push(invalid(path, raw, "only [Description Type Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items Properties ExternalDocs Example XPreserveUnknownFields XValidations] fields are allowed at the root of the schema if the status subresource is enabled"));
+            return;
+        }
     }
 }
 

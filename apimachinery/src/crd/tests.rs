@@ -772,8 +772,8 @@ fn conversion_strategies() {
     assert_eq!(
         msgs(&validate_crd(&c, None)),
         vec![
-            "spec.conversion.webhook.clientConfig: Required value: required when strategy is set to Webhook",
-            "spec.conversion.webhook.conversionReviewVersions: Required value",
+            "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
+            "spec.conversion.conversionReviewVersions: Required value",
         ]
     );
     c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
@@ -782,17 +782,40 @@ fn conversion_strategies() {
     assert_eq!(
         msgs(&validate_crd(&c, None)),
         vec![
-            "spec.conversion.webhook.clientConfig: Required value: exactly one of url or service is required",
-            r#"spec.conversion.webhook.conversionReviewVersions[1]: Invalid value: "v2": duplicate version"#,
-            r#"spec.conversion.webhook.conversionReviewVersions: Invalid value: []string{"v2", "v2"}: must include at least one of v1, v1beta1"#,
+            "spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required",
+            r#"spec.conversion.conversionReviewVersions[1]: Invalid value: "v2": duplicate version"#,
+            r#"spec.conversion.conversionReviewVersions: Invalid value: []string{"v2", "v2"}: must include at least one of v1, v1beta1"#,
         ]
     );
     c["spec"]["conversion"] =
         json!({"strategy": "None", "webhook": {"conversionReviewVersions": ["v1"]}});
     assert_eq!(
         msgs(&validate_crd(&c, None)),
-        vec!["spec.conversion.webhook: Forbidden: should not be set when strategy is not set to Webhook"]
+        vec!["spec.conversion.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook"]
     );
+    c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "clientConfig": {"url": "http://u:p@x/convert?a=1#f"}, "conversionReviewVersions": ["v1"]}});
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "http": 'https' is the only allowed URL scheme; desired format: https://host[/path]"#,
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "u:p": user information is not permitted in the URL"#,
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "f": fragments are not permitted in the URL"#,
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "a=1": query parameters are not permitted in the URL"#,
+        ]
+    );
+    c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "clientConfig": {"service": {"name": "", "namespace": "ns", "port": 0, "path": "/a//B"}},
+        "conversionReviewVersions": ["v1"]}});
+    let m = msgs(&validate_crd(&c, None));
+    assert_eq!(m[0], "spec.conversion.webhookClientConfig.service.name: Required value: service name is required");
+    assert_eq!(m[1], "spec.conversion.webhookClientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive");
+    assert_eq!(
+        m[2],
+        r#"spec.conversion.webhookClientConfig.service.path: Invalid value: "/a//B": segment[1] may not be empty"#
+    );
+    assert!(m[3].starts_with(r#"spec.conversion.webhookClientConfig.service.path: Invalid value: "/a//B": segment[2]: a lowercase RFC 1123 subdomain"#));
+    assert_eq!(m.len(), 4);
     c["spec"]["conversion"] = json!({"strategy": "Magic"});
     assert_eq!(
         msgs(&validate_crd(&c, None)),
