@@ -9,6 +9,8 @@
 //!   fields, conversion, stored versions).
 //! * [`validate`]: a custom resource against its schema (OpenAPI value
 //!   validation, list types, embedded resources).
+//! * [`validate_scale`]: the replicas and selector a scale subresource
+//!   reads from a custom resource.
 //! * [`prune`]: drops unknown fields, returning their paths as kube reports
 //!   them to `fieldValidation=Warn/Strict` (`unknown field "spec.foo"`).
 //! * [`default`]: applies `default`s ([`prune_nulls`] first drops the
@@ -50,7 +52,7 @@ pub use definition::validate_crd;
 pub use prune::{prune, unknown_field_message};
 pub use structural::validate_structural;
 pub use types::{JSONSchemaProps, Structural, ValidationRule};
-pub use validate::{validate, validate_props};
+pub use validate::{validate, validate_props, validate_scale};
 pub use walk::{for_each_rule_value, validation_rules, RuleNode};
 
 use crate::status::cause;

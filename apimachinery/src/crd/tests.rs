@@ -417,6 +417,33 @@ fn list_sets_and_maps_compare_like_go() {
     );
 }
 
+#[test]
+fn scale_paths_hold_int32_replicas() {
+    let scale = json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                       "labelSelectorPath": ".status.selector"});
+    assert!(validate_scale(&scale, &json!({"spec": {"replicas": 3}})).is_empty());
+    assert_eq!(
+        msgs(&validate_scale(
+            &scale,
+            &json!({"spec": {"replicas": -1}, "status": {"replicas": "x", "selector": {"a": 1}}})
+        )),
+        vec![
+            ".spec.replicas: Invalid value: -1: should be a non-negative integer",
+            ".status.replicas: Invalid value: 0: .status.replicas accessor error: x is of the type string, expected int64",
+            r#".status.selector: Invalid value: "": .status.selector accessor error: map[a:1] is of the type map[string]interface {}, expected string"#,
+        ]
+    );
+    assert_eq!(
+        msgs(&validate_scale(
+            &scale,
+            &json!({"spec": {"replicas": 3000000000i64}})
+        )),
+        vec![
+            ".spec.replicas: Invalid value: 3000000000: should be less than or equal to 2147483647"
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Pruning and defaulting.
 
@@ -1166,6 +1193,8 @@ proptest! {
     fn arbitrary_crds_never_panic(value in json_value(), other in json_value()) {
         let _ = validate_crd(&value, None);
         let _ = validate_crd(&value, Some(&other));
+        let scale = json!({"specReplicasPath": ".spec", "statusReplicasPath": ".a.b", "labelSelectorPath": ".kind"});
+        let _ = validate_scale(&scale, &value);
         let mut c = crd(json!({"type": "object"}));
         c["spec"]["versions"][0]["schema"] = json!({"openAPIV3Schema": value.clone()});
         c["spec"]["versions"][0]["subresources"] = value.clone();
