@@ -94,6 +94,9 @@ fn valid_widget_has_no_errors() {
         "choice": {"x": "1"}, "nope": "fine"
     }));
     assert_eq!(msgs(&validate(&widget(), &v)), Vec::<String>::new());
+    let validator = SchemaValidator::new(widget());
+    assert!(validator.validate(&v).is_empty());
+    assert_eq!(validator.validate(&cr(json!({}))).len(), 1);
 }
 
 #[test]

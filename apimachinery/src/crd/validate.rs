@@ -24,13 +24,40 @@ use crate::validation::go_quote;
 use crate::StatusCause;
 
 /// Validates `value` (a whole custom resource, or any value at the root of
-/// `schema`) and returns kube's field errors.
+/// `schema`) and returns kube's field errors. Converts the schema on every
+/// call; [`SchemaValidator`] keeps the converted form.
 pub fn validate(schema: &Structural, value: &Value) -> Vec<StatusCause> {
-    let props = schema.to_props();
-    let mut out = validate_props(&props, value);
+    validate_with(schema, &schema.to_props(), value)
+}
+
+fn validate_with(schema: &Structural, props: &JSONSchemaProps, value: &Value) -> Vec<StatusCause> {
+    let mut out = validate_props(props, value);
     list_types(schema, value, "", &mut out);
     embedded_meta(schema, value, "", true, &mut out);
     out
+}
+
+/// A structural schema ready to validate many objects (what [`validate`]
+/// does, without converting the schema each time).
+#[derive(Debug, Clone)]
+pub struct SchemaValidator {
+    schema: Structural,
+    props: JSONSchemaProps,
+}
+
+impl SchemaValidator {
+    pub fn new(schema: Structural) -> SchemaValidator {
+        let props = schema.to_props();
+        SchemaValidator { schema, props }
+    }
+
+    pub fn schema(&self) -> &Structural {
+        &self.schema
+    }
+
+    pub fn validate(&self, value: &Value) -> Vec<StatusCause> {
+        validate_with(&self.schema, &self.props, value)
+    }
 }
 
 /// The scale subresource's view of a custom resource (kube's
