@@ -27,10 +27,10 @@
 //! * Bad values that are Go structs in kube (a whole `spec.versions` list)
 //!   are shown as JSON; maps and lists of a custom resource are shown as
 //!   Go's `%#v` would print them.
-//! * Numeric formats (`int32`, `int64`, `float`, `double`) are not range
-//!   checked, as in kube (its format checks only apply to strings); unknown
-//!   formats are ignored. `uri`, `email`, `isbn`, `creditcard` are checked
-//!   loosely.
+//! * Formats: kube's set (with `quantity`, `k8s-short-name`,
+//!   `k8s-long-name`); numeric formats are not range checked (kube does not
+//!   either). `email` and `hostname` are checked with patterns, not Go's
+//!   parsers.
 //! * CEL rules are not compiled or evaluated here; their cost is not
 //!   estimated.
 //! * Conversion webhook URLs and services get only the presence checks.

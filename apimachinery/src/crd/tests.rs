@@ -366,18 +366,27 @@ fn formats_take_part_in_the_type_check() {
     let s = Structural::from_json(&json!({"type": "object", "properties": {
         "n": {"type": "integer", "format": "int32"},
         "d": {"type": "string", "format": "date"},
-        "q": {"type": "string", "format": "quantity"}
+        "q": {"type": "string", "format": "quantity"},
+        "c": {"type": "string", "format": "colour"}
     }}))
     .unwrap();
     assert_eq!(
-        msgs(&validate(&s, &json!({"n": 1.5, "d": 3, "q": 3}))),
+        msgs(&validate(
+            &s,
+            &json!({"n": 1.5, "d": 3, "q": "lots", "c": 3})
+        )),
         vec![
+            r#"c: Invalid value: "integer": c in body must be of type string: "integer""#,
             r#"d: Invalid value: "int64": d in body must be of type date: "int64""#,
             r#"n: Invalid value: "double": n in body must be of type int32: "double""#,
-            r#"q: Invalid value: "integer": q in body must be of type string: "integer""#,
+            r#"q: Invalid value: "lots": q in body must be of type quantity: "lots""#,
         ]
     );
-    assert!(validate(&s, &json!({"n": 7, "d": "2024-02-29", "q": "1Gi"})).is_empty());
+    assert!(validate(
+        &s,
+        &json!({"n": 7, "d": "2024-02-29", "q": "1Gi", "c": "red"})
+    )
+    .is_empty());
 }
 
 #[test]

@@ -222,11 +222,7 @@ fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
 /// formats it supports, and a format relaxes or changes the type check.
 fn check_type(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
     let types = schema_types(s);
-    let format = if formats::is_supported(&s.format) {
-        s.format.as_str()
-    } else {
-        ""
-    };
+    let format = formats::effective(s);
     if types.is_empty() && format.is_empty() {
         return;
     }
@@ -352,7 +348,8 @@ fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCa
             }
         }
     }
-    if !s.format.is_empty() && formats::is_supported(&s.format) && !formats::check(&s.format, v) {
+    let format = formats::effective(s);
+    if !format.is_empty() && !formats::check(format, v) {
         let msg = format!(
             "{} in body must be of type {}: {}",
             shown(path),
