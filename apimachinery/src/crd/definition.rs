@@ -306,6 +306,28 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
 
     let opts = Opts::new(old);
     validate_spec(spec, opts, &mut out);
+    if let Some(old) = old {
+        let old_spec = old.get("spec").unwrap_or(&null);
+        let old_names = old_spec.get("names").unwrap_or(&null);
+        let established = arr(old.get("status").unwrap_or(&null), "conditions")
+            .iter()
+            .any(|c| s(c, "type") == "Established" && s(c, "status") == "True");
+        let mut immutable = |path: &str, new: &str, old: &str| {
+            if new != old {
+                out.push(invalid_str(path, new, "field is immutable"));
+            }
+        };
+        if established {
+            immutable("spec.scope", s(spec, "scope"), s(old_spec, "scope"));
+            immutable("spec.names.kind", s(names, "kind"), s(old_names, "kind"));
+        }
+        immutable("spec.group", group, s(old_spec, "group"));
+        immutable(
+            "spec.names.plural",
+            s(names, "plural"),
+            s(old_names, "plural"),
+        );
+    }
 
     // status
     let status = crd.get("status").unwrap_or(&null);
@@ -335,28 +357,6 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         }
     }
 
-    if let Some(old) = old {
-        let old_spec = old.get("spec").unwrap_or(&null);
-        let old_names = old_spec.get("names").unwrap_or(&null);
-        let established = arr(old.get("status").unwrap_or(&null), "conditions")
-            .iter()
-            .any(|c| s(c, "type") == "Established" && s(c, "status") == "True");
-        let mut immutable = |path: &str, new: &str, old: &str| {
-            if new != old {
-                out.push(invalid_str(path, new, "field is immutable"));
-            }
-        };
-        if established {
-            immutable("spec.scope", s(spec, "scope"), s(old_spec, "scope"));
-            immutable("spec.names.kind", s(names, "kind"), s(old_names, "kind"));
-        }
-        immutable("spec.group", group, s(old_spec, "group"));
-        immutable(
-            "spec.names.plural",
-            s(names, "plural"),
-            s(old_names, "plural"),
-        );
-    }
     out
 }
 
@@ -667,13 +667,15 @@ fn validate_names(names: &Value, path: &str, out: &mut Vec<StatusCause>) {
 
 fn validate_stored_versions(stored: &[String], versions: &[Value], out: &mut Vec<StatusCause>) {
     let path = "status.storedVersions";
-    let shown = Value::Array(stored.iter().map(|x| Value::String(x.clone())).collect());
-    if stored.is_empty() {
-        out.push(invalid(
+    let invalid_list = |detail: &str| {
+        StatusCause::new(
+            crate::status::cause::FIELD_VALUE_INVALID,
+            format!("Invalid value: {}: {detail}", go_strings(stored)),
             path,
-            &shown,
-            "must have at least one stored version",
-        ));
+        )
+    };
+    if stored.is_empty() {
+        out.push(invalid_list("must have at least one stored version"));
         return;
     }
     let mut remaining: Vec<(usize, &String)> = stored.iter().enumerate().collect();
@@ -681,11 +683,9 @@ fn validate_stored_versions(stored: &[String], versions: &[Value], out: &mut Vec
         let name = s(v, "name");
         let found = stored.iter().any(|x| x == name);
         if b(v, "storage") && !found {
-            out.push(invalid(
-                path,
-                &shown,
-                &format!("must have the storage version {name}"),
-            ));
+            out.push(invalid_list(&format!(
+                "must have the storage version {name}"
+            )));
         }
         remaining.retain(|(_, x)| x.as_str() != name);
     }

@@ -878,10 +878,10 @@ fn updates_keep_identity_and_stored_versions() {
     assert_eq!(
         m,
         vec![
-            r#"status.storedVersions: Invalid value: []interface {}{"v1"}: must have the storage version v2"#,
-            r#"status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1 and removes v1 from status.storedVersions"#,
             r#"spec.scope: Invalid value: "Cluster": field is immutable"#,
             r#"spec.group: Invalid value: "other.com": field is immutable"#,
+            r#"status.storedVersions: Invalid value: []string{"v1"}: must have the storage version v2"#,
+            r#"status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1 and removes v1 from status.storedVersions"#,
         ]
     );
     let mut fine = old.clone();
