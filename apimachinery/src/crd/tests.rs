@@ -1202,6 +1202,23 @@ proptest! {
     }
 
     #[test]
+    fn formats_and_go_printing_never_panic(s in any::<String>(), f in any::<f64>()) {
+        for format in ["date", "date-time", "uuid", "uuid4", "email", "hostname", "ipv4", "ipv6",
+                       "cidr", "mac", "byte", "duration", "uri", "isbn", "creditcard", "quantity",
+                       "k8s-short-name", "k8s-long-name", "hexcolor", "rgbcolor", "ssn"] {
+            let schema = Structural::from_json(&json!({"type": "string", "format": format, "pattern": s.clone()}));
+            if let Ok(schema) = schema {
+                let _ = validate(&schema, &Value::String(s.clone()));
+            }
+        }
+        let printed = go_float(f);
+        if f.is_finite() {
+            let back: f64 = printed.parse().unwrap_or(f64::NAN);
+            prop_assert_eq!(back, f, "{} printed as {}", f, printed);
+        }
+    }
+
+    #[test]
     fn arbitrary_crds_never_panic(value in json_value(), other in json_value()) {
         let _ = validate_crd(&value, None);
         let _ = validate_crd(&value, Some(&other));
