@@ -789,32 +789,6 @@ fn validate_column(c: &Value, path: &str, out: &mut Vec<StatusCause>) {
     }
 }
 
-/// Resolves a selectable-field path (`.spec.color`) in a schema; `Err` has
-/// the reason (kube's `cel.ValidFieldPath` without array notation).
-fn resolve<'a>(root: &'a Structural, p: &str) -> Result<(&'a Structural, String), String> {
-    let Some(rest) = p.strip_prefix('.') else {
-        return Err("expected [ or . at position 0".into());
-    };
-    let mut node = root;
-    let mut first = String::new();
-    for (i, seg) in rest.split('.').enumerate() {
-        if seg.is_empty() {
-            return Err("expected a field name".into());
-        }
-        if i == 0 {
-            first = seg.to_string();
-        }
-        node = match node.properties.get(seg) {
-            Some(n) => n,
-            None => match node.additional_properties.as_ref().and_then(|a| a.schema()) {
-                Some(n) => n,
-                None => return Err("does not refer to a valid field".into()),
-            },
-        };
-    }
-    Ok((node, first))
-}
-
 fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<StatusCause>) {
     let Ok(schema) = Structural::from_json(root) else {
         return;
@@ -827,7 +801,7 @@ fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<St
             out.push(required(&jp_path, ""));
             continue;
         }
-        let (node, first) = match resolve(&schema, jp) {
+        let (fpath, node) = match super::walk::valid_field_path(jp, &schema, false) {
             Ok(r) => r,
             Err(e) => {
                 out.push(invalid_str(
@@ -838,7 +812,7 @@ fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<St
                 continue;
             }
         };
-        if first == "metadata" {
+        if fpath.split(['.', '[']).next() == Some("metadata") {
             out.push(invalid_str(
                 &jp_path,
                 jp,
@@ -848,10 +822,10 @@ fn validate_selectable(sel: &[Value], root: &Value, path: &str, out: &mut Vec<St
         if !matches!(node.type_.as_str(), "string" | "boolean" | "integer") {
             out.push(invalid_str(&jp_path, jp, "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."));
         }
-        if unique.iter().any(|u| u == jp) {
+        if unique.contains(&fpath) {
             out.push(duplicate(&jp_path, &Value::String(jp.into())));
         } else {
-            unique.push(jp.to_string());
+            unique.push(fpath);
         }
     }
     if unique.len() as i64 > MAX_SELECTABLE_FIELDS {
@@ -1633,61 +1607,8 @@ fn validation_rules(p: &JSONSchemaProps, path: &str, out: &mut Vec<StatusCause>)
     }
 }
 
-/// A `fieldPath` of a rule: `.a.b`, `['a.b']`, `[0]` steps through the
-/// schema (kube's `cel.ValidFieldPath`).
+/// A `fieldPath` of a rule must exist in the node's schema (kube's
+/// `pathValid`, array notation allowed).
 fn rule_field_path_valid(root: &Structural, p: &str) -> bool {
-    let b = p.as_bytes();
-    let mut i = 0;
-    let mut node = root;
-    if b.is_empty() {
-        return false;
-    }
-    while i < b.len() {
-        match b[i] {
-            b'.' => {
-                let start = i + 1;
-                let mut j = start;
-                while j < b.len() && b[j] != b'.' && b[j] != b'[' {
-                    j += 1;
-                }
-                let name = &p[start..j];
-                if name.is_empty() {
-                    return false;
-                }
-                match step(node, name) {
-                    Some(n) => node = n,
-                    None => return false,
-                }
-                i = j;
-            }
-            b'[' => {
-                let Some(end) = p[i..].find(']').map(|e| e + i) else {
-                    return false;
-                };
-                let inner = &p[i + 1..end];
-                if let Some(q) = inner.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')) {
-                    match step(node, q) {
-                        Some(n) => node = n,
-                        None => return false,
-                    }
-                } else if inner.bytes().all(|c| c.is_ascii_digit()) && !inner.is_empty() {
-                    match node.items.as_deref() {
-                        Some(n) if node.type_ == "array" => node = n,
-                        _ => return false,
-                    }
-                } else {
-                    return false;
-                }
-                i = end + 1;
-            }
-            _ => return false,
-        }
-    }
-    true
-}
-
-fn step<'a>(node: &'a Structural, name: &str) -> Option<&'a Structural> {
-    node.properties
-        .get(name)
-        .or_else(|| node.additional_properties.as_ref().and_then(|a| a.schema()))
+    super::walk::valid_field_path(p, root, true).is_ok()
 }

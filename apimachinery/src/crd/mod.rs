@@ -53,7 +53,7 @@ pub use prune::{prune, unknown_field_message};
 pub use structural::validate_structural;
 pub use types::{JSONSchemaProps, Structural, ValidationRule};
 pub use validate::{validate, validate_props, validate_scale, SchemaValidator};
-pub use walk::{for_each_rule_value, validation_rules, RuleNode};
+pub use walk::{for_each_rule_value, valid_field_path, validation_rules, RuleNode};
 
 use crate::status::cause;
 use crate::validation::go_quote;

@@ -1211,6 +1211,10 @@ proptest! {
                 let _ = validate(&schema, &Value::String(s.clone()));
             }
         }
+        if let Ok(schema) = Structural::from_json(&json!({"type": "object", "properties": {
+            "a": {"type": "object", "additionalProperties": {"type": "string"}}}})) {
+            let _ = valid_field_path(&s, &schema, true);
+        }
         let printed = go_float(f);
         if f.is_finite() {
             let back: f64 = printed.parse().unwrap_or(f64::NAN);
