@@ -169,6 +169,9 @@ struct Opts {
     require_atomic_set_type: bool,
     require_map_list_keys_map_set: bool,
     require_recognized_conversion_review_version: bool,
+    /// Whether schemas must be structural (relaxed only for a stored CRD
+    /// that preserves unknown fields and already has a non-structural one).
+    require_structural_schema: bool,
 }
 
 /// Every node of a schema, depth first (kube's `SchemaHas`).
@@ -222,6 +225,7 @@ impl Opts {
                 require_atomic_set_type: true,
                 require_map_list_keys_map_set: true,
                 require_recognized_conversion_review_version: true,
+                require_structural_schema: true,
             };
         };
         let null = Value::Null;
@@ -258,6 +262,10 @@ impl Opts {
             }),
             require_recognized_conversion_review_version: review.is_empty()
                 || review.iter().any(|v| v == "v1" || v == "v1beta1"),
+            require_structural_schema: !schemas.iter().any(|p| match Structural::new(p) {
+                Ok(ss) => !validate_structural("", &ss).is_empty(),
+                Err(_) => true,
+            }),
         }
     }
 }
@@ -304,7 +312,22 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         out.extend(validation::validate_annotations(a, "metadata.annotations"));
     }
 
-    let opts = Opts::new(old);
+    let mut opts = Opts::new(old);
+    // Pruning, defaults and the x-kubernetes extensions need structural schemas.
+    let has_extensions = schemas_of(spec).iter().any(|p| {
+        any_node(p, &|n| {
+            n.default.is_some()
+                || n.x_embedded_resource
+                || n.x_preserve_unknown_fields.is_some()
+                || n.x_int_or_string
+                || !n.x_list_map_keys.is_empty()
+                || n.x_list_type.is_some()
+                || !n.x_validations.is_empty()
+        })
+    });
+    if !b(spec, "preserveUnknownFields") || has_extensions {
+        opts.require_structural_schema = true;
+    }
     validate_spec(spec, opts, &mut out);
     if let Some(old) = old {
         let old_spec = old.get("spec").unwrap_or(&null);
@@ -1048,6 +1071,7 @@ fn validate_validation(
     }
     let mut init_errs = Vec::new();
     match Structural::new(&props) {
+        _ if !opts.require_structural_schema => {}
         Err(e) => init_errs.push(invalid_str(&spath, "", &e)),
         Ok(ss) => {
             let st = validate_structural(&spath, &ss);

@@ -901,10 +901,16 @@ fn preserve_unknown_fields_must_be_false() {
             "spec.preserveUnknownFields: Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
         ]
     );
-    // Stored CRDs that already preserve unknown fields may keep doing so.
-    let mut plain = crd(json!({"type": "object", "properties": {"spec": {"type": "object"}}}));
+    // Stored CRDs that already preserve unknown fields may keep doing so,
+    // and keep their non-structural schema.
+    let mut plain = crd(json!({"type": "object", "properties": {"spec": {"properties": {}}}}));
     plain["spec"]["preserveUnknownFields"] = json!(true);
     assert!(validate_crd(&plain, Some(&plain)).is_empty());
+    plain["spec"]["preserveUnknownFields"] = json!(false);
+    assert_eq!(
+        msgs(&validate_crd(&plain, Some(&plain))),
+        vec!["spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"]
+    );
 }
 
 #[test]
