@@ -33,7 +33,8 @@
 //!   parsers.
 //! * CEL rules are not compiled or evaluated here; their cost is not
 //!   estimated.
-//! * Conversion webhook URLs and services get only the presence checks.
+//! * Conversion webhooks: URL and service are checked as kube does, the
+//!   `caBundle` is not parsed.
 
 mod defaulting;
 mod definition;
