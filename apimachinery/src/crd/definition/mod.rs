@@ -12,10 +12,16 @@
 //!
 //! The per-part checks live in [`subresources`] and [`schema`].
 //!
+//! On update, checks that a stored CRD already fails are relaxed as kube
+//! relaxes them (schema presence, property types, pruned defaults, atomic
+//! set items, list-map keys, structural schemas with preserveUnknownFields,
+//! conversion review versions, API approval).
+//!
 //! Not covered: CEL compilation and cost of `x-kubernetes-validations`
-//! (rules are only checked for presence and shape), conversion webhook URL
-//! and service details, the ratcheting of checks for CRDs that were stored
-//! before a check existed (every check applies on update too).
+//! (rules are only checked for shape; `optionalOldSelf` and `oldSelf`
+//! correlation need the compiled rule), the conversion webhook `caBundle`,
+//! metadata of the CRD beyond name, labels and annotations (left to the
+//! generic object-meta validation).
 
 use serde_json::Value;
 
@@ -25,7 +31,6 @@ use super::{child, index, invalid, invalid_str, key, not_supported, required};
 use crate::validation::{self, go_quote};
 use crate::StatusCause;
 
-/// kube's `MaxSelectableFields`.
 mod schema;
 mod subresources;
 
@@ -34,6 +39,7 @@ use subresources::{
     validate_column, validate_conversion, validate_selectable, validate_subresources,
 };
 
+/// kube's `MaxSelectableFields`.
 const MAX_SELECTABLE_FIELDS: i64 = 8;
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
