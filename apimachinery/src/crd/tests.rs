@@ -456,6 +456,26 @@ fn scale_paths_hold_int32_replicas() {
     );
 }
 
+#[test]
+fn root_map_values_keep_kube_openapi_names() {
+    let s = Structural::from_json(
+        &json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+    )
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(&s, &json!({"a": "x"}))),
+        vec![r#"a: Invalid value: "string": .a in body must be of type integer: "string""#]
+    );
+    // A nullable field with an enum still has to list null, as in kube.
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "e": {"type": "string", "nullable": true, "enum": ["a"]}}}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(&s, &json!({"e": null}))),
+        vec![r#"e: Unsupported value: null: supported values: "a""#]
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Pruning and defaulting.
 

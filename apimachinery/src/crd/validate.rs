@@ -158,6 +158,13 @@ fn go_print(v: &Value) -> String {
 pub fn validate_props(schema: &JSONSchemaProps, value: &Value) -> Vec<StatusCause> {
     let mut out = Vec::new();
     node(schema, "", value, &mut out);
+    // kube-openapi names root map values `.key`; kube drops the dot from the
+    // field path (not from the message).
+    for c in &mut out {
+        if let Some(f) = c.field.strip_prefix('.') {
+            c.field = f.to_string();
+        }
+    }
     out
 }
 
