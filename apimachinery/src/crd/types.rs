@@ -364,7 +364,7 @@ impl Structural {
             title: p.title.clone(),
             description: p.description.clone(),
             nullable: p.nullable,
-            default: p.default.clone(),
+            default: p.default.clone().filter(|d| !d.is_null()),
             properties,
             items,
             additional_properties,
@@ -518,7 +518,7 @@ impl NestedValueValidation {
                 title: p.title.clone(),
                 description: p.description.clone(),
                 nullable: p.nullable,
-                default: p.default.clone(),
+                default: p.default.clone().filter(|d| !d.is_null()),
                 additional_properties: p.additional_properties.is_some(),
             },
             forbidden_extensions: if ext.is_empty() {
