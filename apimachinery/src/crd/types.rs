@@ -580,11 +580,13 @@ mod tests {
     }
 
     #[test]
-    fn explicit_null_default_is_kept() {
+    fn explicit_null_default_is_kept_but_defaults_nothing() {
         let p: JSONSchemaProps =
             serde_json::from_value(json!({"type": "string", "nullable": true, "default": null}))
                 .unwrap();
         assert_eq!(p.default, Some(Value::Null));
+        // kube's structural form holds the default as a Go value: null is none.
+        assert_eq!(Structural::new(&p).unwrap().default, None);
     }
 
     #[test]
