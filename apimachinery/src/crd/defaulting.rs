@@ -164,6 +164,20 @@ mod tests {
     }
 
     #[test]
+    fn defaults_are_defaulted_further_once_pruned() {
+        let mut s = schema(json!({"type": "object", "properties": {"spec": {
+        "type": "object", "default": {"replicas": 3, "junk": 1},
+        "properties": {
+            "replicas": {"type": "integer", "default": 1},
+            "mode": {"type": "string", "default": "x"}
+        }}}}));
+        prune_defaults(&mut s);
+        let mut v = json!({});
+        default(&s, &mut v);
+        assert_eq!(v, json!({"spec": {"replicas": 3, "mode": "x"}}));
+    }
+
+    #[test]
     fn non_nullable_nulls_without_defaults_are_dropped() {
         let s = schema(json!({"type": "object", "properties": {
             "a": {"type": "string"},

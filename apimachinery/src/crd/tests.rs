@@ -1216,6 +1216,17 @@ proptest! {
     }
 
     #[test]
+    fn defaulting_is_idempotent(schema in schema_value(), value in json_value()) {
+        if let Ok(s) = Structural::from_json(&schema) {
+            let mut once = value.clone();
+            default(&s, &mut once);
+            let mut twice = once.clone();
+            default(&s, &mut twice);
+            prop_assert_eq!(once, twice);
+        }
+    }
+
+    #[test]
     fn pruning_is_idempotent(schema in schema_value(), value in json_value()) {
         if let Ok(s) = Structural::from_json(&schema) {
             let mut once = value.clone();
