@@ -9,6 +9,8 @@
 //!   fields, conversion, stored versions).
 //! * [`validate`]: a custom resource against its schema (OpenAPI value
 //!   validation, list types, embedded resources).
+//! * [`validate_update`]: the same on update, with kube's validation
+//!   ratcheting (unchanged values pass).
 //! * [`validate_scale`]: the replicas and selector a scale subresource
 //!   reads from a custom resource.
 //! * [`prune`]: drops unknown fields, returning their paths as kube reports
@@ -53,7 +55,10 @@ pub use definition::validate_crd;
 pub use prune::{prune, unknown_field_message};
 pub use structural::validate_structural;
 pub use types::{JSONSchemaProps, Structural, ValidationRule};
-pub use validate::{validate, validate_props, validate_scale, SchemaValidator};
+pub use validate::{
+    validate, validate_props, validate_props_update, validate_scale, validate_update,
+    SchemaValidator,
+};
 pub use walk::{for_each_rule_value, valid_field_path, validation_rules, RuleNode};
 
 use crate::status::cause;

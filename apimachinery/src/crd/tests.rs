@@ -476,6 +476,31 @@ fn root_map_values_keep_kube_openapi_names() {
     );
 }
 
+#[test]
+fn updates_ratchet_unchanged_values() {
+    // Stored before `image` got its pattern and `ports` their rules.
+    let old = cr(
+        json!({"image": "Old_Image", "ports": [{"name": "a", "port": "80"}, {"name": "b"}],
+                        "labels": {"x": "1", "y": "2", "z": "3"}}),
+    );
+    let mut new = old.clone();
+    new["metadata"]["labels"] = json!({"touched": "yes"});
+    assert!(validate_update(&widget(), &new, &old).is_empty());
+    assert_eq!(validate(&widget(), &new).len(), 3);
+    // A changed value is validated; list-map items correlate by key.
+    new["spec"]["ports"] = json!([{"name": "b", "port": "x"}, {"name": "a", "port": "80"}]);
+    new["spec"]["image"] = json!("New_Image");
+    assert_eq!(
+        msgs(&validate_update(&widget(), &new, &old)),
+        vec![
+            r#"spec.image: Invalid value: "New_Image": spec.image in body should match '^[a-z]+$'"#,
+            r#"spec.ports.0.port: Invalid value: "string": spec.ports.0.port in body must be of type integer: "string""#,
+        ]
+    );
+    let validator = SchemaValidator::new(widget());
+    assert_eq!(validator.validate_update(&new, &old).len(), 2);
+}
+
 // ---------------------------------------------------------------------------
 // Pruning and defaulting.
 
@@ -1202,6 +1227,8 @@ proptest! {
     fn schema_operations_never_panic(schema in schema_value(), value in json_value()) {
         if let Ok(s) = Structural::from_json(&schema) {
             let _ = validate(&s, &value);
+            let _ = validate_update(&s, &value, &json!({"spec": value.clone()}));
+            prop_assert!(validate_update(&s, &value, &value).iter().all(|c| !c.message.contains(" in body ")));
             let _ = validate_structural("openAPIV3Schema", &s);
             let _ = validation_rules(&s);
             let mut v = value.clone();

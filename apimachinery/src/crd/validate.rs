@@ -27,11 +27,23 @@ use crate::StatusCause;
 /// `schema`) and returns kube's field errors. Converts the schema on every
 /// call; [`SchemaValidator`] keeps the converted form.
 pub fn validate(schema: &Structural, value: &Value) -> Vec<StatusCause> {
-    validate_with(schema, &schema.to_props(), value)
+    validate_with(schema, &schema.to_props(), value, None)
 }
 
-fn validate_with(schema: &Structural, props: &JSONSchemaProps, value: &Value) -> Vec<StatusCause> {
-    let mut out = validate_props(props, value);
+/// [`validate`] on update, with kube's validation ratcheting: values equal
+/// to those of `old` pass the OpenAPI validation whatever they are (list
+/// types and embedded metadata are still checked).
+pub fn validate_update(schema: &Structural, value: &Value, old: &Value) -> Vec<StatusCause> {
+    validate_with(schema, &schema.to_props(), value, Some(old))
+}
+
+fn validate_with(
+    schema: &Structural,
+    props: &JSONSchemaProps,
+    value: &Value,
+    old: Option<&Value>,
+) -> Vec<StatusCause> {
+    let mut out = validate_props_update(props, value, old);
     list_types(schema, value, "", &mut out);
     embedded_meta(schema, value, "", true, &mut out);
     out
@@ -56,7 +68,12 @@ impl SchemaValidator {
     }
 
     pub fn validate(&self, value: &Value) -> Vec<StatusCause> {
-        validate_with(&self.schema, &self.props, value)
+        validate_with(&self.schema, &self.props, value, None)
+    }
+
+    /// [`validate_update`] with this schema.
+    pub fn validate_update(&self, value: &Value, old: &Value) -> Vec<StatusCause> {
+        validate_with(&self.schema, &self.props, value, Some(old))
     }
 }
 
@@ -156,8 +173,21 @@ fn go_print(v: &Value) -> String {
 
 /// Only the OpenAPI value validation, against the schema as written.
 pub fn validate_props(schema: &JSONSchemaProps, value: &Value) -> Vec<StatusCause> {
+    validate_props_update(schema, value, None)
+}
+
+/// [`validate_props`] on update: values equal to their counterpart in `old`
+/// are not validated (kube's validation ratcheting), so an object that was
+/// stored before a schema change can still be updated. Map keys and the
+/// items of `x-kubernetes-list-type: map` lists (by key) are correlated;
+/// other list items are not.
+pub fn validate_props_update(
+    schema: &JSONSchemaProps,
+    value: &Value,
+    old: Option<&Value>,
+) -> Vec<StatusCause> {
     let mut out = Vec::new();
-    node(schema, "", value, &mut out);
+    node(schema, "", value, old, &mut out);
     // kube-openapi names root map values `.key`; kube drops the dot from the
     // field path (not from the message).
     for c in &mut out {
@@ -436,10 +466,37 @@ fn check_number(s: &JSONSchemaProps, path: &str, v: &Value, n: f64, out: &mut Ve
     }
 }
 
-fn check_array(s: &JSONSchemaProps, path: &str, a: &[Value], out: &mut Vec<StatusCause>) {
+/// The item of the old list a new item corresponds to: only map lists
+/// correlate, by their key fields.
+fn correlated_item<'a>(
+    s: &JSONSchemaProps,
+    item: &Value,
+    old: Option<&'a Value>,
+) -> Option<&'a Value> {
+    if s.x_list_type.as_deref() != Some("map") || s.x_list_map_keys.is_empty() {
+        return None;
+    }
+    let key_of = |x: &Value| -> Vec<Option<Value>> {
+        s.x_list_map_keys
+            .iter()
+            .map(|k| x.get(k).cloned())
+            .collect()
+    };
+    let want = key_of(item);
+    old?.as_array()?.iter().find(|o| key_of(o) == want)
+}
+
+fn check_array(
+    s: &JSONSchemaProps,
+    path: &str,
+    a: &[Value],
+    old: Option<&Value>,
+    out: &mut Vec<StatusCause>,
+) {
     if let Some(SchemaOrArray::Schema(items)) = s.items.as_ref() {
         for (i, x) in a.iter().enumerate() {
-            node(items, &format!("{path}.{i}"), x, out);
+            let old_item = correlated_item(s, x, old);
+            node(items, &format!("{path}.{i}"), x, old_item, out);
         }
     }
     let size = a.len() as i64;
@@ -470,8 +527,10 @@ fn check_object(
     s: &JSONSchemaProps,
     path: &str,
     m: &Map<String, Value>,
+    old: Option<&Value>,
     out: &mut Vec<StatusCause>,
 ) {
+    let old_of = |k: &str| old.and_then(|o| o.get(k));
     // A wrong number of properties is the only error reported for the object.
     let size = m.len() as i64;
     if let Some(min) = s.min_properties {
@@ -503,7 +562,7 @@ fn check_object(
             for (k, x) in m {
                 if !s.properties.contains_key(k) {
                     // kube-openapi names these `path.key` even at the root.
-                    node(ap, &format!("{path}.{k}"), x, out);
+                    node(ap, &format!("{path}.{k}"), x, old_of(k), out);
                 }
             }
         }
@@ -511,7 +570,7 @@ fn check_object(
     }
     for (k, ps) in &s.properties {
         if let Some(x) = m.get(k) {
-            node(ps, &child(path, k), x, out);
+            node(ps, &child(path, k), x, old_of(k), out);
         }
     }
     for r in &s.required {
@@ -529,14 +588,20 @@ fn composite(msg: String) -> StatusCause {
     invalid_str(NIL_PATH, "", &msg)
 }
 
-fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+fn check_junctors(
+    s: &JSONSchemaProps,
+    path: &str,
+    v: &Value,
+    old: Option<&Value>,
+    out: &mut Vec<StatusCause>,
+) {
     let quoted = go_quote(path);
     if !s.any_of.is_empty() {
         let mut any_valid = false;
         let mut best: Option<Vec<StatusCause>> = None;
         for sub in &s.any_of {
             let mut r = Vec::new();
-            node(sub, path, v, &mut r);
+            node(sub, path, v, old, &mut r);
             if r.is_empty() {
                 any_valid = true;
                 break;
@@ -556,7 +621,7 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
         let mut best: Option<Vec<StatusCause>> = None;
         for sub in &s.one_of {
             let mut r = Vec::new();
-            node(sub, path, v, &mut r);
+            node(sub, path, v, old, &mut r);
             if r.is_empty() {
                 valid += 1;
             } else if best.as_ref().is_none_or(|b| r.len() < b.len()) {
@@ -581,7 +646,7 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
         let mut valid = 0;
         for sub in &s.all_of {
             let mut r = Vec::new();
-            node(sub, path, v, &mut r);
+            node(sub, path, v, old, &mut r);
             if r.is_empty() {
                 valid += 1;
             }
@@ -596,7 +661,7 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
     }
     if let Some(not) = &s.not {
         let mut r = Vec::new();
-        node(not, path, v, &mut r);
+        node(not, path, v, old, &mut r);
         if r.is_empty() {
             out.push(composite(format!(
                 "{quoted} must not validate the schema (not)"
@@ -607,14 +672,23 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
 
 /// One schema node against one value (kube-openapi's validator order: type,
 /// junctors, string, format, number, array, enum, object).
-fn node(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+fn node(
+    s: &JSONSchemaProps,
+    path: &str,
+    v: &Value,
+    old: Option<&Value>,
+    out: &mut Vec<StatusCause>,
+) {
+    if old.is_some_and(|o| json_equal(o, v)) {
+        return;
+    }
     if v.is_null() {
         check_type(s, path, v, out);
         check_enum(s, path, v, out);
         return;
     }
     check_type(s, path, v, out);
-    check_junctors(s, path, v, out);
+    check_junctors(s, path, v, old, out);
     match v {
         Value::String(x) => check_string(s, path, x, out),
         Value::Number(n) => {
@@ -622,12 +696,12 @@ fn node(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) 
                 check_number(s, path, v, f, out);
             }
         }
-        Value::Array(a) => check_array(s, path, a, out),
+        Value::Array(a) => check_array(s, path, a, old, out),
         _ => {}
     }
     check_enum(s, path, v, out);
     if let Value::Object(m) = v {
-        check_object(s, path, m, out);
+        check_object(s, path, m, old, out);
     }
 }
 
