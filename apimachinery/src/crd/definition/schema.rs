@@ -186,6 +186,8 @@ fn validate_defaults(
     }
 }
 
+/// What the nodes below may carry (kube's `specStandardValidatorV3`).
+#[derive(Clone)]
 struct Ctx {
     allow_defaults: bool,
     disallow_reason: String,
@@ -291,13 +293,13 @@ fn openapi_schema(
             let sub = if ctx.inside_meta {
                 ctx.forbid_defaults("inside additionalProperties applying to object metadata")
             } else {
-                ctx.forbid_defaults_keep()
+                ctx.clone()
             };
             openapi_schema(aps, &child(path, "additionalProperties"), &sub, false, out);
         }
     }
     for (k, ps) in &p.properties {
-        let mut sub = ctx.forbid_defaults_keep();
+        let mut sub = ctx.clone();
         if (is_root || p.x_embedded_resource)
             && matches!(k.as_str(), "metadata" | "kind" | "apiVersion")
         {
@@ -334,17 +336,6 @@ fn openapi_schema(
     }
 
     extensions(p, path, ctx.opts, out);
-}
-
-impl Ctx {
-    fn forbid_defaults_keep(&self) -> Ctx {
-        Ctx {
-            allow_defaults: self.allow_defaults,
-            disallow_reason: self.disallow_reason.clone(),
-            inside_meta: self.inside_meta,
-            opts: self.opts,
-        }
-    }
 }
 
 pub(super) fn items_schema(p: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
