@@ -41,7 +41,10 @@
 mod defaulting;
 mod definition;
 mod formats;
+mod listtype;
+mod objectmeta;
 mod prune;
+mod scale;
 mod structural;
 pub mod types;
 mod validate;
@@ -53,11 +56,11 @@ mod tests;
 pub use defaulting::{default, prune_defaults, prune_nulls};
 pub use definition::validate_crd;
 pub use prune::{prune, unknown_field_message};
+pub use scale::validate_scale;
 pub use structural::validate_structural;
 pub use types::{JSONSchemaProps, Structural, ValidationRule};
 pub use validate::{
-    validate, validate_props, validate_props_update, validate_scale, validate_update,
-    SchemaValidator,
+    validate, validate_props, validate_props_update, validate_update, SchemaValidator,
 };
 pub use walk::{for_each_rule_value, valid_field_path, validation_rules, RuleNode};
 
