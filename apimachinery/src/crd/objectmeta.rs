@@ -9,6 +9,7 @@ use crate::fieldvalidation::parse_group_version;
 use crate::validation;
 use crate::StatusCause;
 
+/// Embedded resources anywhere in `v` (the node itself too unless `root`).
 pub(crate) fn embedded_meta(
     s: &Structural,
     v: &Value,
