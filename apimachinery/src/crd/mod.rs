@@ -272,7 +272,8 @@ pub(crate) fn not_supported(field: &str, value: &Value, valid: &[String]) -> Sta
 }
 
 pub(crate) fn too_many(field: &str, actual: i64, max: i64) -> StatusCause {
-    let unit = if max == 1 { "item" } else { "items" };
+    // kube pluralizes only above one ("at most 0 item").
+    let unit = if max > 1 { "items" } else { "item" };
     StatusCause::new(
         "FieldValueTooMany",
         format!("Too many: {actual}: must have at most {max} {unit}"),
