@@ -996,6 +996,29 @@ fn more_schema_rules() {
 }
 
 #[test]
+fn old_self_needs_correlatable_nodes() {
+    let c = crd(json!({"type": "object", "properties": {
+        "list": {"type": "array", "items": {"type": "object",
+            "properties": {"a": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "self.a == oldSelf.a"}]}},
+        "mlist": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+            "items": {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}},
+                      "x-kubernetes-validations": [{"rule": "self.a == oldSelf.a"}]}},
+        "s": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "self != 'oldSelf'", "optionalOldSelf": true},
+            {"rule": "oldSelf.hasValue()", "optionalOldSelf": true}]}
+    }}));
+    let p = "spec.validation.openAPIV3Schema.properties";
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            format!(r#"{p}[list].items.x-kubernetes-validations[0].rule: Invalid value: "self.a == oldSelf.a": oldSelf cannot be used on the uncorrelatable portion of the schema within {p}[list]"#),
+            format!("{p}[s].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"),
+        ]
+    );
+}
+
+#[test]
 fn status_subresource_restricts_the_root() {
     let mut c = crd(
         json!({"type": "object", "minProperties": 1, "properties": {"status": {"type": "object"}}}),

@@ -41,13 +41,17 @@ pub(super) fn validate_validation(
         ));
     }
     let mut init_errs = Vec::new();
+    // kube looks at the rules themselves only for a valid structural schema.
+    let mut rules_checked = false;
     match Structural::new(&props) {
         _ if !opts.require_structural_schema => {}
         Err(e) => init_errs.push(invalid_str(&spath, "", &e)),
         Ok(ss) => {
             let st = validate_structural(&spath, &ss);
             if st.is_empty() {
+                let before = errs.len();
                 validate_defaults(&ss, &spath, false, true, opts, &mut errs);
+                rules_checked = errs.len() == before;
             } else {
                 errs.extend(st);
             }
@@ -58,6 +62,8 @@ pub(super) fn validate_validation(
         disallow_reason: String::new(),
         inside_meta: false,
         opts,
+        uncorrelatable: None,
+        rules_checked,
     };
     openapi_schema(&props, &spath, &ctx, true, &mut errs);
     if errs.is_empty() {
@@ -193,6 +199,13 @@ struct Ctx {
     disallow_reason: String,
     inside_meta: bool,
     opts: Opts,
+    /// The highest node below which old and new values cannot be paired
+    /// (items of non-map lists, values of maps of an unknown map type), so
+    /// rules there may not use `oldSelf`.
+    uncorrelatable: Option<String>,
+    /// Whether the schema compiled (structural, valid defaults), the
+    /// condition for kube to look at the rules' use of `oldSelf`.
+    rules_checked: bool,
 }
 
 impl Ctx {
@@ -200,16 +213,22 @@ impl Ctx {
         Ctx {
             allow_defaults: false,
             disallow_reason: reason.to_string(),
-            inside_meta: self.inside_meta,
-            opts: self.opts,
+            ..self.clone()
         }
     }
     fn meta(&self) -> Ctx {
         Ctx {
-            allow_defaults: self.allow_defaults,
-            disallow_reason: self.disallow_reason.clone(),
             inside_meta: true,
-            opts: self.opts,
+            ..self.clone()
+        }
+    }
+    fn forbid_old_self(&self, path: &str) -> Ctx {
+        Ctx {
+            uncorrelatable: self
+                .uncorrelatable
+                .clone()
+                .or_else(|| Some(path.to_string())),
+            ..self.clone()
         }
     }
 }
@@ -225,6 +244,7 @@ fn openapi_schema(
     is_root: bool,
     out: &mut Vec<StatusCause>,
 ) {
+    let before = out.len();
     // specStandardValidatorV3
     if ctx.opts.require_valid_property_type
         && !p.type_.is_empty()
@@ -299,7 +319,11 @@ fn openapi_schema(
         }
     }
     for (k, ps) in &p.properties {
-        let mut sub = ctx.clone();
+        // kube's MapIsCorrelatable: granular and atomic maps pair by key.
+        let mut sub = match p.x_map_type.as_deref() {
+            None | Some("granular") | Some("atomic") => ctx.clone(),
+            Some(_) => ctx.forbid_old_self(path),
+        };
         if (is_root || p.x_embedded_resource)
             && matches!(k.as_str(), "metadata" | "kind" | "apiVersion")
         {
@@ -326,7 +350,15 @@ fn openapi_schema(
         openapi_schema(x, &key(&child(path, "definitions"), k), ctx, false, out);
     }
     match p.items.as_ref() {
-        Some(SchemaOrArray::Schema(x)) => openapi_schema(x, &child(path, "items"), ctx, false, out),
+        Some(SchemaOrArray::Schema(x)) => {
+            // Only map lists pair old and new items.
+            let sub = if p.x_list_type.as_deref() == Some("map") {
+                ctx.clone()
+            } else {
+                ctx.forbid_old_self(path)
+            };
+            openapi_schema(x, &child(path, "items"), &sub, false, out)
+        }
         Some(SchemaOrArray::Array(xs)) => {
             for (i, x) in xs.iter().enumerate() {
                 openapi_schema(x, &index(&child(path, "items"), i), ctx, false, out);
@@ -336,6 +368,72 @@ fn openapi_schema(
     }
 
     extensions(p, path, ctx.opts, out);
+    if ctx.rules_checked && out.len() == before {
+        old_self_rules(p, path, ctx.uncorrelatable.as_deref(), out);
+    }
+}
+
+/// Whether a CEL expression refers to `oldSelf` (outside string literals).
+fn uses_old_self(rule: &str) -> bool {
+    let b = rule.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let preceded_by_dot = start > 0 && b[start - 1] == b'.';
+                if &rule[start..i] == "oldSelf" && !preceded_by_dot {
+                    return true;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    false
+}
+
+/// kube's checks of `oldSelf` use once a rule compiles: not below an
+/// uncorrelatable node, and `optionalOldSelf` only with `oldSelf`.
+fn old_self_rules(
+    p: &JSONSchemaProps,
+    path: &str,
+    uncorrelatable: Option<&str>,
+    out: &mut Vec<StatusCause>,
+) {
+    for (i, r) in p.x_validations.iter().enumerate() {
+        let rp = index(&child(path, "x-kubernetes-validations"), i);
+        if r.rule.trim().is_empty() {
+            continue;
+        }
+        if uses_old_self(&r.rule) {
+            if let Some(u) = uncorrelatable {
+                out.push(invalid_str(
+                    &child(&rp, "rule"),
+                    &r.rule,
+                    &format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {u}"),
+                ));
+            }
+        } else if let Some(o) = r.optional_old_self {
+            out.push(invalid(
+                &child(&rp, "optionalOldSelf"),
+                &Value::Bool(o),
+                "may not be set if oldSelf is not used in rule",
+            ));
+        }
+    }
 }
 
 pub(super) fn items_schema(p: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
