@@ -34,7 +34,7 @@
 //!   either). `email` and `hostname` are checked with patterns, not Go's
 //!   parsers.
 //! * CEL rules are not compiled or evaluated here; their cost is not
-//!   estimated.
+//!   estimated, and their use of `oldSelf` is read from the rule text.
 //! * Conversion webhooks: URL and service are checked as kube does, the
 //!   `caBundle` is not parsed.
 

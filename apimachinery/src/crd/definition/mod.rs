@@ -18,8 +18,8 @@
 //! conversion review versions, API approval).
 //!
 //! Not covered: CEL compilation and cost of `x-kubernetes-validations`
-//! (rules are only checked for shape; `optionalOldSelf` and `oldSelf`
-//! correlation need the compiled rule), the conversion webhook `caBundle`,
+//! (rules are checked for shape; whether a rule uses `oldSelf` is read from
+//! its text, outside string literals), the conversion webhook `caBundle`,
 //! metadata of the CRD beyond name, labels and annotations (left to the
 //! generic object-meta validation).
 
