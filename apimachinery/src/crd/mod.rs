@@ -54,7 +54,7 @@ mod walk;
 mod tests;
 
 pub use defaulting::{default, prune_defaults, prune_nulls};
-pub use definition::validate_crd;
+pub use definition::{schema_field_path, validate_crd};
 pub use prune::{prune, unknown_field_message};
 pub use scale::validate_scale;
 pub use structural::validate_structural;

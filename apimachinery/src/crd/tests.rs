@@ -672,10 +672,18 @@ fn structural_errors_are_reported_where_the_schema_is() {
         msgs(&validate_crd(&crd(bad.clone()), None)),
         vec!["spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"]
     );
+    assert_eq!(
+        schema_field_path(&crd(bad.clone()), 0),
+        "spec.validation.openAPIV3Schema"
+    );
     let c = crd_with_versions(json!([
         {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": bad}},
         {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": widget_schema()}}
     ]));
+    assert_eq!(
+        schema_field_path(&c, 1),
+        "spec.versions[1].schema.openAPIV3Schema"
+    );
     assert_eq!(
         msgs(&validate_crd(&c, None)),
         vec!["spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"]

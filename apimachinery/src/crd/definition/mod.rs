@@ -281,6 +281,20 @@ impl Opts {
     }
 }
 
+/// Where kube reports the schema of version `i` of a v1 CRD: under
+/// `spec.validation.openAPIV3Schema` when every version has the same schema
+/// (the conversion to the internal version moves it there), else under
+/// `spec.versions[i].schema.openAPIV3Schema`. Errors about a version's
+/// rules (CEL compilation, cost) belong there too.
+pub fn schema_field_path(crd: &Value, i: usize) -> String {
+    let versions = crd.get("spec").map_or(&[][..], |sp| arr(sp, "versions"));
+    if hoist(versions).validation.is_some() {
+        "spec.validation.openAPIV3Schema".to_string()
+    } else {
+        format!("spec.versions[{i}].schema.openAPIV3Schema")
+    }
+}
+
 /// Validates a CRD on create (`old` is `None`) or update.
 pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     let mut out = Vec::new();
