@@ -68,13 +68,50 @@ pub fn default(schema: &Structural, value: &mut Value) {
     }
 }
 
+/// Removes `null`s that are neither nullable nor defaulted (kube's
+/// `PruneNonNullableNullsWithoutDefaults`, run on request bodies before
+/// [`default`]); non-nullable `null`s with a default are left for
+/// [`default`] to replace.
+pub fn prune_nulls(schema: &Structural, value: &mut Value) {
+    prune_nulls_at(Some(schema), value);
+}
+
+fn field_schema<'a>(s: Option<&'a Structural>, k: &str) -> Option<&'a Structural> {
+    let s = s?;
+    s.properties
+        .get(k)
+        .or_else(|| s.additional_properties.as_ref().and_then(|a| a.schema()))
+}
+
+fn prune_nulls_at(s: Option<&Structural>, value: &mut Value) {
+    match value {
+        Value::Object(m) => {
+            m.retain(|k, v| {
+                let fs = field_schema(s, k);
+                !(v.is_null() && fs.is_some_and(|fs| !fs.nullable && fs.default.is_none()))
+            });
+            for (k, v) in m.iter_mut() {
+                prune_nulls_at(field_schema(s, k), v);
+            }
+        }
+        Value::Array(a) => {
+            let items = s.and_then(|s| s.items.as_deref());
+            for v in a.iter_mut() {
+                prune_nulls_at(items, v);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Prunes every `default` in `schema` by the schema of its node (kube's
 /// `PruneDefaults`); returns whether anything changed.
 pub fn prune_defaults(schema: &mut Structural) -> bool {
     let mut changed = false;
     if let Some(mut d) = schema.default.take() {
-        let pruned = prune_value(schema, &mut d, schema.extensions.embedded_resource);
-        changed |= !pruned.is_empty();
+        let before = d.clone();
+        prune_value(schema, &mut d, schema.extensions.embedded_resource);
+        changed |= d != before;
         schema.default = Some(d);
     }
     for ps in schema.properties.values_mut() {
@@ -124,6 +161,39 @@ mod tests {
             json!({"replicas": 1, "mode": "slow", "note": null,
                    "ports": [{"protocol": "TCP"}, {"protocol": "UDP"}], "labels": {"a": "x"}})
         );
+    }
+
+    #[test]
+    fn defaults_are_defaulted_further_once_pruned() {
+        let mut s = schema(json!({"type": "object", "properties": {"spec": {
+        "type": "object", "default": {"replicas": 3, "junk": 1},
+        "properties": {
+            "replicas": {"type": "integer", "default": 1},
+            "mode": {"type": "string", "default": "x"}
+        }}}}));
+        prune_defaults(&mut s);
+        let mut v = json!({});
+        default(&s, &mut v);
+        assert_eq!(v, json!({"spec": {"replicas": 3, "mode": "x"}}));
+    }
+
+    #[test]
+    fn non_nullable_nulls_without_defaults_are_dropped() {
+        let s = schema(json!({"type": "object", "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "string", "nullable": true},
+            "c": {"type": "string", "default": "x"},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}},
+            "l": {"type": "array", "items": {"type": "object", "properties": {"z": {"type": "integer"}}}}
+        }}));
+        let mut v = json!({"a": null, "b": null, "c": null, "m": {"k": null}, "l": [{"z": null}, null], "u": null});
+        prune_nulls(&s, &mut v);
+        assert_eq!(
+            v,
+            json!({"b": null, "c": null, "m": {}, "l": [{}, null], "u": null})
+        );
+        default(&s, &mut v);
+        assert_eq!(v["c"], json!("x"));
     }
 
     #[test]

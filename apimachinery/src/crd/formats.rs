@@ -1,6 +1,8 @@
-//! String formats of CRD schemas, as kube-apiserver checks them: the subset
-//! of go-openapi's `strfmt` registry that apiextensions-apiserver supports.
-//! Formats only apply to string values; unknown formats are ignored.
+//! Formats of CRD schemas, as kube-apiserver checks them: kube keeps a
+//! schema's `format` only when it supports it for the node's type
+//! (`StripUnsupportedFormatsPostProcessor`), and go-openapi's `strfmt`
+//! checks string values against the string formats. Numeric formats
+//! (`int32`, `int64`, `float`, `double`) only take part in the type check.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::OnceLock;
@@ -8,7 +10,9 @@ use std::sync::OnceLock;
 use base64::Engine;
 use regex::Regex;
 
-/// The formats kube validates for CRDs (`supportedFormats`), normalized.
+use super::types::JSONSchemaProps;
+
+/// The string formats kube supports (as of 1.34), dashes removed.
 const SUPPORTED: &[&str] = &[
     "bsonobjectid",
     "uri",
@@ -34,24 +38,39 @@ const SUPPORTED: &[&str] = &[
     "date",
     "duration",
     "datetime",
-    "int32",
-    "int64",
-    "float",
-    "double",
+    "quantity",
+    "k8sshortname",
+    "k8slongname",
 ];
 
-/// strfmt looks formats up with dashes and underscores removed, lowercased.
+/// go-openapi's format name normalization: dashes are dropped.
 fn normalize(format: &str) -> String {
-    format
-        .chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .flat_map(char::to_lowercase)
-        .collect()
+    format.replace('-', "")
 }
 
-/// Whether kube knows (and keeps) this format.
-pub(crate) fn is_supported(format: &str) -> bool {
-    SUPPORTED.contains(&normalize(format).as_str())
+/// The format kube validates a node with: its `format` if supported for the
+/// node's type, else none.
+pub(crate) fn effective(s: &JSONSchemaProps) -> &str {
+    let f = s.format.as_str();
+    if f.is_empty() {
+        return "";
+    }
+    let t = if s.x_int_or_string {
+        ""
+    } else {
+        s.type_.as_str()
+    };
+    let keep = match t {
+        "" | "string" => SUPPORTED.contains(&normalize(f).as_str()),
+        "integer" => f == "int32" || f == "int64",
+        "number" => f == "float" || f == "double",
+        _ => false,
+    };
+    if keep {
+        f
+    } else {
+        ""
+    }
 }
 
 fn re(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
@@ -73,19 +92,28 @@ regex_fn!(
 );
 regex_fn!(
     is_uuid,
-    r"(?i)(^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)|(^[0-9a-f]{32}$)"
+    r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$"
 );
 regex_fn!(
     is_uuid3,
-    r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-3[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$"
 );
 regex_fn!(
     is_uuid4,
-    r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+    r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$"
 );
 regex_fn!(
     is_uuid5,
-    r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+    r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$"
+);
+regex_fn!(
+    is_creditcard_re,
+    r"^(?:4[0-9]{12}(?:[0-9]{3})?|5[1-5][0-9]{14}|6(?:011|5[0-9][0-9])[0-9]{12}|3[47][0-9]{13}|3(?:0[0-5]|[68][0-9])[0-9]{11}|(?:2131|1800|35\d{3})\d{11})$"
+);
+regex_fn!(is_quantity, r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$");
+regex_fn!(
+    is_datetime_time,
+    r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$"
 );
 regex_fn!(is_hexcolor, r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$");
 regex_fn!(
@@ -176,44 +204,56 @@ fn is_date(s: &str) -> bool {
     (1..=12).contains(&m) && d >= 1 && d <= days_in(m, i64::from(y))
 }
 
-/// strfmt's `ParseDateTime`: RFC 3339 with optional fraction, `T` or a
-/// space, zone `Z`, `±hh:mm` or `±hhmm`.
+/// strfmt's `IsDateTime`: lowercased and split at `t`, a valid date, then
+/// `hh:mm:ss[.frac](z|±hh:mm)` with hours < 24 and minutes, seconds < 60.
 fn is_datetime(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() < 20 || !is_date(&s[..10]) || !matches!(b[10], b'T' | b't' | b' ') {
+    if s.len() < 4 {
         return false;
     }
-    let t = &b[11..];
-    if t.len() < 9 || t[2] != b':' || t[5] != b':' {
+    let lower = s.to_lowercase();
+    let parts: Vec<&str> = lower.split('t').collect();
+    if parts.len() < 2 || !is_date(parts[0]) || !is_datetime_time(parts[1]) {
         return false;
     }
-    let (Some(h), Some(mi), Some(se)) = (num(&t[..2]), num(&t[3..5]), num(&t[6..8])) else {
+    let t = parts[1].as_bytes();
+    let (Some(h), Some(m), Some(sec)) = (num(&t[..2]), num(&t[3..5]), num(&t[6..8])) else {
         return false;
     };
-    if h > 23 || mi > 59 || se > 60 {
-        return false;
-    }
-    let mut rest = &t[8..];
-    if rest.first() == Some(&b'.') {
-        let n = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 {
-            return false;
-        }
-        rest = &rest[1 + n..];
-    }
-    match rest {
-        [b'Z' | b'z'] => true,
-        [b'+' | b'-', h1, h2, b':', m1, m2] | [b'+' | b'-', h1, h2, m1, m2] => {
-            matches!((num(&[*h1, *h2]), num(&[*m1, *m2])), (Some(h), Some(m)) if h < 24 && m < 60)
-        }
-        _ => false,
-    }
+    h <= 23 && m <= 59 && sec <= 59
 }
 
+/// k8s-short-name: a DNS-1123 label.
+fn is_k8s_short_name(s: &str) -> bool {
+    crate::validation::is_dns1123_label(s).is_empty()
+}
+
+/// k8s-long-name: dot-separated labels, at most 253 characters in all.
+fn is_k8s_long_name(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|l| {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
+/// Go's `url.ParseRequestURI`: an absolute URI (`scheme:...`) or an
+/// absolute path, without control characters or bad percent escapes.
 fn is_uri(s: &str) -> bool {
-    // Go's url.Parse is lenient: it refuses control characters, bad percent
-    // escapes and a leading colon.
-    if s.starts_with(':') || s.chars().any(|c| c.is_control() || c == ' ') {
+    if s.chars().any(|c| c.is_control() || c == ' ') {
+        return false;
+    }
+    let has_scheme = s.split_once(':').is_some_and(|(scheme, _)| {
+        let b = scheme.as_bytes();
+        !b.is_empty()
+            && b[0].is_ascii_alphabetic()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
+    });
+    if !has_scheme && !s.starts_with('/') {
         return false;
     }
     let b = s.as_bytes();
@@ -268,33 +308,11 @@ fn is_isbn13(s: &str) -> bool {
     sum % 10 == 0
 }
 
+/// strfmt's credit card check: the digits (other characters are ignored)
+/// match one of the card number patterns.
 fn is_creditcard(s: &str) -> bool {
-    let d: Vec<u32> = s
-        .chars()
-        .filter(|c| *c != '-' && *c != ' ')
-        .map(|c| c.to_digit(10).unwrap_or(99))
-        .collect();
-    if d.len() < 12 || d.len() > 19 || d.iter().any(|x| *x > 9) {
-        return false;
-    }
-    let sum: u32 = d
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, x)| {
-            if i % 2 == 1 {
-                let y = x * 2;
-                if y > 9 {
-                    y - 9
-                } else {
-                    y
-                }
-            } else {
-                *x
-            }
-        })
-        .sum();
-    sum % 10 == 0
+    let digits: String = s.chars().filter(char::is_ascii_digit).collect();
+    is_creditcard_re(&digits)
 }
 
 /// Whether `value` is valid for `format`; unknown formats always pass.
@@ -323,6 +341,9 @@ pub(crate) fn check(format: &str, value: &str) -> bool {
         "date" => is_date(value),
         "duration" => is_duration_re(value),
         "datetime" => is_datetime(value),
+        "quantity" => is_quantity(value),
+        "k8sshortname" => is_k8s_short_name(value),
+        "k8slongname" => is_k8s_long_name(value),
         _ => true,
     }
 }
@@ -338,7 +359,11 @@ mod tests {
             ("date", "2023-02-29", false),
             ("date", "2024-1-01", false),
             ("date-time", "2024-01-02T03:04:05Z", true),
+            ("date-time", "2024-01-02t03:04:05z", true),
             ("date-time", "2024-01-02T03:04:05.123+01:00", true),
+            ("date-time", "2024-01-02T03:04:05", false),
+            ("date-time", "2024-01-02T03:04:05+0100", false),
+            ("date-time", "2024-01-02T24:04:05Z", false),
             ("date-time", "2024-01-02", false),
             ("date-time", "yesterday", false),
             ("uuid", "123e4567-e89b-12d3-a456-426614174000", true),
@@ -366,14 +391,34 @@ mod tests {
             ("hexcolor", "#ffF", true),
             ("hexcolor", "#ff", false),
             ("int32", "anything", true),
-            ("quantity", "anything", true),
+            ("quantity", "1Gi", true),
+            ("quantity", "500m", true),
+            ("quantity", "lots", false),
+            ("k8s-short-name", "my-name", true),
+            ("k8s-short-name", "My-name", false),
+            ("k8s-long-name", "a.b-c", true),
+            ("k8s-long-name", "a..b", false),
+            ("creditcard", "4111 1111 1111 1111", true),
+            ("creditcard", "1234", false),
+            ("uuid", "123e4567e89b12d3a456426614174000", true),
+            ("uri", "/just/a/path", true),
+            ("uri", "relative/path", false),
             ("uri", "https://example.com/a%20b", true),
             ("uri", "a%zz", false),
         ];
         for (f, v, ok) in cases {
             assert_eq!(check(f, v), *ok, "{f} {v}");
         }
-        assert!(is_supported("date-time"));
-        assert!(!is_supported("quantity"));
+        let node = |t: &str, f: &str| JSONSchemaProps {
+            type_: t.into(),
+            format: f.into(),
+            ..Default::default()
+        };
+        assert_eq!(effective(&node("string", "date-time")), "date-time");
+        assert_eq!(effective(&node("string", "Date-Time")), "");
+        assert_eq!(effective(&node("integer", "int32")), "int32");
+        assert_eq!(effective(&node("integer", "date")), "");
+        assert_eq!(effective(&node("number", "double")), "double");
+        assert_eq!(effective(&node("object", "date")), "");
     }
 }

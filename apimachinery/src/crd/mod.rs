@@ -9,9 +9,15 @@
 //!   fields, conversion, stored versions).
 //! * [`validate`]: a custom resource against its schema (OpenAPI value
 //!   validation, list types, embedded resources).
+//! * [`validate_update`]: the same on update, with kube's validation
+//!   ratcheting (unchanged values pass).
+//! * [`validate_scale`]: the replicas and selector a scale subresource
+//!   reads from a custom resource.
 //! * [`prune`]: drops unknown fields, returning their paths as kube reports
 //!   them to `fieldValidation=Warn/Strict` (`unknown field "spec.foo"`).
-//! * [`default`]: applies `default`s.
+//! * [`default`]: applies `default`s ([`prune_nulls`] first drops the
+//!   non-nullable `null`s that have no default; [`prune_defaults`] prunes
+//!   the defaults of a schema before it is used).
 //! * [`validation_rules`]: the nodes carrying `x-kubernetes-validations`,
 //!   for a CEL engine to evaluate.
 //!
@@ -23,18 +29,22 @@
 //! * Bad values that are Go structs in kube (a whole `spec.versions` list)
 //!   are shown as JSON; maps and lists of a custom resource are shown as
 //!   Go's `%#v` would print them.
-//! * Numeric formats (`int32`, `int64`, `float`, `double`) are not range
-//!   checked, as in kube (its format checks only apply to strings); unknown
-//!   formats are ignored. `uri`, `email`, `isbn`, `creditcard` are checked
-//!   loosely.
+//! * Formats: kube's set (with `quantity`, `k8s-short-name`,
+//!   `k8s-long-name`); numeric formats are not range checked (kube does not
+//!   either). `email` and `hostname` are checked with patterns, not Go's
+//!   parsers.
 //! * CEL rules are not compiled or evaluated here; their cost is not
-//!   estimated.
-//! * Conversion webhook URLs and services get only the presence checks.
+//!   estimated, and their use of `oldSelf` is read from the rule text.
+//! * Conversion webhooks: URL and service are checked as kube does, the
+//!   `caBundle` is not parsed.
 
 mod defaulting;
 mod definition;
 mod formats;
+mod listtype;
+mod objectmeta;
 mod prune;
+mod scale;
 mod structural;
 pub mod types;
 mod validate;
@@ -43,13 +53,16 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use defaulting::{default, prune_defaults};
-pub use definition::validate_crd;
+pub use defaulting::{default, prune_defaults, prune_nulls};
+pub use definition::{schema_field_path, validate_crd};
 pub use prune::{prune, unknown_field_message};
+pub use scale::validate_scale;
 pub use structural::validate_structural;
 pub use types::{JSONSchemaProps, Structural, ValidationRule};
-pub use validate::{validate, validate_props};
-pub use walk::{for_each_rule_value, validation_rules, RuleNode};
+pub use validate::{
+    validate, validate_props, validate_props_update, validate_update, SchemaValidator,
+};
+pub use walk::{for_each_rule_value, valid_field_path, validation_rules, RuleNode};
 
 use crate::status::cause;
 use crate::validation::go_quote;
@@ -259,7 +272,8 @@ pub(crate) fn not_supported(field: &str, value: &Value, valid: &[String]) -> Sta
 }
 
 pub(crate) fn too_many(field: &str, actual: i64, max: i64) -> StatusCause {
-    let unit = if max == 1 { "item" } else { "items" };
+    // kube pluralizes only above one ("at most 0 item").
+    let unit = if max > 1 { "items" } else { "item" };
     StatusCause::new(
         "FieldValueTooMany",
         format!("Too many: {actual}: must have at most {max} {unit}"),

@@ -221,21 +221,42 @@ fn value_validation(
                 &v.pattern,
                 &format!(
                     "must be a valid regular expression, but isn't: {}",
-                    regex_error(&e)
+                    regex_error(&v.pattern, &e)
                 ),
             ));
         }
     }
 }
 
-/// The first line of a regex error (the crate's errors span several lines).
-fn regex_error(e: &regex::Error) -> String {
+/// A regex syntax error worded like Go's `regexp.Compile` for the common
+/// cases (`error parsing regexp: missing closing ): `(a``), else the regex
+/// crate's own description.
+fn regex_error(pattern: &str, e: &regex::Error) -> String {
     let s = e.to_string();
-    s.lines()
+    let what = s
+        .lines()
         .rev()
         .find(|l| l.starts_with("error:"))
         .map(|l| l.trim_start_matches("error:").trim().to_string())
-        .unwrap_or(s)
+        .unwrap_or_else(|| s.clone());
+    let go = |code: &str, expr: &str| format!("error parsing regexp: {code}: `{expr}`");
+    match what.as_str() {
+        "unclosed group" => go("missing closing )", pattern),
+        "unopened group" => go("unexpected )", pattern),
+        "unclosed character class" => {
+            let from = pattern.rfind('[').unwrap_or(0);
+            go("missing closing ]", &pattern[from..])
+        }
+        "repetition operator missing expression" => {
+            let op = pattern
+                .chars()
+                .find(|c| matches!(c, '*' | '+' | '?'))
+                .map(String::from)
+                .unwrap_or_default();
+            go("missing argument to repetition operator", &op)
+        }
+        _ => what,
+    }
 }
 
 fn nested(v: &NestedValueValidation, skip_any_of: bool, path: &str, out: &mut Vec<StatusCause>) {

@@ -94,6 +94,9 @@ fn valid_widget_has_no_errors() {
         "choice": {"x": "1"}, "nope": "fine"
     }));
     assert_eq!(msgs(&validate(&widget(), &v)), Vec::<String>::new());
+    let validator = SchemaValidator::new(widget());
+    assert!(validator.validate(&v).is_empty());
+    assert_eq!(validator.validate(&cr(json!({}))).len(), 1);
 }
 
 #[test]
@@ -274,8 +277,8 @@ fn embedded_resources_need_type_meta() {
             &cr(json!({"image": "a", "template": {"metadata": {"name": "Bad/Name"}}}))
         )),
         vec![
-            "spec.template.apiVersion: Required value: must not be empty",
-            "spec.template.kind: Required value: must not be empty",
+            "spec.template.apiVersion: Required value",
+            "spec.template.kind: Required value",
             r#"spec.template.metadata.name: Invalid value: "Bad/Name": may not contain '/'"#,
         ]
     );
@@ -356,6 +359,146 @@ fn object_counts_stop_the_object_and_bounds_print_like_go() {
             r#"strict: Invalid value: "b": strict.b in body is a forbidden property"#,
         ]
     );
+}
+
+#[test]
+fn formats_take_part_in_the_type_check() {
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "n": {"type": "integer", "format": "int32"},
+        "d": {"type": "string", "format": "date"},
+        "q": {"type": "string", "format": "quantity"},
+        "c": {"type": "string", "format": "colour"}
+    }}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(
+            &s,
+            &json!({"n": 1.5, "d": 3, "q": "lots", "c": 3})
+        )),
+        vec![
+            r#"c: Invalid value: "integer": c in body must be of type string: "integer""#,
+            r#"d: Invalid value: "int64": d in body must be of type date: "int64""#,
+            r#"n: Invalid value: "double": n in body must be of type int32: "double""#,
+            r#"q: Invalid value: "lots": q in body must be of type quantity: "lots""#,
+        ]
+    );
+    assert!(validate(
+        &s,
+        &json!({"n": 7, "d": "2024-02-29", "q": "1Gi", "c": "red"})
+    )
+    .is_empty());
+}
+
+#[test]
+fn list_sets_and_maps_compare_like_go() {
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "nums": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "number"}},
+        "objs": {"type": "array", "x-kubernetes-list-type": "set",
+                 "items": {"type": "object", "x-kubernetes-map-type": "atomic",
+                           "x-kubernetes-preserve-unknown-fields": true}},
+        "m": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a", "b"],
+              "items": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}},
+        "one": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+                "items": {"type": "object", "nullable": true, "properties": {"a": {"type": "string"}}}}
+    }}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(
+            &s,
+            &json!({
+                "nums": [1, 1.0, 2, 2, 2],
+                "objs": [{"x": 1, "y": 2}, {"y": 2, "x": 1}],
+                "m": [{"a": "x", "b": 1}, {"a": "x"}, {"b": 1, "a": "x"}],
+                "one": [null, {}, {"a": "k"}],
+                "bad": 1
+            })
+        )),
+        vec![
+            "nums[3]: Duplicate value: 2",
+            r#"objs[1]: Duplicate value: map[string]interface {}{"x":1, "y":2}"#,
+            r#"m[2]: Duplicate value: map[string]interface {}{"a":"x", "b":1}"#,
+            "one[1]: Duplicate value: map[string]interface {}{}",
+        ]
+    );
+    assert_eq!(
+        msgs(&validate(&s, &json!({"m": [{"a": "x", "b": 1}, "str"]}))),
+        vec![
+            r#"m.1: Invalid value: "string": m.1 in body must be of type object: "string""#,
+            r#"m[1]: Invalid value: "str": must be an object for an array of list-type map"#,
+        ]
+    );
+}
+
+#[test]
+fn scale_paths_hold_int32_replicas() {
+    let scale = json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                       "labelSelectorPath": ".status.selector"});
+    assert!(validate_scale(&scale, &json!({"spec": {"replicas": 3}})).is_empty());
+    assert_eq!(
+        msgs(&validate_scale(
+            &scale,
+            &json!({"spec": {"replicas": -1}, "status": {"replicas": "x", "selector": {"a": 1}}})
+        )),
+        vec![
+            ".spec.replicas: Invalid value: -1: should be a non-negative integer",
+            ".status.replicas: Invalid value: 0: .status.replicas accessor error: x is of the type string, expected int64",
+            r#".status.selector: Invalid value: "": .status.selector accessor error: map[a:1] is of the type map[string]interface {}, expected string"#,
+        ]
+    );
+    assert_eq!(
+        msgs(&validate_scale(
+            &scale,
+            &json!({"spec": {"replicas": 3000000000i64}})
+        )),
+        vec![
+            ".spec.replicas: Invalid value: 3000000000: should be less than or equal to 2147483647"
+        ]
+    );
+}
+
+#[test]
+fn root_map_values_keep_kube_openapi_names() {
+    let s = Structural::from_json(
+        &json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+    )
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(&s, &json!({"a": "x"}))),
+        vec![r#"a: Invalid value: "string": .a in body must be of type integer: "string""#]
+    );
+    // A nullable field with an enum still has to list null, as in kube.
+    let s = Structural::from_json(&json!({"type": "object", "properties": {
+        "e": {"type": "string", "nullable": true, "enum": ["a"]}}}))
+    .unwrap();
+    assert_eq!(
+        msgs(&validate(&s, &json!({"e": null}))),
+        vec![r#"e: Unsupported value: null: supported values: "a""#]
+    );
+}
+
+#[test]
+fn updates_ratchet_unchanged_values() {
+    // Stored before `image` got its pattern and `ports` their rules.
+    let old = cr(
+        json!({"image": "Old_Image", "ports": [{"name": "a", "port": "80"}, {"name": "b"}],
+                        "labels": {"x": "1", "y": "2", "z": "3"}}),
+    );
+    let mut new = old.clone();
+    new["metadata"]["labels"] = json!({"touched": "yes"});
+    assert!(validate_update(&widget(), &new, &old).is_empty());
+    assert_eq!(validate(&widget(), &new).len(), 3);
+    // A changed value is validated; list-map items correlate by key.
+    new["spec"]["ports"] = json!([{"name": "b", "port": "x"}, {"name": "a", "port": "80"}]);
+    new["spec"]["image"] = json!("New_Image");
+    assert_eq!(
+        msgs(&validate_update(&widget(), &new, &old)),
+        vec![
+            r#"spec.image: Invalid value: "New_Image": spec.image in body should match '^[a-z]+$'"#,
+            r#"spec.ports.0.port: Invalid value: "string": spec.ports.0.port in body must be of type integer: "string""#,
+        ]
+    );
+    let validator = SchemaValidator::new(widget());
+    assert_eq!(validator.validate_update(&new, &old).len(), 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -529,10 +672,18 @@ fn structural_errors_are_reported_where_the_schema_is() {
         msgs(&validate_crd(&crd(bad.clone()), None)),
         vec!["spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"]
     );
+    assert_eq!(
+        schema_field_path(&crd(bad.clone()), 0),
+        "spec.validation.openAPIV3Schema"
+    );
     let c = crd_with_versions(json!([
         {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": bad}},
         {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": widget_schema()}}
     ]));
+    assert_eq!(
+        schema_field_path(&c, 1),
+        "spec.versions[1].schema.openAPIV3Schema"
+    );
     assert_eq!(
         msgs(&validate_crd(&c, None)),
         vec!["spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"]
@@ -713,8 +864,8 @@ fn conversion_strategies() {
     assert_eq!(
         msgs(&validate_crd(&c, None)),
         vec![
-            "spec.conversion.webhook.clientConfig: Required value: required when strategy is set to Webhook",
-            "spec.conversion.webhook.conversionReviewVersions: Required value",
+            "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
+            "spec.conversion.conversionReviewVersions: Required value",
         ]
     );
     c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
@@ -723,17 +874,40 @@ fn conversion_strategies() {
     assert_eq!(
         msgs(&validate_crd(&c, None)),
         vec![
-            "spec.conversion.webhook.clientConfig: Required value: exactly one of url or service is required",
-            r#"spec.conversion.webhook.conversionReviewVersions[1]: Invalid value: "v2": duplicate version"#,
-            r#"spec.conversion.webhook.conversionReviewVersions: Invalid value: []string{"v2", "v2"}: must include at least one of v1, v1beta1"#,
+            "spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required",
+            r#"spec.conversion.conversionReviewVersions[1]: Invalid value: "v2": duplicate version"#,
+            r#"spec.conversion.conversionReviewVersions: Invalid value: []string{"v2", "v2"}: must include at least one of v1, v1beta1"#,
         ]
     );
     c["spec"]["conversion"] =
         json!({"strategy": "None", "webhook": {"conversionReviewVersions": ["v1"]}});
     assert_eq!(
         msgs(&validate_crd(&c, None)),
-        vec!["spec.conversion.webhook: Forbidden: should not be set when strategy is not set to Webhook"]
+        vec!["spec.conversion.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook"]
     );
+    c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "clientConfig": {"url": "http://u:p@x/convert?a=1#f"}, "conversionReviewVersions": ["v1"]}});
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "http": 'https' is the only allowed URL scheme; desired format: https://host[/path]"#,
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "u:p": user information is not permitted in the URL"#,
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "f": fragments are not permitted in the URL"#,
+            r#"spec.conversion.webhookClientConfig.url: Invalid value: "a=1": query parameters are not permitted in the URL"#,
+        ]
+    );
+    c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "clientConfig": {"service": {"name": "", "namespace": "ns", "port": 0, "path": "/a//B"}},
+        "conversionReviewVersions": ["v1"]}});
+    let m = msgs(&validate_crd(&c, None));
+    assert_eq!(m[0], "spec.conversion.webhookClientConfig.service.name: Required value: service name is required");
+    assert_eq!(m[1], "spec.conversion.webhookClientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive");
+    assert_eq!(
+        m[2],
+        r#"spec.conversion.webhookClientConfig.service.path: Invalid value: "/a//B": segment[1] may not be empty"#
+    );
+    assert!(m[3].starts_with(r#"spec.conversion.webhookClientConfig.service.path: Invalid value: "/a//B": segment[2]: a lowercase RFC 1123 subdomain"#));
+    assert_eq!(m.len(), 4);
     c["spec"]["conversion"] = json!({"strategy": "Magic"});
     assert_eq!(
         msgs(&validate_crd(&c, None)),
@@ -757,10 +931,10 @@ fn updates_keep_identity_and_stored_versions() {
     assert_eq!(
         m,
         vec![
-            r#"status.storedVersions: Invalid value: []interface {}{"v1"}: must have the storage version v2"#,
-            r#"status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1 and removes v1 from status.storedVersions"#,
             r#"spec.scope: Invalid value: "Cluster": field is immutable"#,
             r#"spec.group: Invalid value: "other.com": field is immutable"#,
+            r#"status.storedVersions: Invalid value: []string{"v1"}: must have the storage version v2"#,
+            r#"status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v1 and removes v1 from status.storedVersions"#,
         ]
     );
     let mut fine = old.clone();
@@ -775,8 +949,147 @@ fn preserve_unknown_fields_must_be_false() {
     c["spec"]["preserveUnknownFields"] = json!(true);
     assert_eq!(
         msgs(&validate_crd(&c, None)),
-        vec!["spec.preserveUnknownFields: Invalid value: true: must be false"]
+        vec![
+            "spec.preserveUnknownFields: Invalid value: true: must be false in order to use defaults in the schema",
+            "spec.preserveUnknownFields: Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+        ]
     );
+    // Stored CRDs that already preserve unknown fields may keep doing so,
+    // and keep their non-structural schema.
+    let mut plain = crd(json!({"type": "object", "properties": {"spec": {"properties": {}}}}));
+    plain["spec"]["preserveUnknownFields"] = json!(true);
+    assert!(validate_crd(&plain, Some(&plain)).is_empty());
+    plain["spec"]["preserveUnknownFields"] = json!(false);
+    assert_eq!(
+        msgs(&validate_crd(&plain, Some(&plain))),
+        vec!["spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"]
+    );
+}
+
+#[test]
+fn more_schema_rules() {
+    let mut c = crd(json!({"type": "object", "nullable": true, "properties": {
+        "p": {"type": "string", "pattern": "(a"},
+        "q": {"type": "string", "pattern": "[a"},
+        "mt": {"type": "object", "x-kubernetes-map-type": "sometimes"},
+        "set": {"type": "array", "x-kubernetes-list-type": "set",
+                "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                          "items": {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}}}}},
+        "pk": {"type": "string", "x-kubernetes-preserve-unknown-fields": false},
+        "r": {"type": "object", "x-kubernetes-validations": [
+            {"rule": "a\nb"}, {"rule": "x", "message": " "}, {"rule": "x", "messageExpression": " "},
+            {"rule": "x", "fieldPath": ".nope"}]},
+        "n": {"type": "object", "anyOf": [{"x-kubernetes-int-or-string": true}]}
+    }}));
+    c["spec"]["versions"][0]["deprecationWarning"] = json!("old");
+    let p = "spec.validation.openAPIV3Schema";
+    let m = msgs(&validate_crd(&c, None));
+    assert_eq!(
+        m,
+        vec![
+            r#"spec.versions[0].deprecationWarning: Invalid value: "old": can only be set for deprecated versions"#.to_string(),
+            format!("{p}.nullable: Forbidden: nullable cannot be true at the root"),
+            format!("{p}.properties[n].anyOf[0].x-kubernetes-int-or-string: Forbidden: must be false to be structural"),
+            format!("{p}.properties[p].pattern: Invalid value: \"(a\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(a`"),
+            format!("{p}.properties[q].pattern: Invalid value: \"[a\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ]: `[a`"),
+            format!(r#"{p}.properties[mt].x-kubernetes-map-type: Unsupported value: "sometimes": supported values: "atomic", "granular""#),
+            format!("{p}.properties[pk].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
+            format!("{p}.properties[r].x-kubernetes-validations[0].message: Required value: message must be specified if rule contains line breaks"),
+            format!(r#"{p}.properties[r].x-kubernetes-validations[1].message: Invalid value: " ": must be non-empty if specified"#),
+            format!("{p}.properties[r].x-kubernetes-validations[2].messageExpression: Required value: messageExpression must be non-empty if specified"),
+            format!(r#"{p}.properties[r].x-kubernetes-validations[3].fieldPath: Invalid value: ".nope": must be a valid path"#),
+            format!(r#"{p}.properties[set].items.x-kubernetes-list-type: Invalid value: "map": must be atomic as item of a list with x-kubernetes-list-type=set"#),
+        ]
+    );
+}
+
+#[test]
+fn old_self_needs_correlatable_nodes() {
+    let c = crd(json!({"type": "object", "properties": {
+        "list": {"type": "array", "items": {"type": "object",
+            "properties": {"a": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "self.a == oldSelf.a"}]}},
+        "mlist": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+            "items": {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}},
+                      "x-kubernetes-validations": [{"rule": "self.a == oldSelf.a"}]}},
+        "s": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "self != 'oldSelf'", "optionalOldSelf": true},
+            {"rule": "oldSelf.hasValue()", "optionalOldSelf": true}]}
+    }}));
+    let p = "spec.validation.openAPIV3Schema.properties";
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            format!(r#"{p}[list].items.x-kubernetes-validations[0].rule: Invalid value: "self.a == oldSelf.a": oldSelf cannot be used on the uncorrelatable portion of the schema within {p}[list]"#),
+            format!("{p}[s].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"),
+        ]
+    );
+}
+
+#[test]
+fn status_subresource_restricts_the_root() {
+    let mut c = crd(
+        json!({"type": "object", "minProperties": 1, "properties": {"status": {"type": "object"}}}),
+    );
+    c["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    let m = msgs(&validate_crd(&c, None));
+    assert_eq!(m.len(), 1);
+    assert!(
+        m[0].starts_with(
+            "spec.validation.openAPIV3Schema: Invalid value: map[string]interface {}{"
+        ),
+        "{}",
+        m[0]
+    );
+    assert!(m[0].ends_with(
+        "fields are allowed at the root of the schema if the status subresource is enabled"
+    ));
+}
+
+#[test]
+fn protected_groups_need_api_approval() {
+    let mut c = crd(widget_schema());
+    c["metadata"]["name"] = json!("widgets.x.k8s.io");
+    c["spec"]["group"] = json!("x.k8s.io");
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            r#"metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation "api-approved.kubernetes.io", see https://github.com/kubernetes/enhancements/pull/1111"#
+        ]
+    );
+    c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": "yes"});
+    assert_eq!(
+        msgs(&validate_crd(&c, None)),
+        vec![
+            r#"metadata.annotations[api-approved.kubernetes.io]: Invalid value: "yes": protected groups must have approval annotation "api-approved.kubernetes.io" with either a URL or a reason starting with "unapproved", see https://github.com/kubernetes/enhancements/pull/1111"#
+        ]
+    );
+    // Unchanged on update: accepted as it was.
+    assert!(validate_crd(&c, Some(&c)).is_empty());
+    for ok in [
+        "https://github.com/kubernetes/kubernetes/pull/78458",
+        "unapproved, testing",
+    ] {
+        c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": ok});
+        assert!(validate_crd(&c, None).is_empty(), "{ok}");
+    }
+}
+
+#[test]
+fn updates_do_not_tighten_checks_on_stored_crds() {
+    let loose = json!({"type": "object", "properties": {
+        "t": {"type": "thing"},
+        "s": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "object"}},
+        "d": {"type": "object", "default": {"junk": 1}}
+    }});
+    let c = crd(loose);
+    assert_eq!(
+        validate_crd(&c, None).len(),
+        3,
+        "{:#?}",
+        msgs(&validate_crd(&c, None))
+    );
+    assert_eq!(msgs(&validate_crd(&c, Some(&c))), Vec::<String>::new());
 }
 
 #[test]
@@ -945,6 +1258,8 @@ proptest! {
     fn schema_operations_never_panic(schema in schema_value(), value in json_value()) {
         if let Ok(s) = Structural::from_json(&schema) {
             let _ = validate(&s, &value);
+            let _ = validate_update(&s, &value, &json!({"spec": value.clone()}));
+            prop_assert!(validate_update(&s, &value, &value).iter().all(|c| !c.message.contains(" in body ")));
             let _ = validate_structural("openAPIV3Schema", &s);
             let _ = validation_rules(&s);
             let mut v = value.clone();
@@ -956,6 +1271,17 @@ proptest! {
         }
         let _ = validate_crd(&crd(schema.clone()), None);
         let _ = validate_crd(&crd(schema), Some(&crd(json!({"type": "object"}))));
+    }
+
+    #[test]
+    fn defaulting_is_idempotent(schema in schema_value(), value in json_value()) {
+        if let Ok(s) = Structural::from_json(&schema) {
+            let mut once = value.clone();
+            default(&s, &mut once);
+            let mut twice = once.clone();
+            default(&s, &mut twice);
+            prop_assert_eq!(once, twice);
+        }
     }
 
     #[test]
@@ -971,9 +1297,32 @@ proptest! {
     }
 
     #[test]
+    fn formats_and_go_printing_never_panic(s in any::<String>(), f in any::<f64>()) {
+        for format in ["date", "date-time", "uuid", "uuid4", "email", "hostname", "ipv4", "ipv6",
+                       "cidr", "mac", "byte", "duration", "uri", "isbn", "creditcard", "quantity",
+                       "k8s-short-name", "k8s-long-name", "hexcolor", "rgbcolor", "ssn"] {
+            let schema = Structural::from_json(&json!({"type": "string", "format": format, "pattern": s.clone()}));
+            if let Ok(schema) = schema {
+                let _ = validate(&schema, &Value::String(s.clone()));
+            }
+        }
+        if let Ok(schema) = Structural::from_json(&json!({"type": "object", "properties": {
+            "a": {"type": "object", "additionalProperties": {"type": "string"}}}})) {
+            let _ = valid_field_path(&s, &schema, true);
+        }
+        let printed = go_float(f);
+        if f.is_finite() {
+            let back: f64 = printed.parse().unwrap_or(f64::NAN);
+            prop_assert_eq!(back, f, "{} printed as {}", f, printed);
+        }
+    }
+
+    #[test]
     fn arbitrary_crds_never_panic(value in json_value(), other in json_value()) {
         let _ = validate_crd(&value, None);
         let _ = validate_crd(&value, Some(&other));
+        let scale = json!({"specReplicasPath": ".spec", "statusReplicasPath": ".a.b", "labelSelectorPath": ".kind"});
+        let _ = validate_scale(&scale, &value);
         let mut c = crd(json!({"type": "object"}));
         c["spec"]["versions"][0]["schema"] = json!({"openAPIV3Schema": value.clone()});
         c["spec"]["versions"][0]["subresources"] = value.clone();

@@ -24,13 +24,30 @@ pub struct JSONSchemaProps {
     pub schema: Option<String>,
     #[serde(default, rename = "$ref", skip_serializing_if = "Option::is_none")]
     pub ref_: Option<String>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub description: String,
-    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        rename = "type",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub type_: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub format: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub title: String,
     /// `default`; JSON `null` is kept as `Some(Value::Null)`.
     #[serde(
@@ -45,7 +62,11 @@ pub struct JSONSchemaProps {
         skip_serializing_if = "Option::is_none"
     )]
     pub maximum: Option<f64>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "is_false"
+    )]
     pub exclusive_maximum: bool,
     #[serde(
         default,
@@ -53,19 +74,31 @@ pub struct JSONSchemaProps {
         skip_serializing_if = "Option::is_none"
     )]
     pub minimum: Option<f64>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "is_false"
+    )]
     pub exclusive_minimum: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_length: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_length: Option<i64>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub pattern: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_items: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_items: Option<i64>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "is_false"
+    )]
     pub unique_items: bool,
     #[serde(
         default,
@@ -73,42 +106,79 @@ pub struct JSONSchemaProps {
         skip_serializing_if = "Option::is_none"
     )]
     pub multiple_of: Option<f64>,
-    #[serde(default, rename = "enum", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        rename = "enum",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub enum_: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_properties: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_properties: Option<i64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub required: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<SchemaOrArray>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub all_of: Vec<JSONSchemaProps>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub one_of: Vec<JSONSchemaProps>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub any_of: Vec<JSONSchemaProps>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not: Option<Box<JSONSchemaProps>>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub properties: BTreeMap<String, JSONSchemaProps>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_properties: Option<SchemaOrBool>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub pattern_properties: BTreeMap<String, JSONSchemaProps>,
     /// Dependencies are forbidden in CRDs; kept loosely typed to report them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_items: Option<SchemaOrBool>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub definitions: BTreeMap<String, JSONSchemaProps>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_docs: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub example: Option<Value>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "is_false"
+    )]
     pub nullable: bool,
     #[serde(
         default,
@@ -118,18 +188,21 @@ pub struct JSONSchemaProps {
     pub x_preserve_unknown_fields: Option<bool>,
     #[serde(
         default,
+        deserialize_with = "null_default",
         rename = "x-kubernetes-embedded-resource",
         skip_serializing_if = "is_false"
     )]
     pub x_embedded_resource: bool,
     #[serde(
         default,
+        deserialize_with = "null_default",
         rename = "x-kubernetes-int-or-string",
         skip_serializing_if = "is_false"
     )]
     pub x_int_or_string: bool,
     #[serde(
         default,
+        deserialize_with = "null_default",
         rename = "x-kubernetes-list-map-keys",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -148,6 +221,7 @@ pub struct JSONSchemaProps {
     pub x_map_type: Option<String>,
     #[serde(
         default,
+        deserialize_with = "null_default",
         rename = "x-kubernetes-validations",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -165,6 +239,15 @@ fn go_float64<S: serde::Serializer>(v: &Option<f64>, ser: S) -> Result<S::Ok, S:
         Some(f) => ser.serialize_f64(*f),
         None => ser.serialize_none(),
     }
+}
+
+/// Go decodes `null` into the zero value; so do we.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 /// Keeps an explicit JSON `null` as `Some(Null)` (serde would map it to None).
@@ -192,15 +275,27 @@ pub enum SchemaOrArray {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidationRule {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub rule: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub message: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub message_expression: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub field_path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional_old_self: Option<bool>,
@@ -364,7 +459,7 @@ impl Structural {
             title: p.title.clone(),
             description: p.description.clone(),
             nullable: p.nullable,
-            default: p.default.clone(),
+            default: p.default.clone().filter(|d| !d.is_null()),
             properties,
             items,
             additional_properties,
@@ -518,7 +613,7 @@ impl NestedValueValidation {
                 title: p.title.clone(),
                 description: p.description.clone(),
                 nullable: p.nullable,
-                default: p.default.clone(),
+                default: p.default.clone().filter(|d| !d.is_null()),
                 additional_properties: p.additional_properties.is_some(),
             },
             forbidden_extensions: if ext.is_empty() {
@@ -580,11 +675,24 @@ mod tests {
     }
 
     #[test]
-    fn explicit_null_default_is_kept() {
+    fn explicit_null_default_is_kept_but_defaults_nothing() {
         let p: JSONSchemaProps =
             serde_json::from_value(json!({"type": "string", "nullable": true, "default": null}))
                 .unwrap();
         assert_eq!(p.default, Some(Value::Null));
+        // kube's structural form holds the default as a Go value: null is none.
+        assert_eq!(Structural::new(&p).unwrap().default, None);
+    }
+
+    #[test]
+    fn nulls_decode_as_zero_values_like_go() {
+        let p: JSONSchemaProps = serde_json::from_value(json!({
+            "type": null, "required": null, "properties": null, "enum": null,
+            "nullable": null, "x-kubernetes-validations": [{"rule": "true", "message": null}]
+        }))
+        .unwrap();
+        assert!(p.type_.is_empty() && p.required.is_empty() && p.properties.is_empty());
+        assert_eq!(p.x_validations[0].message, "");
     }
 
     #[test]

@@ -13,39 +13,110 @@
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use super::listtype::list_types;
+use super::objectmeta::embedded_meta;
 use super::types::{JSONSchemaProps, SchemaOrArray, SchemaOrBool, Structural};
 use super::{
-    child, duplicate, formats, go_float, index, invalid, invalid_str, key, not_supported, required,
-    too_long, too_many, type_invalid,
+    child, formats, go_float, invalid, invalid_str, not_supported, required, too_long, too_many,
+    type_invalid,
 };
-use crate::fieldvalidation::parse_group_version;
-use crate::validation;
 use crate::validation::go_quote;
 use crate::StatusCause;
 
 /// Validates `value` (a whole custom resource, or any value at the root of
-/// `schema`) and returns kube's field errors.
+/// `schema`) and returns kube's field errors. Converts the schema on every
+/// call; [`SchemaValidator`] keeps the converted form.
 pub fn validate(schema: &Structural, value: &Value) -> Vec<StatusCause> {
-    let props = schema.to_props();
-    let mut out = validate_props(&props, value);
+    validate_with(schema, &schema.to_props(), value, None)
+}
+
+/// [`validate`] on update, with kube's validation ratcheting: values equal
+/// to those of `old` pass the OpenAPI validation whatever they are (list
+/// types and embedded metadata are still checked).
+pub fn validate_update(schema: &Structural, value: &Value, old: &Value) -> Vec<StatusCause> {
+    validate_with(schema, &schema.to_props(), value, Some(old))
+}
+
+fn validate_with(
+    schema: &Structural,
+    props: &JSONSchemaProps,
+    value: &Value,
+    old: Option<&Value>,
+) -> Vec<StatusCause> {
+    let mut out = validate_props_update(props, value, old);
     list_types(schema, value, "", &mut out);
     embedded_meta(schema, value, "", true, &mut out);
     out
 }
 
+/// A structural schema ready to validate many objects (what [`validate`]
+/// does, without converting the schema each time).
+#[derive(Debug, Clone)]
+pub struct SchemaValidator {
+    schema: Structural,
+    props: JSONSchemaProps,
+}
+
+impl SchemaValidator {
+    pub fn new(schema: Structural) -> SchemaValidator {
+        let props = schema.to_props();
+        SchemaValidator { schema, props }
+    }
+
+    pub fn schema(&self) -> &Structural {
+        &self.schema
+    }
+
+    pub fn validate(&self, value: &Value) -> Vec<StatusCause> {
+        validate_with(&self.schema, &self.props, value, None)
+    }
+
+    /// [`validate_update`] with this schema.
+    pub fn validate_update(&self, value: &Value, old: &Value) -> Vec<StatusCause> {
+        validate_with(&self.schema, &self.props, value, Some(old))
+    }
+}
+
 /// Only the OpenAPI value validation, against the schema as written.
 pub fn validate_props(schema: &JSONSchemaProps, value: &Value) -> Vec<StatusCause> {
+    validate_props_update(schema, value, None)
+}
+
+/// [`validate_props`] on update: values equal to their counterpart in `old`
+/// are not validated (kube's validation ratcheting), so an object that was
+/// stored before a schema change can still be updated. Map keys and the
+/// items of `x-kubernetes-list-type: map` lists (by key) are correlated;
+/// other list items are not.
+pub fn validate_props_update(
+    schema: &JSONSchemaProps,
+    value: &Value,
+    old: Option<&Value>,
+) -> Vec<StatusCause> {
     let mut out = Vec::new();
-    node(schema, "", value, &mut out);
+    node(schema, "", value, old, &mut out);
+    // kube-openapi names root map values `.key`; kube drops the dot from the
+    // field path (not from the message).
+    for c in &mut out {
+        if let Some(f) = c.field.strip_prefix('.') {
+            c.field = f.to_string();
+        }
+    }
     out
 }
 
-/// Validates a value found at `base` (a field path, e.g. a schema's
-/// `...default`): errors are reported under `base`, as kube's
-/// `ValidateCustomResource(fldPath, ...)` does.
+/// Validates a value found at `base` (a schema's `...default`), as kube's
+/// `ValidateDefaults` does: the metadata of embedded resources first, then
+/// (if that is fine) the OpenAPI validation with errors under `base`, then
+/// the list types.
 pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    // kube validates the node itself as a resource when it is embedded.
+    embedded_meta(schema, value, base, false, &mut out);
+    if !out.is_empty() {
+        return out;
+    }
     let props = schema.to_props();
-    let mut out = validate_props(&props, value);
+    out = validate_props(&props, value);
     for c in &mut out {
         c.field = if c.field.is_empty() || c.field == NIL_PATH {
             base.to_string()
@@ -53,10 +124,8 @@ pub(crate) fn validate_at(schema: &Structural, value: &Value, base: &str) -> Vec
             child(base, &c.field)
         };
     }
-    let before = out.len();
-    list_types(schema, value, base, &mut out);
-    if out.len() == before {
-        embedded_meta(schema, value, base, false, &mut out);
+    if out.is_empty() {
+        list_types(schema, value, base, &mut out);
     }
     out
 }
@@ -82,29 +151,6 @@ fn data_type(v: &Value) -> &'static str {
     }
 }
 
-fn is_integral(v: &Value) -> bool {
-    match v {
-        Value::Number(n) if n.is_i64() || n.is_u64() => true,
-        Value::Number(n) => n
-            .as_f64()
-            .is_some_and(|f| f.is_finite() && f.fract() == 0.0),
-        _ => false,
-    }
-}
-
-fn type_matches(t: &str, v: &Value) -> bool {
-    match t {
-        "integer" => is_integral(v),
-        "number" => v.is_number(),
-        "string" => v.is_string(),
-        "boolean" => v.is_boolean(),
-        "array" => v.is_array(),
-        "object" => v.is_object(),
-        "null" => v.is_null(),
-        _ => true,
-    }
-}
-
 fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
     if s.x_int_or_string {
         vec!["integer", "string"]
@@ -115,29 +161,51 @@ fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
     }
 }
 
+/// kube-openapi's type validator, formats included: kube keeps only the
+/// formats it supports, and a format relaxes or changes the type check.
 fn check_type(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
     let types = schema_types(s);
-    if types.is_empty() {
+    let format = formats::effective(s);
+    if types.is_empty() && format.is_empty() {
         return;
     }
-    let actual = if v.is_null() {
-        if s.nullable {
-            return;
-        }
-        "null"
-    } else {
-        if types.iter().any(|t| type_matches(t, v)) {
-            return;
-        }
-        data_type(v)
+    let fail = |expected: &str, actual: &str, out: &mut Vec<StatusCause>| {
+        let msg = format!(
+            "{} in body must be of type {expected}: {}",
+            shown(path),
+            go_quote(actual)
+        );
+        out.push(type_invalid(path, &Value::String(actual.into()), &msg));
     };
-    let msg = format!(
-        "{} in body must be of type {}: {}",
-        shown(path),
-        types.join(","),
-        go_quote(actual)
-    );
-    out.push(type_invalid(path, &Value::String(actual.into()), &msg));
+    if v.is_null() {
+        if !types.is_empty() && !s.nullable {
+            fail(&types.join(","), "null", out);
+        }
+        return;
+    }
+    let (sch_type, data_format) = match v {
+        Value::Number(n) if n.is_i64() || n.is_u64() => ("integer", "int64"),
+        Value::Number(_) => ("number", "double"),
+        other => (data_type(other), ""),
+    };
+    let contains = |t: &str| types.contains(&t);
+    let is_float_int =
+        sch_type == "number" && v.as_f64().is_some_and(is_json_integer) && contains("integer");
+    let is_int_float = sch_type == "integer" && contains("number");
+    let string_or_slice = v.is_string() || v.is_array();
+    let type_or_format_ok =
+        contains(sch_type) || data_format == format || is_float_int || is_int_float;
+    if !(string_or_slice || format.is_empty() || type_or_format_ok) {
+        fail(format, data_format, out);
+        return;
+    }
+    let numeric = contains("number") || contains("integer");
+    if string_or_slice && !numeric && !format.is_empty() {
+        return;
+    }
+    if !(contains(sch_type) || is_float_int || is_int_float) {
+        fail(&types.join(","), sch_type, out);
+    }
 }
 
 /// JSON equality with numbers compared by value (`1` equals `1.0`).
@@ -177,9 +245,26 @@ fn check_enum(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCa
     out.push(not_supported(path, v, &values));
 }
 
+/// A compiled pattern, cached: the same few patterns are checked against
+/// every object. Patterns are RE2 in kube; the regex crate reads the same
+/// syntax.
 fn compiled(pattern: &str) -> Option<Regex> {
-    // Patterns are RE2 in kube; the regex crate reads the same syntax.
-    Regex::new(pattern).ok()
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let Ok(mut map) = cache.lock() else {
+        return Regex::new(pattern).ok();
+    };
+    if let Some(r) = map.get(pattern) {
+        return r.clone();
+    }
+    if map.len() >= 1024 {
+        map.clear();
+    }
+    let r = Regex::new(pattern).ok();
+    map.insert(pattern.to_string(), r.clone());
+    r
 }
 
 fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCause>) {
@@ -206,7 +291,8 @@ fn check_string(s: &JSONSchemaProps, path: &str, v: &str, out: &mut Vec<StatusCa
             }
         }
     }
-    if !s.format.is_empty() && formats::is_supported(&s.format) && !formats::check(&s.format, v) {
+    let format = formats::effective(s);
+    if !format.is_empty() && !formats::check(format, v) {
         let msg = format!(
             "{} in body must be of type {}: {}",
             shown(path),
@@ -286,10 +372,37 @@ fn check_number(s: &JSONSchemaProps, path: &str, v: &Value, n: f64, out: &mut Ve
     }
 }
 
-fn check_array(s: &JSONSchemaProps, path: &str, a: &[Value], out: &mut Vec<StatusCause>) {
+/// The item of the old list a new item corresponds to: only map lists
+/// correlate, by their key fields.
+fn correlated_item<'a>(
+    s: &JSONSchemaProps,
+    item: &Value,
+    old: Option<&'a Value>,
+) -> Option<&'a Value> {
+    if s.x_list_type.as_deref() != Some("map") || s.x_list_map_keys.is_empty() {
+        return None;
+    }
+    let key_of = |x: &Value| -> Vec<Option<Value>> {
+        s.x_list_map_keys
+            .iter()
+            .map(|k| x.get(k).cloned())
+            .collect()
+    };
+    let want = key_of(item);
+    old?.as_array()?.iter().find(|o| key_of(o) == want)
+}
+
+fn check_array(
+    s: &JSONSchemaProps,
+    path: &str,
+    a: &[Value],
+    old: Option<&Value>,
+    out: &mut Vec<StatusCause>,
+) {
     if let Some(SchemaOrArray::Schema(items)) = s.items.as_ref() {
         for (i, x) in a.iter().enumerate() {
-            node(items, &format!("{path}.{i}"), x, out);
+            let old_item = correlated_item(s, x, old);
+            node(items, &format!("{path}.{i}"), x, old_item, out);
         }
     }
     let size = a.len() as i64;
@@ -320,8 +433,10 @@ fn check_object(
     s: &JSONSchemaProps,
     path: &str,
     m: &Map<String, Value>,
+    old: Option<&Value>,
     out: &mut Vec<StatusCause>,
 ) {
+    let old_of = |k: &str| old.and_then(|o| o.get(k));
     // A wrong number of properties is the only error reported for the object.
     let size = m.len() as i64;
     if let Some(min) = s.min_properties {
@@ -353,7 +468,7 @@ fn check_object(
             for (k, x) in m {
                 if !s.properties.contains_key(k) {
                     // kube-openapi names these `path.key` even at the root.
-                    node(ap, &format!("{path}.{k}"), x, out);
+                    node(ap, &format!("{path}.{k}"), x, old_of(k), out);
                 }
             }
         }
@@ -361,7 +476,7 @@ fn check_object(
     }
     for (k, ps) in &s.properties {
         if let Some(x) = m.get(k) {
-            node(ps, &child(path, k), x, out);
+            node(ps, &child(path, k), x, old_of(k), out);
         }
     }
     for r in &s.required {
@@ -379,14 +494,20 @@ fn composite(msg: String) -> StatusCause {
     invalid_str(NIL_PATH, "", &msg)
 }
 
-fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+fn check_junctors(
+    s: &JSONSchemaProps,
+    path: &str,
+    v: &Value,
+    old: Option<&Value>,
+    out: &mut Vec<StatusCause>,
+) {
     let quoted = go_quote(path);
     if !s.any_of.is_empty() {
         let mut any_valid = false;
         let mut best: Option<Vec<StatusCause>> = None;
         for sub in &s.any_of {
             let mut r = Vec::new();
-            node(sub, path, v, &mut r);
+            node(sub, path, v, old, &mut r);
             if r.is_empty() {
                 any_valid = true;
                 break;
@@ -406,7 +527,7 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
         let mut best: Option<Vec<StatusCause>> = None;
         for sub in &s.one_of {
             let mut r = Vec::new();
-            node(sub, path, v, &mut r);
+            node(sub, path, v, old, &mut r);
             if r.is_empty() {
                 valid += 1;
             } else if best.as_ref().is_none_or(|b| r.len() < b.len()) {
@@ -431,7 +552,7 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
         let mut valid = 0;
         for sub in &s.all_of {
             let mut r = Vec::new();
-            node(sub, path, v, &mut r);
+            node(sub, path, v, old, &mut r);
             if r.is_empty() {
                 valid += 1;
             }
@@ -446,7 +567,7 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
     }
     if let Some(not) = &s.not {
         let mut r = Vec::new();
-        node(not, path, v, &mut r);
+        node(not, path, v, old, &mut r);
         if r.is_empty() {
             out.push(composite(format!(
                 "{quoted} must not validate the schema (not)"
@@ -457,14 +578,23 @@ fn check_junctors(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<Stat
 
 /// One schema node against one value (kube-openapi's validator order: type,
 /// junctors, string, format, number, array, enum, object).
-fn node(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) {
+fn node(
+    s: &JSONSchemaProps,
+    path: &str,
+    v: &Value,
+    old: Option<&Value>,
+    out: &mut Vec<StatusCause>,
+) {
+    if old.is_some_and(|o| json_equal(o, v)) {
+        return;
+    }
     if v.is_null() {
         check_type(s, path, v, out);
         check_enum(s, path, v, out);
         return;
     }
     check_type(s, path, v, out);
-    check_junctors(s, path, v, out);
+    check_junctors(s, path, v, old, out);
     match v {
         Value::String(x) => check_string(s, path, x, out),
         Value::Number(n) => {
@@ -472,222 +602,11 @@ fn node(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCause>) 
                 check_number(s, path, v, f, out);
             }
         }
-        Value::Array(a) => check_array(s, path, a, out),
+        Value::Array(a) => check_array(s, path, a, old, out),
         _ => {}
     }
     check_enum(s, path, v, out);
     if let Value::Object(m) = v {
-        check_object(s, path, m, out);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// List types (kube's listtype.ValidateListSetsAndMaps).
-
-fn list_types(s: &Structural, v: &Value, path: &str, out: &mut Vec<StatusCause>) {
-    match v {
-        Value::Object(m) => {
-            if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
-                for (k, x) in m {
-                    if !s.properties.contains_key(k) {
-                        list_types(ap, x, &key(path, k), out);
-                    }
-                }
-            }
-            for (k, x) in m {
-                if let Some(ps) = s.properties.get(k) {
-                    list_types(ps, x, &child(path, k), out);
-                }
-            }
-        }
-        Value::Array(a) => {
-            match s.extensions.list_type.as_deref() {
-                Some("set") => {
-                    for i in non_unique(a) {
-                        out.push(duplicate(&index(path, i), &a[i]));
-                    }
-                }
-                Some("map") => list_map(s, a, path, out),
-                _ => {}
-            }
-            if let Some(items) = &s.items {
-                for (i, x) in a.iter().enumerate() {
-                    list_types(items, x, &index(path, i), out);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The index of each value's second occurrence.
-fn non_unique(a: &[Value]) -> Vec<usize> {
-    let mut out = Vec::new();
-    for (i, x) in a.iter().enumerate() {
-        let seen = a[..i].iter().filter(|y| json_equal(x, y)).count();
-        if seen == 1 {
-            out.push(i);
-        }
-    }
-    out
-}
-
-fn list_map(s: &Structural, a: &[Value], path: &str, out: &mut Vec<StatusCause>) {
-    for (i, x) in a.iter().enumerate() {
-        if !x.is_null() && !x.is_object() {
-            out.push(invalid(
-                &index(path, i),
-                x,
-                "must be an object for an array of list-type map",
-            ));
-            return;
-        }
-    }
-    if a.len() <= 1 {
-        return;
-    }
-    let keys = &s.extensions.list_map_keys;
-    // The key of an element: each key field's value, or its default.
-    let key_of = |x: &Value| -> Map<String, Value> {
-        let mut k = Map::new();
-        for f in keys {
-            let val = x.get(f).cloned().or_else(|| {
-                s.items
-                    .as_ref()
-                    .and_then(|it| it.properties.get(f))
-                    .and_then(|p| p.default.clone())
-            });
-            if let Some(val) = val {
-                k.insert(f.clone(), val);
-            }
-        }
-        k
-    };
-    let mut seen: Vec<Value> = Vec::new();
-    for (i, x) in a.iter().enumerate() {
-        if x.is_null() {
-            continue;
-        }
-        let k = Value::Object(key_of(x));
-        if seen.iter().any(|y| json_equal(y, &k)) {
-            out.push(duplicate(&index(path, i), &k));
-        } else {
-            seen.push(k);
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Embedded resources (kube's objectmeta.Validate).
-
-fn embedded_meta(s: &Structural, v: &Value, path: &str, root: bool, out: &mut Vec<StatusCause>) {
-    match v {
-        Value::Object(m) => {
-            if s.extensions.embedded_resource && !root {
-                embedded_resource(m, path, out);
-            }
-            for (k, x) in m {
-                if let Some(ps) = s.properties.get(k) {
-                    embedded_meta(ps, x, &child(path, k), false, out);
-                } else if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
-                    embedded_meta(ap, x, &key(path, k), false, out);
-                }
-            }
-        }
-        Value::Array(a) => {
-            if let Some(items) = &s.items {
-                for (i, x) in a.iter().enumerate() {
-                    embedded_meta(items, x, &index(path, i), false, out);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn embedded_resource(m: &Map<String, Value>, path: &str, out: &mut Vec<StatusCause>) {
-    let api_version_path = child(path, "apiVersion");
-    let kind_path = child(path, "kind");
-    if !m.contains_key("apiVersion") {
-        out.push(required(&api_version_path, "must not be empty"));
-    }
-    if !m.contains_key("kind") {
-        out.push(required(&kind_path, "must not be empty"));
-    }
-    if let Some(v) = m.get("apiVersion") {
-        match v {
-            Value::String(s) if s.is_empty() => {
-                out.push(invalid_str(&api_version_path, s, "must not be empty"))
-            }
-            Value::String(s) => {
-                if let Err(e) = parse_group_version(s) {
-                    out.push(invalid_str(&api_version_path, s, &e));
-                }
-            }
-            other => out.push(invalid(&api_version_path, other, "must be a string")),
-        }
-    }
-    if let Some(v) = m.get("kind") {
-        match v {
-            Value::String(s) if s.is_empty() => {
-                out.push(invalid_str(&kind_path, s, "must not be empty"))
-            }
-            Value::String(s) => {
-                let errs = validation::is_dns1035_label(&s.to_lowercase());
-                if !errs.is_empty() {
-                    out.push(invalid_str(
-                        &kind_path,
-                        s,
-                        &format!(
-                            "may have mixed case, but should otherwise match: {}",
-                            errs.join(",")
-                        ),
-                    ));
-                }
-            }
-            other => out.push(invalid(&kind_path, other, "must be a string")),
-        }
-    }
-    if let Some(meta) = m.get("metadata") {
-        let meta_path = child(path, "metadata");
-        let Value::Object(meta) = meta else {
-            out.push(invalid(&meta_path, meta, "must be an object"));
-            return;
-        };
-        let s = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or("");
-        let name = if s("name").is_empty() {
-            "fakename"
-        } else {
-            s("name")
-        };
-        out.extend(validation::validate_object_name(
-            name,
-            s("generateName"),
-            validation::name_is_path_segment,
-            &meta_path,
-        ));
-        let ns = s("namespace");
-        if !ns.is_empty() {
-            for msg in validation::is_dns1123_label(ns) {
-                out.push(invalid_str(&child(&meta_path, "namespace"), ns, &msg));
-            }
-        }
-        if let Some(l) = meta.get("labels") {
-            out.extend(validation::validate_labels(l, &child(&meta_path, "labels")));
-        }
-        if let Some(a) = meta.get("annotations") {
-            out.extend(validation::validate_annotations(
-                a,
-                &child(&meta_path, "annotations"),
-            ));
-        }
-        if let Some(Value::Array(f)) = meta.get("finalizers") {
-            for x in f.iter().filter_map(Value::as_str) {
-                out.extend(validation::validate_finalizer_name(
-                    x,
-                    &child(&meta_path, "finalizers"),
-                ));
-            }
-        }
+        check_object(s, path, m, old, out);
     }
 }

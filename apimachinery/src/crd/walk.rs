@@ -97,10 +97,158 @@ where
     }
 }
 
+/// kube's `cel.ValidFieldPath`: a JSON path of field (`.a`) and map-key
+/// (`['a.b']`) steps that exists in `schema`. Returns the field path it
+/// names (`spec.labels[a.b]`) and the schema there, or kube's reason.
+/// Array indexes are never accepted; `allow_array_notation` permits the
+/// bracket form at all (selectable fields forbid it).
+pub fn valid_field_path<'a>(
+    json_path: &str,
+    schema: &'a Structural,
+    allow_array_notation: bool,
+) -> Result<(String, &'a Structural), String> {
+    let tokens = tokenize(json_path);
+    let mut it = tokens.iter();
+    let mut node = schema;
+    let mut path = String::new();
+    let step = |node: &mut &'a Structural, name: &str, path: &mut String| -> Result<(), String> {
+        if !node.properties.is_empty() {
+            *node = node
+                .properties
+                .get(name)
+                .ok_or_else(|| "does not refer to a valid field".to_string())?;
+            *path = child(path, name);
+        } else if let Some(ap) = &node.additional_properties {
+            *node = ap
+                .schema()
+                .ok_or_else(|| "does not refer to a valid field".to_string())?;
+            *path = key(path, name);
+        } else {
+            return Err("does not refer to a valid field".into());
+        }
+        Ok(())
+    };
+    while let Some(tok) = it.next() {
+        match tok.as_str() {
+            "[" => {
+                if !allow_array_notation {
+                    return Err("array notation is not allowed".into());
+                }
+                let tok = it.next().ok_or("unexpected end of JSON path")?;
+                let quoted = tok.len() >= 2 && tok.starts_with('\'') && tok.ends_with('\'');
+                if !quoted {
+                    return Err(format!("expected single quoted string but got {tok}"));
+                }
+                let name = unescape(&tok[1..tok.len() - 1])
+                    .map_err(|e| format!("invalid string literal: {e}"))?;
+                step(&mut node, &name, &mut path)?;
+                let tok = it.next().ok_or("unexpected end of JSON path")?;
+                if tok != "]" {
+                    return Err(format!("expected ] but got {tok}"));
+                }
+            }
+            "." => {
+                let tok = it.next().ok_or("unexpected end of JSON path")?;
+                step(&mut node, tok, &mut path)?;
+            }
+            other => return Err(format!("expected [ or . but got: {other}")),
+        }
+    }
+    Ok((path, node))
+}
+
+/// Splits at `.`, `[` and `]` (each its own token); a token starting with
+/// `'` runs to the next unescaped `'`.
+fn tokenize(s: &str) -> Vec<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\'' {
+            let mut j = i + 1;
+            while j < b.len() && !(b[j] == b'\'' && b[j - 1] != b'\\') {
+                j += 1;
+            }
+            let end = (j + 1).min(b.len());
+            out.push(String::from_utf8_lossy(&b[i..end]).into_owned());
+            i = end;
+        } else if matches!(b[i], b'.' | b'[' | b']') {
+            out.push((b[i] as char).to_string());
+            i += 1;
+        } else {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b'.' | b'[' | b']') {
+                j += 1;
+            }
+            out.push(String::from_utf8_lossy(&b[i..j]).into_owned());
+            i = j;
+        }
+    }
+    out
+}
+
+/// The escapes of a single-quoted CEL string.
+fn unescape(s: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = chars.next().unwrap_or('\\');
+        out.push(match e {
+            'a' => '\u{7}',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'v' => '\u{b}',
+            '\'' => '\'',
+            '\\' => '\\',
+            other => return Err(format!("invalid escape char \\{other}")),
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn field_paths_like_kube() {
+        let s = Structural::from_json(&json!({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "a": {"type": "string"},
+                "m": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "l": {"type": "array", "items": {"type": "string"}}}}}}))
+        .unwrap();
+        let ok = |p: &str| valid_field_path(p, &s, true).map(|(path, n)| (path, n.type_.clone()));
+        assert_eq!(ok(".spec.a"), Ok(("spec.a".into(), "string".into())));
+        assert_eq!(
+            ok(".spec.m['x.y']"),
+            Ok(("spec.m[x.y]".into(), "integer".into()))
+        );
+        assert_eq!(ok("['spec'].a"), Ok(("spec.a".into(), "string".into())));
+        assert_eq!(ok(".spec.b"), Err("does not refer to a valid field".into()));
+        assert_eq!(
+            ok(".spec.l[0]"),
+            Err("expected single quoted string but got 0".into())
+        );
+        assert_eq!(ok(".spec."), Err("unexpected end of JSON path".into()));
+        assert_eq!(ok("spec"), Err("expected [ or . but got: spec".into()));
+        assert_eq!(
+            ok(".spec.m['\\q']"),
+            Err("invalid string literal: invalid escape char \\q".into())
+        );
+        assert_eq!(
+            valid_field_path(".spec.m['x']", &s, false).map(|(p, _)| p),
+            Err("array notation is not allowed".into())
+        );
+    }
 
     #[test]
     fn finds_rules_and_values() {
