@@ -459,7 +459,7 @@ async fn schemas_and_cel_rules_validate_custom_resources() {
     let c = causes(&status);
     assert!(
         c.iter().any(|(f, m)| f
-            == "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+            == "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
             && m.contains("compilation failed")),
         "{c:?}"
     );

@@ -88,10 +88,12 @@ impl CustomInfo {
         self.conversion.is_some()
     }
 
-    /// What kube does to a custom resource on its way in: unknown fields
-    /// pruned, then defaults applied.
+    /// What kube does to a custom resource on its way in: nulls where the
+    /// schema does not allow them and unknown fields pruned, then defaults
+    /// applied.
     pub fn prepare(&self, obj: &mut Value) {
         if let Some(s) = &self.structural {
+            apimachinery::crd::prune_nulls(s, obj);
             apimachinery::crd::prune(s, obj);
             apimachinery::crd::default(s, obj);
         }
@@ -103,7 +105,12 @@ impl CustomInfo {
         let Some(s) = &self.structural else {
             return Vec::new();
         };
-        let mut errs = apimachinery::crd::validate(s, obj);
+        // On update, values that did not change are not held to rules
+        // they already broke (kube's ratcheting).
+        let mut errs = match old {
+            Some(old) => apimachinery::crd::validate_update(s, obj, old),
+            None => apimachinery::crd::validate(s, obj),
+        };
         if self.rules.is_empty() {
             return errs;
         }
@@ -173,7 +180,9 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
             continue;
         };
         if let Ok(st) = Structural::from_json(schema) {
-            let base = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            // Where kube reports this version's schema (`spec.validation`
+            // when every version has the same one).
+            let base = apimachinery::crd::schema_field_path(crd, i);
             causes.extend(rules::definition_errors(&base, &st));
         }
     }
