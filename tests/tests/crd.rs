@@ -586,3 +586,61 @@ async fn schemas_and_cel_rules_validate_custom_resources() {
         )]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn defaults_added_to_a_crd_show_on_objects_stored_before() {
+    let server = Server::start().await;
+    let crd = |with_default: bool| {
+        let size = if with_default {
+            r#"{"type": "string", "default": "medium"}"#
+        } else {
+            r#"{"type": "string"}"#
+        };
+        format!(
+            r#"{{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {{"name": "shirts.example.com"}},
+  "spec": {{"group": "example.com", "scope": "Namespaced",
+    "names": {{"plural": "shirts", "kind": "Shirt"}},
+    "versions": [{{"name": "v1", "served": true, "storage": true,
+      "schema": {{"openAPIV3Schema": {{"type": "object", "properties": {{
+        "spec": {{"type": "object", "properties": {{"color": {{"type": "string"}}, "size": {size}}}}}}}}}}}}}]}}}}"#
+        )
+    };
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], &crd(false));
+    assert!(established(&server, "shirts.example.com"));
+    eventually("shirts served", Duration::from_secs(10), || {
+        server
+            .kubectl(&["get", "shirts"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Shirt\nmetadata: {name: s}\nspec: {color: red}\n",
+    );
+    assert_eq!(
+        server.get_json(&["shirt", "s"])["spec"],
+        serde_json::json!({"color": "red"})
+    );
+    // The schema gains a default: reads show it, as kube's do.
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], &crd(true));
+    let want = serde_json::json!({"color": "red", "size": "medium"});
+    eventually("default on read", Duration::from_secs(10), || {
+        (server.get_json(&["shirt", "s"])["spec"] == want).then_some(())
+    })
+    .await;
+    assert_eq!(server.get_json(&["shirts"])["items"][0]["spec"], want);
+    let w = server
+        .http(
+            "GET",
+            "/apis/example.com/v1/namespaces/default/shirts?watch=1&timeoutSeconds=1",
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+    let first: serde_json::Value = serde_json::from_str(w.text().lines().next().unwrap()).unwrap();
+    assert_eq!(first["object"]["spec"], want);
+}

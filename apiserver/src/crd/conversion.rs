@@ -183,36 +183,50 @@ fn check_converted(
     Ok(())
 }
 
-/// `obj` (as stored) in the version of `res` (the request's).
+/// `obj` (as stored) as the request sees it: in the version of `res`, with
+/// the schema's defaults applied (kube defaults on read too).
 pub async fn for_request<'a>(res: &Resource, obj: &'a Value) -> Result<Cow<'a, Value>> {
     let Some(info) = res.custom else {
         return Ok(Cow::Borrowed(obj));
     };
     let want = res.api_version();
-    if !needs(obj, res.kind, &want) {
+    let convert = needs(obj, res.kind, &want);
+    let default =
+        obj.get("kind").and_then(Value::as_str) == Some(res.kind) && info.would_default(obj);
+    if !convert && !default {
         return Ok(Cow::Borrowed(obj));
     }
     let mut one = [obj.clone()];
-    convert_all(res, info, &mut one, &want).await?;
-    let [v] = one;
+    if convert {
+        convert_all(res, info, &mut one, &want).await?;
+    }
+    let [mut v] = one;
+    if default {
+        info.apply_defaults(&mut v);
+    }
     Ok(Cow::Owned(v))
 }
 
-/// Many stored objects in the request's version, in one webhook call.
+/// Many stored objects as the request sees them ([`for_request`]), in one
+/// webhook call.
 pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> {
-    match res.custom {
-        Some(info) => convert_all(res, info, objs, &res.api_version()).await,
-        None => Ok(()),
+    let Some(info) = res.custom else {
+        return Ok(());
+    };
+    convert_all(res, info, objs, &res.api_version()).await?;
+    for o in objs.iter_mut() {
+        if info.would_default(o) {
+            info.apply_defaults(o);
+        }
     }
+    Ok(())
 }
 
-/// Whether any of `objs` is in another version than the request's.
+/// Whether any of `objs` would change on its way to the request.
 pub fn any_needs<'a>(res: &Resource, mut objs: impl Iterator<Item = &'a Value>) -> bool {
-    if res.custom.is_none() {
-        return false;
-    }
+    let Some(info) = res.custom else { return false };
     let want = res.api_version();
-    objs.any(|o| needs(o, res.kind, &want))
+    objs.any(|o| needs(o, res.kind, &want) || info.would_default(o))
 }
 
 /// `obj` (in the request's version) in the storage version.

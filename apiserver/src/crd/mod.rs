@@ -76,6 +76,45 @@ pub struct CustomInfo {
     /// Whether the CRD is being deleted: its resources may be read and
     /// deleted, not created.
     pub terminating: bool,
+    /// Whether the schema has any `default`.
+    has_defaults: bool,
+}
+
+fn has_defaults(s: &Structural) -> bool {
+    s.default.is_some()
+        || s.properties.values().any(has_defaults)
+        || s.items.as_deref().is_some_and(has_defaults)
+        || s.additional_properties
+            .as_ref()
+            .and_then(|a| a.schema())
+            .is_some_and(has_defaults)
+}
+
+/// Whether `apimachinery::crd::default` would change `v` (the same walk,
+/// reading only, so that reads copy an object only when they must).
+fn would_default(s: &Structural, v: &Value) -> bool {
+    let null_defaulted =
+        |v: &Value, s: &Structural| v.is_null() && !s.nullable && s.default.is_some();
+    match v {
+        Value::Object(m) => {
+            for (k, ps) in &s.properties {
+                if ps.default.is_some() && m.get(k).is_none_or(|x| x.is_null() && !ps.nullable) {
+                    return true;
+                }
+            }
+            let ap = s.additional_properties.as_ref().and_then(|a| a.schema());
+            m.iter().any(|(k, x)| match (s.properties.get(k), ap) {
+                (Some(ps), _) => would_default(ps, x),
+                (None, Some(ap)) => null_defaulted(x, ap) || would_default(ap, x),
+                (None, None) => false,
+            })
+        }
+        Value::Array(a) => s.items.as_deref().is_some_and(|it| {
+            a.iter()
+                .any(|x| null_defaulted(x, it) || would_default(it, x))
+        }),
+        _ => false,
+    }
 }
 
 impl CustomInfo {
@@ -86,6 +125,29 @@ impl CustomInfo {
     /// Whether versions are converted by a webhook (strategy `Webhook`).
     pub fn converts_by_webhook(&self) -> bool {
         self.conversion.is_some()
+    }
+
+    /// Whether reading an object may change it: a conversion webhook, or
+    /// defaults in the schema (kube defaults objects read from storage
+    /// too, so a default added to a CRD shows on objects stored before).
+    pub fn transforms_reads(&self) -> bool {
+        self.conversion.is_some() || self.has_defaults
+    }
+
+    /// Whether applying the schema's defaults would change `obj`.
+    pub fn would_default(&self, obj: &Value) -> bool {
+        self.has_defaults
+            && self
+                .structural
+                .as_ref()
+                .is_some_and(|s| would_default(s, obj))
+    }
+
+    /// `obj` with the schema's defaults applied.
+    pub fn apply_defaults(&self, obj: &mut Value) {
+        if let Some(s) = &self.structural {
+            apimachinery::crd::default(s, obj);
+        }
     }
 
     /// What kube does to a custom resource on its way in: nulls where the
@@ -516,6 +578,7 @@ fn build_rows(
                 .as_ref()
                 .map(rules::Rules::compile)
                 .unwrap_or_default();
+            let defaults = structural.as_ref().is_some_and(has_defaults);
             let deprecation =
                 (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
                     match v.get("deprecationWarning").and_then(Value::as_str) {
@@ -534,6 +597,7 @@ fn build_rows(
                 rules,
                 conversion: conversion::webhook_of(spec),
                 terminating,
+                has_defaults: defaults,
             }));
             let row: &'static Resource = Box::leak(Box::new(Resource {
                 group: group_s,

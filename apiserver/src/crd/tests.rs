@@ -163,3 +163,39 @@ fn status_becomes_established_and_records_the_storage_version() {
     let t = status::desired(&gone, &accepted_names(&gone, std::iter::empty(), &[]), "x").unwrap();
     assert!(condition_true(&t, "Terminating"));
 }
+
+#[test]
+fn rules_that_cost_too_much_or_do_not_compile_are_refused() {
+    let schema = |rule: &str, max_items: Option<u64>| {
+        let mut list = json!({"type": "array", "items": {"type": "string"}});
+        if let Some(m) = max_items {
+            list["maxItems"] = json!(m);
+            list["items"]["maxLength"] = json!(64);
+        }
+        apimachinery::crd::Structural::from_json(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object",
+                "x-kubernetes-validations": [{"rule": rule}],
+                "properties": {"list": list}}}
+        }))
+        .unwrap()
+    };
+    let nested = "self.list.all(x, self.list.all(y, x == y))";
+    let errs = rules::definition_errors("spec.validation.openAPIV3Schema", &schema(nested, None));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(
+        errs[0].field,
+        "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+    );
+    assert!(
+        errs[0]
+            .message
+            .starts_with("Forbidden: estimated rule cost exceeds budget by factor of"),
+        "{}",
+        errs[0].message
+    );
+    // Bounded by the schema, the same rule fits.
+    assert!(rules::definition_errors("s", &schema(nested, Some(10))).is_empty());
+    let errs = rules::definition_errors("s", &schema("self.list.size( > 1", None));
+    assert!(errs[0].message.contains("compilation failed"), "{errs:?}");
+}

@@ -54,12 +54,12 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         .list(&scope.collection_prefix(), &opts)
         .await
         .map_err(|e| scope.storage_err(e))?;
-    let webhook = scope.res.custom.is_some_and(|c| c.converts_by_webhook());
-    if webhook
+    let transforms = scope.res.custom.is_some_and(|c| c.transforms_reads());
+    if transforms
         && crate::crd::conversion::any_needs(scope.res, result.items.iter().map(|o| &*o.value))
     {
-        // Custom resources stored in another version: one conversion
-        // call for the page.
+        // Custom resources stored in another version (one conversion call
+        // for the page), or missing defaults added to their schema since.
         let mut values: Vec<serde_json::Value> =
             result.items.iter().map(|o| (*o.value).clone()).collect();
         crate::crd::conversion::list_for_request(scope.res, &mut values).await?;

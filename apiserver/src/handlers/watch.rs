@@ -313,12 +313,16 @@ impl WatchBody {
                     self.reached = self.reached.max(event.object.revision);
                 }
                 let res = self.encoder.res;
-                if res.custom.is_some_and(|c| c.converts_by_webhook()) {
+                if res.custom.is_some_and(|c| c.transforms_reads()) {
                     // A custom resource stored in another version goes
                     // through its conversion webhook; a failure ends the
                     // watch with the error.
                     let converted =
                         match crate::crd::conversion::for_request(res, &event.object.value).await {
+                            // Unchanged: the shared encoding serves.
+                            Ok(std::borrow::Cow::Borrowed(_)) => {
+                                return Some(self.encoder.event(&event))
+                            }
                             Ok(v) => v.into_owned(),
                             Err(e) => {
                                 self.stage = Stage::Done;
