@@ -61,9 +61,12 @@ pub fn name(obj: &Value) -> Option<&str> {
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    meta(obj)
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
+    strings(meta(obj).and_then(|m| m.get("finalizers")))
+}
+
+/// The strings of a JSON array (other items and non-arrays: none).
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)

@@ -20,6 +20,7 @@ pub mod names;
 pub mod rules;
 pub mod status;
 
+use crate::object::strings;
 use crate::registry::{NameRule, Resource, Subresource};
 use apimachinery::crd::Structural;
 use apimachinery::jsonpath;
@@ -283,17 +284,6 @@ fn leak_all(v: &[String]) -> &'static [&'static str] {
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     )
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Whether a CRD's `status.conditions` has `type` with status True.

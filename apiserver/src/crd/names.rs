@@ -9,15 +9,7 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 }
 
 fn list(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::object::strings(v.get(key))
 }
 
 /// The requested names with kube's defaults (singular: lowercased kind;
