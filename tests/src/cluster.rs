@@ -343,9 +343,15 @@ fn haproxy_binary() -> PathBuf {
 
 /// HAProxy on a free loopback port in front of `backends`, sending traffic
 /// only to those whose `GET /readyz` answers 200 (checked every 200 ms, two
-/// failures take a backend out, one success puts it back). A backend
-/// marked down has its sessions closed, so watch clients re-watch elsewhere;
-/// a request refused by a dead backend is redispatched to another.
+/// failures take a backend out, one success puts it back); a request
+/// refused by a dead backend is redispatched to another.
+///
+/// A backend marked down keeps its sessions (no `on-marked-down
+/// shutdown-sessions`): a request already sent to a replica that turns
+/// unready (an etcd outage) gets the replica's own complete answer, a 503
+/// Status, where HAProxy would otherwise cut it and answer 502 itself. The
+/// replicas run on this host, so a killed replica's connections are closed
+/// by the kernel and its watch clients re-watch elsewhere at once anyway.
 pub struct HaProxy {
     process: Option<Supervised>,
     dir: tempfile::TempDir,
@@ -404,7 +410,7 @@ backend apiservers
     option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
     http-check expect status 200
-    default-server inter 200ms fastinter 100ms downinter 200ms fall 2 rise 1 on-marked-down shutdown-sessions
+    default-server inter 200ms fastinter 100ms downinter 200ms fall 2 rise 1
 {servers}"
         );
         let cfg_path = dir.path().join("haproxy.cfg");
