@@ -404,6 +404,21 @@ async fn post(server: &Server, path: &str, body: &str) -> (u16, serde_json::Valu
     (r.status, v, warnings)
 }
 
+/// A merge patch that must answer `code`; its body.
+async fn merge_patch(server: &Server, path: &str, body: &str, code: u16) -> serde_json::Value {
+    let r = server
+        .http(
+            "PATCH",
+            path,
+            &[("Content-Type", "application/merge-patch+json")],
+            body.as_bytes(),
+        )
+        .await
+        .expect("request");
+    assert_eq!(r.status, code, "{}", r.text());
+    serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null)
+}
+
 fn causes(status: &serde_json::Value) -> Vec<(String, String)> {
     status["details"]["causes"]
         .as_array()
@@ -543,17 +558,13 @@ async fn schemas_and_cel_rules_validate_custom_resources() {
     assert_eq!(made["spec"], serde_json::json!({"min": 2, "max": 10}));
     assert_eq!(warnings, ["299 - \"unknown field \\\"spec.extra\\\"\""]);
     // A transition rule with messageExpression on update.
-    let r = server
-        .http(
-            "PATCH",
-            &format!("{ranges}/r"),
-            &[("Content-Type", "application/merge-patch+json")],
-            br#"{"spec":{"max":5}}"#,
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status, 422, "{}", r.text());
-    let status: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let status = merge_patch(
+        &server,
+        &format!("{ranges}/r"),
+        r#"{"spec":{"max":5}}"#,
+        422,
+    )
+    .await;
     assert_eq!(
         causes(&status),
         [(
@@ -567,17 +578,13 @@ async fn schemas_and_cel_rules_validate_custom_resources() {
     // optionalOldSelf: the rule runs on create too (oldSelf is none).
     let (code, made, _) = post(&server, ranges, &range("f", r#"{"min":0,"floor":3}"#)).await;
     assert_eq!(code, 201, "{made}");
-    let r = server
-        .http(
-            "PATCH",
-            &format!("{ranges}/f"),
-            &[("Content-Type", "application/merge-patch+json")],
-            br#"{"spec":{"floor":2}}"#,
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status, 422, "{}", r.text());
-    let status: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let status = merge_patch(
+        &server,
+        &format!("{ranges}/f"),
+        r#"{"spec":{"floor":2}}"#,
+        422,
+    )
+    .await;
     assert_eq!(
         causes(&status),
         [(
