@@ -485,9 +485,10 @@ async fn an_etcd_outage_fails_fast_and_recovers_without_losing_writes() {
 
     // A client writes through the load balancer all along: before, during
     // and after the outage. Each create is acknowledged (201) or refused:
-    // 503/504 from a replica or from HAProxy with every replica out, 502 or
-    // a cut connection when HAProxy ended the session of a replica it
-    // marked down.
+    // 503/504 from a replica or from HAProxy with every replica out (the
+    // harness's HAProxy keeps a marked-down replica's sessions, so a request
+    // in flight gets the replica's own answer); a 502 or a cut connection
+    // stays tolerated here only for a connection the network broke.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let acked = Arc::new(AtomicUsize::new(0));
     let writer = {
