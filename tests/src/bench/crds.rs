@@ -423,9 +423,10 @@ impl Latency {
 
     fn summary(&self) -> String {
         format!(
-            "p50 {} · p99 {} ({} KiB)",
+            "p50 {} · p99 {} · max {} ({} KiB)",
             fmt_duration(self.hist.quantile(0.5)),
             fmt_duration(self.hist.quantile(0.99)),
+            fmt_duration(self.hist.quantile(1.0)),
             self.bytes / 1024
         )
     }
@@ -529,7 +530,7 @@ fn rss_row(n: usize, before: [u64; 2], after: [Result<u64>; 2], served: &Served)
     let (per_a, per_b) = (per(a, before[0]), per(b, before[1]));
     let mut row = Row::new(PHASE, case);
     row.server = format!(
-        "A (creates, leader or not): {:.0} KiB per CRD, RSS {} → {}; B: {:.0} KiB per CRD, RSS {} → {}",
+        "A (took the creates, served discovery and OpenAPI): {:.0} KiB per CRD, RSS {} → {}; B (only polled): {:.0} KiB per CRD, RSS {} → {}",
         per_a / 1024.0,
         fmt_mib(before[0]),
         fmt_mib(a),
