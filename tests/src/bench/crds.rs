@@ -365,16 +365,10 @@ async fn served_on(http: &Http, path: &str, t: Instant) -> Result<Duration, Stri
                 fmt_duration(waited)
             ));
         }
-        // Fine-grained at first, coarser for the slow ones so that many
-        // pending CRDs do not load the server.
-        let pause = if waited < Duration::from_millis(200) {
-            10
-        } else if waited < Duration::from_secs(2) {
-            50
-        } else {
-            200
-        };
-        tokio::time::sleep(Duration::from_millis(pause)).await;
+        // A tenth of the wait so far (10 ms to 1 s): 10% precision, and
+        // many pending CRDs do not flood the server with polls.
+        let pause = (waited / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        tokio::time::sleep(pause).await;
     }
 }
 
