@@ -37,11 +37,17 @@ impl Http {
         }
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<Bytes>) -> Result<Incoming> {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        accept: &str,
+        body: Option<Bytes>,
+    ) -> Result<Incoming> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
-            .header("accept", "application/json");
+            .header("accept", accept);
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }
@@ -71,7 +77,19 @@ impl Http {
 
     /// A request whose reply must be 2xx, read to its end.
     pub async fn call(&self, method: Method, path: &str, body: Option<Bytes>) -> Result<Reply> {
-        let incoming = self.send(method, path, body).await?;
+        self.call_as(method, path, "application/json", body).await
+    }
+
+    /// `call` with an Accept header of the caller's (e.g. aggregated
+    /// discovery's).
+    pub async fn call_as(
+        &self,
+        method: Method,
+        path: &str,
+        accept: &str,
+        body: Option<Bytes>,
+    ) -> Result<Reply> {
+        let incoming = self.send(method, path, accept, body).await?;
         let body = incoming
             .collect()
             .await
@@ -95,7 +113,7 @@ impl Http {
     /// A GET whose body is streamed (a watch): returns once the headers of a
     /// 2xx reply are in.
     pub async fn stream(&self, path: &str) -> Result<Incoming> {
-        self.send(Method::GET, path, None).await
+        self.send(Method::GET, path, "application/json", None).await
     }
 }
 

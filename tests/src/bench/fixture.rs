@@ -17,7 +17,7 @@ const LOAD_BATCH: u64 = 100;
 const LOAD_CONCURRENCY: u64 = 8;
 
 /// Incompressible-looking filler, the same for every object.
-fn filler() -> &'static str {
+pub fn filler() -> &'static str {
     static FILLER: OnceLock<String> = OnceLock::new();
     FILLER.get_or_init(|| {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

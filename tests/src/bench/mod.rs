@@ -7,9 +7,13 @@
 //! transactions), `reads` (GET and LIST vs raw etcd ranges), `watch`
 //! (fan-out delivery latency vs one raw etcd watcher on the same writes),
 //! `memory` (RSS per cached byte and per idle watcher) and startup (start to
-//! `/readyz` with objects in etcd), the last two on servers of their own.
+//! `/readyz` with objects in etcd), the last two on servers of their own, and
+//! `crds` (N large CRDs on two replicas: create → served, discovery and
+//! OpenAPI latency, RSS per CRD, custom-resource vs ConfigMap throughput), on
+//! two servers of its own.
 
 pub mod client;
+pub mod crds;
 pub mod fixture;
 pub mod load;
 pub mod memory;
@@ -87,6 +91,9 @@ pub struct Args {
     /// Idle watchers opened for the per-watcher memory figure.
     #[arg(long)]
     pub idle_watchers: Option<usize>,
+    /// CRDs installed in the crds phase.
+    #[arg(long)]
+    pub crds: Option<usize>,
     /// Phases to run, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     pub phases: Option<Vec<Phase>>,
@@ -120,6 +127,8 @@ pub enum Phase {
     Watch,
     /// Memory and startup (they share their servers and objects).
     Memory,
+    /// CRDs on two replicas.
+    Crds,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -159,6 +168,7 @@ pub struct Plan {
     pub watch_duration: Duration,
     pub objects: u64,
     pub idle_watchers: usize,
+    pub crds: usize,
     pub phases: Vec<Phase>,
 }
 
@@ -178,6 +188,7 @@ impl Plan {
                 watch_duration: Duration::from_secs(2),
                 objects: 300,
                 idle_watchers: 20,
+                crds: 10,
                 phases: Vec::new(),
             }
         } else if a.full {
@@ -193,6 +204,7 @@ impl Plan {
                 watch_duration: Duration::from_secs(10),
                 objects: 100_000,
                 idle_watchers: 1_000,
+                crds: 1_000,
                 phases: Vec::new(),
             }
         } else {
@@ -208,6 +220,7 @@ impl Plan {
                 watch_duration: Duration::from_secs(10),
                 objects: 10_000,
                 idle_watchers: 1_000,
+                crds: 200,
                 phases: Vec::new(),
             }
         };
@@ -224,10 +237,16 @@ impl Plan {
             watch_duration: a.watch_duration.map_or(base.watch_duration, secs),
             objects: a.objects.unwrap_or(base.objects).max(1),
             idle_watchers: a.idle_watchers.unwrap_or(base.idle_watchers).max(1),
-            phases: a
-                .phases
-                .clone()
-                .unwrap_or_else(|| vec![Phase::Writes, Phase::Reads, Phase::Watch, Phase::Memory]),
+            crds: a.crds.unwrap_or(base.crds).max(1),
+            phases: a.phases.clone().unwrap_or_else(|| {
+                vec![
+                    Phase::Writes,
+                    Phase::Reads,
+                    Phase::Watch,
+                    Phase::Memory,
+                    Phase::Crds,
+                ]
+            }),
         }
     }
 
@@ -246,7 +265,7 @@ impl Plan {
             .collect();
         format!(
             "{} tier: {} s per write/GET measurement at write concurrency {:?}, GET at {} in flight and at {}/s; \
-             LIST of {} objects × {} repeats; watch {} for {} s each; {} objects for memory and startup; {} idle watchers",
+             LIST of {} objects × {} repeats; watch {} for {} s each; {} objects for memory and startup; {} idle watchers; {} CRDs",
             self.tier,
             self.duration.as_secs_f64(),
             self.concurrency,
@@ -258,6 +277,7 @@ impl Plan {
             self.watch_duration.as_secs_f64(),
             stats::fmt_count(self.objects),
             stats::fmt_count(self.idle_watchers as u64),
+            stats::fmt_count(self.crds as u64),
         )
     }
 }
@@ -305,9 +325,14 @@ mod tests {
         let plan = Plan::from_args(&args);
         assert_eq!(plan.tier, "smoke");
         assert_eq!(plan.duration, Duration::from_secs(3));
-        assert_eq!(plan.phases.len(), 4);
+        assert_eq!(plan.phases.len(), 5);
+        assert_eq!(plan.crds, 10);
         let full = Plan::from_args(&Args::parse_from(["apiserver-bench", "--full"]));
         assert_eq!(full.list_objects, vec![10_000, 100_000]);
+        assert_eq!(full.crds, 1_000);
+        let only = Args::parse_from(["apiserver-bench", "--phases", "crds", "--crds", "50"]);
+        let only = Plan::from_args(&only);
+        assert_eq!((only.phases, only.crds), (vec![Phase::Crds], 50));
         assert!(Args::try_parse_from(["apiserver-bench", "--smoke", "--full"]).is_err());
     }
 

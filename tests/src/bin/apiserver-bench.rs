@@ -109,7 +109,7 @@ async fn run(
         format!("etcd: {}", etcd.settings),
         format!(
             "server: `{} --etcd-prefix={prefix}{}` (its defaults otherwise: watch cache on); \
-             fresh servers under their own prefix for phases 4–5",
+             fresh servers under their own prefix for phases 4–6 (two replicas on one prefix for 6)",
             display_path(server_bin),
             server_args
                 .iter()
@@ -138,6 +138,7 @@ async fn run(
             Phase::Reads => bench::reads::run(&b).await,
             Phase::Watch => bench::watch::run(&b).await,
             Phase::Memory => bench::memory::run(&b).await,
+            Phase::Crds => bench::crds::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -164,6 +165,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Reads => "2 reads",
         Phase::Watch => "3 watch",
         Phase::Memory => "4 memory",
+        Phase::Crds => "6 crds",
     }
 }
 
