@@ -14,9 +14,9 @@ use super::{accepted_names, rows, status, CLEANUP_FINALIZER, GROUP, PLURAL};
 use crate::object;
 use crate::server::AppState;
 use apimachinery::read::{Freshness, Predicate};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -25,6 +25,10 @@ use watchcache::{EventType, ListOptions, StorageError, WatchOptions};
 /// How often the leader revisits CRDs being deleted (their custom
 /// resources may be waiting on finalizers of their own).
 const CLEANUP_TICK: Duration = Duration::from_secs(1);
+/// How many watch events one round takes at most.
+const MAX_BATCH: usize = 1024;
+/// How many status writes run at once.
+const MAX_WRITES: usize = 16;
 /// How many custom resources one clean-up round deletes at most.
 const CLEANUP_BATCH: usize = 500;
 
@@ -69,16 +73,12 @@ struct Entry {
 }
 
 impl Entry {
+    /// The entry; its rows are filled in by [`build_rows`].
     fn new(crd: Arc<Value>, revision: i64) -> Entry {
-        let rows = if super::condition_true(&crd, "Established") {
-            rows(&crd)
-        } else {
-            Vec::new()
-        };
         Entry {
             crd,
             revision,
-            rows,
+            rows: Vec::new(),
         }
     }
 
@@ -110,32 +110,54 @@ async fn follow(
         tokio::select! {
             ev = stream.next() => {
                 let Some(ev) = ev else { return Ok(()) };
-                let ev = ev?;
-                let name = name_of(&ev.object.value);
-                // The group whose names and status may have changed (all of
-                // them after the first snapshot).
-                let touched: Option<String> = match (&mut initial, ev.kind) {
-                    (Some(init), EventType::Added) => {
-                        init.insert(name, Entry::new(ev.object.value, ev.object.revision));
-                        continue;
+                // Everything the watch has already delivered joins this
+                // round: one registry swap and one status pass per batch.
+                let mut batch = vec![ev?];
+                while batch.len() < MAX_BATCH {
+                    match stream.next().now_or_never() {
+                        Some(Some(ev)) => batch.push(ev?),
+                        _ => break,
                     }
-                    (Some(init), EventType::Bookmark) => {
-                        crds = std::mem::take(init);
-                        initial = None;
-                        None
+                }
+                // The groups whose names and status may have changed (all
+                // of them after the first snapshot: `None`).
+                let mut touched: Option<BTreeSet<String>> = Some(BTreeSet::new());
+                let mut changed: Vec<String> = Vec::new();
+                for ev in batch {
+                    let name = name_of(&ev.object.value);
+                    match (&mut initial, ev.kind) {
+                        (Some(init), EventType::Added) => {
+                            init.insert(name, Entry::new(ev.object.value, ev.object.revision));
+                        }
+                        (Some(init), EventType::Bookmark) => {
+                            crds = std::mem::take(init);
+                            initial = None;
+                            changed.extend(crds.keys().cloned());
+                            touched = None;
+                        }
+                        (Some(_), _) | (None, EventType::Bookmark) => {}
+                        (None, EventType::Added | EventType::Modified) => {
+                            let e = Entry::new(ev.object.value, ev.object.revision);
+                            if let Some(t) = touched.as_mut() {
+                                t.insert(e.group().to_string());
+                            }
+                            crds.insert(name.clone(), e);
+                            changed.push(name);
+                        }
+                        (None, EventType::Deleted) => {
+                            if let (Some(e), Some(t)) = (crds.remove(&name), touched.as_mut()) {
+                                t.insert(e.group().to_string());
+                            }
+                        }
                     }
-                    (Some(_), _) | (None, EventType::Bookmark) => continue,
-                    (None, EventType::Added | EventType::Modified) => {
-                        let e = Entry::new(ev.object.value, ev.object.revision);
-                        let g = e.group().to_string();
-                        crds.insert(name, e);
-                        Some(g)
-                    }
-                    (None, EventType::Deleted) => crds.remove(&name).map(|e| e.group().to_string()),
-                };
+                }
+                if initial.is_some() {
+                    continue;
+                }
+                build_rows(&mut crds, &changed).await;
                 install(state, &crds);
                 if *leader.borrow() {
-                    reconcile(state, &crds, touched.as_deref()).await;
+                    reconcile(state, &crds, touched.as_ref()).await;
                 }
             }
             changed = leader.changed() => {
@@ -151,6 +173,44 @@ async fn follow(
                 if initial.is_none() && *leader.borrow() {
                     cleanup_all(state, &crds).await;
                 }
+            }
+        }
+    }
+}
+
+/// Fills in the registry rows of the `changed` CRDs that are established,
+/// on the blocking pool, a share of the CRDs per core (building a large
+/// schema's rows takes milliseconds; thousands of CRDs arrive at once after
+/// a restart).
+async fn build_rows(crds: &mut Crds, changed: &[String]) {
+    let todo: Vec<(String, Arc<Value>)> = changed
+        .iter()
+        .filter_map(|n| crds.get(n).map(|e| (n.clone(), Arc::clone(&e.crd))))
+        .filter(|(_, crd)| super::condition_true(crd, "Established"))
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(todo.len());
+    let per = todo.len().div_ceil(workers);
+    let mut tasks = Vec::new();
+    let mut todo = todo;
+    while !todo.is_empty() {
+        let chunk: Vec<_> = todo.drain(..per.min(todo.len())).collect();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            chunk
+                .into_iter()
+                .map(|(n, crd)| (n, rows(&crd)))
+                .collect::<Vec<_>>()
+        }));
+    }
+    for t in tasks {
+        let Ok(built) = t.await else { continue };
+        for (name, rows) in built {
+            if let Some(e) = crds.get_mut(&name) {
+                e.rows = rows;
             }
         }
     }
@@ -187,16 +247,18 @@ fn builtin_names(
         .collect()
 }
 
-/// Brings the status of every CRD of `group` (every CRD when `None`) up
-/// to date, then runs the deletion clean-up.
-async fn reconcile(state: &Arc<AppState>, crds: &Crds, group: Option<&str>) {
+/// Brings the status of every CRD of the `groups` (every CRD when `None`)
+/// up to date, then runs the deletion clean-up. The status writes of one
+/// pass run concurrently, at most [`MAX_WRITES`] at a time.
+async fn reconcile(state: &Arc<AppState>, crds: &Crds, groups: Option<&BTreeSet<String>>) {
     let now = object::now();
     let mut by_group: BTreeMap<&str, Vec<(&String, &Entry)>> = BTreeMap::new();
     for (name, e) in crds {
         by_group.entry(e.group()).or_default().push((name, e));
     }
+    let mut writes = Vec::new();
     for (g, members) in &by_group {
-        if group.is_some_and(|want| want != *g) {
+        if groups.is_some_and(|want| !want.contains(*g)) {
             continue;
         }
         let builtin = builtin_names(state, g);
@@ -206,17 +268,21 @@ async fn reconcile(state: &Arc<AppState>, crds: &Crds, group: Option<&str>) {
                 .filter(|(n, _)| n != name)
                 .map(|(_, o)| o.crd.as_ref());
             let acceptance = accepted_names(&e.crd, others, &builtin);
-            let Some(next) = status::desired(&e.crd, &acceptance, &now) else {
-                continue;
-            };
-            let key = format!("{}{name}", collection(state));
-            match state.store.update(&key, &next, e.revision).await {
-                Ok(_) => tracing::info!(crd = %name, "CRD status updated"),
-                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
-                Err(err) => tracing::warn!(crd = %name, error = %err, "CRD status write failed"),
+            if let Some(next) = status::desired(&e.crd, &acceptance, &now) {
+                writes.push((name.as_str(), next, e.revision));
             }
         }
     }
+    futures_util::stream::iter(writes)
+        .for_each_concurrent(MAX_WRITES, |(name, next, revision)| async move {
+            let key = format!("{}{name}", collection(state));
+            match state.store.update(&key, &next, revision).await {
+                Ok(_) => tracing::debug!(crd = %name, "CRD status updated"),
+                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
+                Err(err) => tracing::warn!(crd = %name, error = %err, "CRD status write failed"),
+            }
+        })
+        .await;
     cleanup_all(state, crds).await;
 }
 

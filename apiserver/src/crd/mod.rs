@@ -501,13 +501,18 @@ pub fn rows(crd: &Value) -> Vec<&'static Resource> {
     let bytes = serde_json::to_vec(&(name, spec, names, terminating)).unwrap_or_default();
     let key = crate::discovery::content_hash(&bytes);
     let table = INTERNED.get_or_init(Default::default);
-    let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(r) = table.get(&key) {
+    if let Some(r) = table.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return r.clone();
     }
+    // Built without the lock (rows of many CRDs are built in parallel); of
+    // two racing builds of one definition the first stays.
     let built = build_rows(name, spec, names, terminating);
-    table.insert(key, built.clone());
-    built
+    table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key)
+        .or_insert(built)
+        .clone()
 }
 
 fn build_rows(
