@@ -23,7 +23,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 const DEFINITIONS_REF: &str = "#/definitions/";
@@ -870,6 +870,7 @@ fn v2_document(items: &[PathItem], definitions: &Map<String, Value>) -> Value {
 // ---------------------------------------------------------------------------
 
 /// One encoded document and its content hash.
+#[derive(Clone)]
 pub(crate) struct Doc {
     body: Bytes,
     hash: String,
@@ -889,11 +890,48 @@ impl Doc {
 
 /// Every OpenAPI document this server publishes.
 pub(crate) struct Documents {
-    v2: Doc,
+    /// `/openapi/v2`, one document of everything: built on first request
+    /// when custom resources are served (clients read v3 first).
+    v2: OnceLock<Doc>,
+    /// The registry to build `v2` from, when it is built lazily.
+    v2_registry: Option<Registry>,
     v3_root: Doc,
     /// v3 documents by discovery path: `api`, `api/v1`, `apis`,
     /// `apis/{group}`, `apis/{group}/{version}`, `version`.
     v3: HashMap<String, Doc>,
+}
+
+impl Documents {
+    fn v2(&self) -> &Doc {
+        self.v2.get_or_init(|| {
+            let registry = self.v2_registry.clone().unwrap_or_default();
+            Doc::new(&v2_document(
+                &all_items(&registry, &merged_schema(&registry)),
+                merged_schema(&registry).definitions(),
+            ))
+        })
+    }
+}
+
+/// The built-in definitions plus each custom kind's (they share the
+/// ObjectMeta family, which is the same in both).
+fn merged_schema(registry: &Registry) -> Schema {
+    let mut defs = apimachinery::schema::builtin().definitions().clone();
+    for r in registry.all().iter().filter(|r| r.custom.is_some()) {
+        if let Some(t) = r.schema() {
+            for (name, def) in t.schema().definitions() {
+                defs.entry(name.clone()).or_insert_with(|| def.clone());
+            }
+        }
+    }
+    Schema::new(defs)
+}
+
+fn all_items(registry: &Registry, schema: &Schema) -> Vec<PathItem> {
+    v3_path_sets(registry, schema)
+        .into_iter()
+        .flat_map(|(_, items)| items)
+        .collect()
 }
 
 /// The v3 documents' path sets, in order.
@@ -979,8 +1017,11 @@ pub(crate) fn build(registry: &Registry, schema: &Schema) -> Documents {
     let mut root = json!({ "paths": root });
     sort_keys(&mut root);
     let all: Vec<PathItem> = sets.into_iter().flat_map(|(_, items)| items).collect();
+    let v2 = OnceLock::new();
+    let _ = v2.set(Doc::new(&v2_document(&all, definitions)));
     Documents {
-        v2: Doc::new(&v2_document(&all, definitions)),
+        v2,
+        v2_registry: None,
         v3_root: Doc::new(&root),
         v3,
     }
@@ -994,38 +1035,115 @@ static BUILTIN: OnceLock<Arc<Documents>> = OnceLock::new();
 type CustomKey = Vec<usize>;
 static CUSTOM: std::sync::Mutex<Option<(CustomKey, Arc<Documents>)>> = std::sync::Mutex::new(None);
 
-fn documents_blocking(registry: Registry) -> Arc<Documents> {
-    let custom: Vec<&'static Resource> = registry
-        .all()
-        .iter()
-        .filter(|r| r.custom.is_some())
-        .collect();
-    if custom.is_empty() {
-        return Arc::clone(
-            BUILTIN.get_or_init(|| Arc::new(build(&registry, apimachinery::schema::builtin()))),
-        );
-    }
-    let key: CustomKey = custom
-        .iter()
+/// Each custom group-version's v3 document, keyed by the identity of its
+/// rows: a CRD added elsewhere does not rebuild it.
+type GvDocs = HashMap<(String, String), (CustomKey, Arc<Doc>)>;
+static CUSTOM_GV: std::sync::Mutex<Option<GvDocs>> = std::sync::Mutex::new(None);
+
+fn builtin_documents() -> Arc<Documents> {
+    Arc::clone(
+        BUILTIN
+            .get_or_init(|| Arc::new(build(&Registry::builtin(), apimachinery::schema::builtin()))),
+    )
+}
+
+fn identity(rows: &[&'static Resource]) -> CustomKey {
+    rows.iter()
         .map(|r| *r as *const Resource as usize)
-        .collect();
-    let mut cache = CUSTOM.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((k, d)) = cache.as_ref() {
-        if *k == key {
-            return Arc::clone(d);
-        }
-    }
-    // The built-in definitions plus each custom kind's (they share the
-    // ObjectMeta family, which is the same in both).
-    let mut defs = apimachinery::schema::builtin().definitions().clone();
-    for r in &custom {
+        .collect()
+}
+
+/// The v3 document of one custom group-version, from its rows' own
+/// definitions only.
+fn custom_gv_doc(
+    registry: &Registry,
+    group: &str,
+    version: &str,
+    rows: &[&'static Resource],
+) -> Doc {
+    let mut defs = Map::new();
+    for r in rows {
         if let Some(t) = r.schema() {
             for (name, def) in t.schema().definitions() {
                 defs.entry(name.clone()).or_insert_with(|| def.clone());
             }
         }
     }
-    let docs = Arc::new(build(&registry, &Schema::new(defs)));
+    let schema = Schema::new(defs);
+    let items = group_version_paths(registry, &schema, group, version);
+    Doc::new(&v3_document(&items, schema.definitions()))
+}
+
+fn documents_blocking(registry: Registry) -> Arc<Documents> {
+    let builtin = builtin_documents();
+    let custom: Vec<&'static Resource> = registry
+        .all()
+        .iter()
+        .filter(|r| r.custom.is_some())
+        .collect();
+    if custom.is_empty() {
+        return builtin;
+    }
+    let key = identity(&custom);
+    let mut cache = CUSTOM.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, d)) = cache.as_ref() {
+        if *k == key {
+            return Arc::clone(d);
+        }
+    }
+    // The built-in documents as they are, plus one document per custom
+    // group-version (rebuilt only when its own rows changed) and per new
+    // group.
+    let mut by_gv: BTreeMap<(String, String), Vec<&'static Resource>> = BTreeMap::new();
+    for r in &custom {
+        by_gv
+            .entry((r.group.to_string(), r.version.to_string()))
+            .or_default()
+            .push(*r);
+    }
+    let mut v3 = builtin.v3.clone();
+    let mut gv_cache = CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner());
+    let gv_cache = gv_cache.get_or_insert_with(HashMap::new);
+    gv_cache.retain(|k, _| by_gv.contains_key(k));
+    for ((group, version), rows) in &by_gv {
+        let id = identity(rows);
+        let doc = match gv_cache.get(&(group.clone(), version.clone())) {
+            Some((k, d)) if *k == id => Arc::clone(d),
+            _ => {
+                let d = Arc::new(custom_gv_doc(&registry, group, version, rows));
+                gv_cache.insert((group.clone(), version.clone()), (id, Arc::clone(&d)));
+                d
+            }
+        };
+        v3.insert(format!("apis/{group}/{version}"), (*doc).clone());
+        v3.entry(format!("apis/{group}")).or_insert_with(|| {
+            let g = group_camel(group);
+            let item = discovery_item(
+                format!("/apis/{group}/"),
+                format!("get{g}APIGroup"),
+                lower_first(&g),
+                DISCOVERY_TYPES,
+                meta("APIGroup"),
+            );
+            let defs = apimachinery::schema::builtin().definitions();
+            Doc::new(&v3_document(&[item], defs))
+        });
+    }
+    let mut root = Map::new();
+    for (key, doc) in &v3 {
+        root.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
+        );
+    }
+    let mut root = json!({ "paths": root });
+    sort_keys(&mut root);
+    let docs = Arc::new(Documents {
+        v2: OnceLock::new(),
+        v2_registry: Some(registry.clone()),
+        v3_root: Doc::new(&root),
+        v3,
+    });
     *cache = Some((key, Arc::clone(&docs)));
     docs
 }
@@ -1105,7 +1223,7 @@ fn serve_v2(docs: &Documents, headers: &HeaderMap) -> Response {
     if !accepts_json(headers) {
         return not_acceptable();
     }
-    let mut r = conditional(&docs.v2, headers);
+    let mut r = conditional(docs.v2(), headers);
     set(&mut r, header::VARY, "Accept");
     r
 }
@@ -1333,7 +1451,7 @@ mod tests {
             let doc = parse(doc);
             assert_refs_resolve(key, &doc, SCHEMAS_REF, &doc["components"]["schemas"]);
         }
-        let v2 = parse(&docs().v2);
+        let v2 = parse(docs().v2());
         assert_eq!(v2["swagger"], "2.0");
         assert_refs_resolve("v2", &v2, DEFINITIONS_REF, &v2["definitions"]);
     }
@@ -1479,7 +1597,7 @@ mod tests {
         };
         let upstream: Value = serde_json::from_str(&text).unwrap();
         let shared = &upstream["parameters"];
-        let ours = parse(&docs().v2);
+        let ours = parse(docs().v2());
         let ours = ours["paths"].as_object().unwrap();
         let registry = Registry::builtin();
         for (path, item) in ours {
