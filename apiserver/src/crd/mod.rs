@@ -22,7 +22,7 @@ pub mod status;
 
 use crate::object::strings;
 use crate::registry::{NameRule, Resource, Subresource};
-use apimachinery::crd::Structural;
+use apimachinery::crd::{SchemaValidator, Structural};
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
 use apimachinery::status::StatusCause;
@@ -68,7 +68,9 @@ pub struct CustomInfo {
     definition: String,
     /// Its structural form (`None` if it is not structural: only a CRD
     /// stored before validation could have that), defaults pruned.
-    structural: Option<Structural>,
+    /// Boxed: the compiled rules know schema nodes by address, so the
+    /// schema must not move once they are compiled.
+    structural: Option<Box<SchemaValidator>>,
     /// Its `x-kubernetes-validations`, compiled.
     rules: rules::Rules,
     /// The conversion webhook (strategy `Webhook`; `Err`: unusable
@@ -141,13 +143,13 @@ impl CustomInfo {
             && self
                 .structural
                 .as_ref()
-                .is_some_and(|s| would_default(s, obj))
+                .is_some_and(|s| would_default(s.schema(), obj))
     }
 
     /// `obj` with the schema's defaults applied.
     pub fn apply_defaults(&self, obj: &mut Value) {
         if let Some(s) = &self.structural {
-            apimachinery::crd::default(s, obj);
+            apimachinery::crd::default(s.schema(), obj);
         }
     }
 
@@ -155,7 +157,8 @@ impl CustomInfo {
     /// schema does not allow them and unknown fields pruned, then defaults
     /// applied.
     pub fn prepare(&self, obj: &mut Value) {
-        if let Some(s) = &self.structural {
+        if let Some(v) = &self.structural {
+            let s = v.schema();
             apimachinery::crd::prune_nulls(s, obj);
             apimachinery::crd::prune(s, obj);
             apimachinery::crd::default(s, obj);
@@ -165,14 +168,15 @@ impl CustomInfo {
     /// The schema's value validations, then (when those pass) its CEL
     /// rules; `old` is the stored object on update.
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
-        let Some(s) = &self.structural else {
+        let Some(v) = &self.structural else {
             return Vec::new();
         };
         // On update, values that did not change are not held to rules
-        // they already broke (kube's ratcheting).
+        // they already broke (kube's ratcheting). The validator converts
+        // the schema once, not per write.
         let mut errs = match old {
-            Some(old) => apimachinery::crd::validate_update(s, obj, old),
-            None => apimachinery::crd::validate(s, obj),
+            Some(old) => v.validate_update(obj, old),
+            None => v.validate(obj),
         };
         if self.rules.is_empty() {
             return errs;
@@ -190,7 +194,7 @@ impl CustomInfo {
             ));
             return errs;
         }
-        errs.extend(self.rules.evaluate(s, obj, old));
+        errs.extend(self.rules.evaluate(v.schema(), obj, old));
         errs
     }
 }
@@ -567,13 +571,16 @@ fn build_rows(
                 apimachinery::crd::prune_defaults(&mut st);
                 // Validation never reads descriptions; OpenAPI has them.
                 drop_descriptions(&mut st);
-                st
+                Box::new(SchemaValidator::new(st))
             });
+            // Compiled against the boxed schema, whose nodes stay put.
             let rules = structural
                 .as_ref()
-                .map(rules::Rules::compile)
+                .map(|v| rules::Rules::compile(v.schema()))
                 .unwrap_or_default();
-            let defaults = structural.as_ref().is_some_and(has_defaults);
+            let defaults = structural
+                .as_ref()
+                .is_some_and(|v| has_defaults(v.schema()));
             let deprecation =
                 (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
                     match v.get("deprecationWarning").and_then(Value::as_str) {

@@ -199,3 +199,24 @@ fn rules_that_cost_too_much_or_do_not_compile_are_refused() {
     let errs = rules::definition_errors("s", &schema("self.list.size( > 1", None));
     assert!(errs[0].message.contains("compilation failed"), "{errs:?}");
 }
+
+#[test]
+fn rules_at_the_schema_root_run() {
+    let mut c = crd("rooted.example.com", "roots", "Root");
+    c["spec"]["versions"] = json!([{"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "has(self.spec)", "message": "spec is required"}],
+            "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]);
+    let r = rows(&c);
+    let info = r[0].custom.unwrap();
+    let obj =
+        json!({"apiVersion": "rooted.example.com/v1", "kind": "Root", "metadata": {"name": "x"}});
+    let errs = info.validate(&obj, None);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(
+        errs[0].message,
+        "Invalid value: \"object\": spec is required"
+    );
+    let ok = json!({"apiVersion": "rooted.example.com/v1", "kind": "Root", "metadata": {"name": "x"}, "spec": {}});
+    assert!(info.validate(&ok, None).is_empty());
+}
