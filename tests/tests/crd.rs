@@ -651,3 +651,45 @@ async fn defaults_added_to_a_crd_show_on_objects_stored_before() {
     let first: serde_json::Value = serde_json::from_str(w.text().lines().next().unwrap()).unwrap();
     assert_eq!(first["object"]["spec"], want);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_taken_by_another_crd_is_not_accepted() {
+    let server = Server::start().await;
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], WIDGETS);
+    assert!(established(&server, "widgets.example.com"));
+    // Another CRD of the group asks for the plural `widgets` under its
+    // own name: kube's naming controller refuses the name.
+    let rival = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "gizmos.example.com"},
+  "spec": {"group": "example.com", "scope": "Namespaced",
+    "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Widget", "listKind": "GizmoList"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], rival);
+    let cond = eventually("NamesAccepted written", Duration::from_secs(10), || {
+        let crd = server.get_json(&["crd", "gizmos.example.com"]);
+        crd["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "NamesAccepted")
+            .cloned()
+    })
+    .await;
+    assert_eq!(cond["status"], "False", "{cond}");
+    assert_eq!(cond["reason"], "KindConflict");
+    assert_eq!(cond["message"], "\"Widget\" is already in use");
+    let crd = server.get_json(&["crd", "gizmos.example.com"]);
+    let established = crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Established")
+        .cloned()
+        .unwrap();
+    assert_eq!(established["status"], "False");
+    assert_eq!(established["reason"], "NotAccepted");
+    // Not served; the first CRD's widgets still are.
+    let (code, _) = server.kubectl_err(&["get", "gizmos"]);
+    assert_ne!(code, 0);
+    server.kubectl_ok(&["get", "widgets"]);
+}
