@@ -221,7 +221,6 @@ pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
 
 /// Responds with one object.
 pub fn object(scope: &Scope, code: StatusCode, obj: &Value) -> Response {
-    let obj = &*crate::crd::convert(scope.res, obj);
     let body = match represent(scope, obj) {
         Some(v) => encode(scope, &v),
         None => encode(scope, obj),
@@ -273,16 +272,8 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
             bytes_response(StatusCode::OK, ctype, encode(scope, &doc))
         }
         Target::Object => {
-            let convert = result
-                .items
-                .iter()
-                .any(|o| crate::crd::needs_conversion(res, &o.value));
-            if scope.pretty || scope.out.format != Format::Json || convert {
-                let items: Vec<Value> = result
-                    .items
-                    .iter()
-                    .map(|o| crate::crd::convert(res, &o.value).into_owned())
-                    .collect();
+            if scope.pretty || scope.out.format != Format::Json {
+                let items: Vec<Value> = result.items.iter().map(|o| (*o.value).clone()).collect();
                 let doc = json!({
                     "kind": res.list_kind(),
                     "apiVersion": res.api_version(),

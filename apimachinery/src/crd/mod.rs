@@ -94,60 +94,8 @@ pub(crate) fn index(path: &str, i: usize) -> String {
 // ---------------------------------------------------------------------------
 // Go formatting of bad values.
 
-/// Go's `%v` of a float64 (`strconv.FormatFloat(f, 'g', -1, 64)`).
-pub(crate) fn go_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.into();
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    // Shortest round-trip digits and decimal exponent from Rust's `{:e}`.
-    let e = format!("{f:e}");
-    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mantissa.starts_with('-');
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let mut out = String::new();
-    if neg {
-        out.push('-');
-    }
-    // Go switches to exponent form when exp < -4 || exp >= 6 (shortest).
-    if !(-4..6).contains(&exp) {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        out.push_str(&format!("{:02}", exp.abs()));
-        return out;
-    }
-    if exp < 0 {
-        out.push_str("0.");
-        for _ in 0..(-exp - 1) {
-            out.push('0');
-        }
-        out.push_str(&digits);
-    } else {
-        let int_len = exp as usize + 1;
-        if digits.len() <= int_len {
-            out.push_str(&digits);
-            for _ in digits.len()..int_len {
-                out.push('0');
-            }
-        } else {
-            out.push_str(&digits[..int_len]);
-            out.push('.');
-            out.push_str(&digits[int_len..]);
-        }
-    }
-    out
-}
+/// Go's `%v` of a float64: the field validation's formatter.
+pub(crate) use crate::fieldvalidation::gofmt::format_float_g as go_float;
 
 /// A JSON number as Go prints the decoded value (`int64` or `float64`).
 pub(crate) fn go_number(n: &serde_json::Number) -> String {

@@ -138,19 +138,6 @@ fn shown(path: &str) -> &str {
     path
 }
 
-/// The data type as kube-openapi names it.
-fn data_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 fn schema_types(s: &JSONSchemaProps) -> Vec<&str> {
     if s.x_int_or_string {
         vec!["integer", "string"]
@@ -186,7 +173,7 @@ fn check_type(s: &JSONSchemaProps, path: &str, v: &Value, out: &mut Vec<StatusCa
     let (sch_type, data_format) = match v {
         Value::Number(n) if n.is_i64() || n.is_u64() => ("integer", "int64"),
         Value::Number(_) => ("number", "double"),
-        other => (data_type(other), ""),
+        other => (crate::validation::json_type_name(other), ""),
     };
     let contains = |t: &str| types.contains(&t);
     let is_float_int =

@@ -58,7 +58,7 @@
 #![allow(clippy::result_large_err)]
 
 mod formats;
-mod gofmt;
+pub(crate) mod gofmt;
 mod json;
 mod strict;
 mod types;

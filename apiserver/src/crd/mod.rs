@@ -125,18 +125,6 @@ impl CustomInfo {
         self.schema.by_name(&self.definition)
     }
 
-    /// Whether versions are converted by a webhook (strategy `Webhook`).
-    pub fn converts_by_webhook(&self) -> bool {
-        self.conversion.is_some()
-    }
-
-    /// Whether reading an object may change it: a conversion webhook, or
-    /// defaults in the schema (kube defaults objects read from storage
-    /// too, so a default added to a CRD shows on objects stored before).
-    pub fn transforms_reads(&self) -> bool {
-        self.conversion.is_some() || self.has_defaults
-    }
-
     /// Whether applying the schema's defaults would change `obj`.
     pub fn would_default(&self, obj: &Value) -> bool {
         self.has_defaults
@@ -254,27 +242,6 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
         }
     }
     causes
-}
-
-/// Conversion strategy `None`: a custom resource is stored in the storage
-/// version and served in the requested one by changing only `apiVersion`.
-/// Whether `obj` (as stored) needs that for `res`.
-pub fn needs_conversion(res: &Resource, obj: &Value) -> bool {
-    res.custom.is_some_and(|c| c.conversion.is_none())
-        && obj.get("kind").and_then(Value::as_str) == Some(res.kind)
-        && obj.get("apiVersion").and_then(Value::as_str) != Some(res.api_version().as_str())
-}
-
-/// `obj` in `res`'s version (see [`needs_conversion`]).
-pub fn convert<'a>(res: &Resource, obj: &'a Value) -> std::borrow::Cow<'a, Value> {
-    if !needs_conversion(res, obj) {
-        return std::borrow::Cow::Borrowed(obj);
-    }
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.insert("apiVersion".into(), Value::String(res.api_version()));
-    }
-    std::borrow::Cow::Owned(v)
 }
 
 fn leak(s: &str) -> &'static str {

@@ -54,8 +54,7 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         .list(&scope.collection_prefix(), &opts)
         .await
         .map_err(|e| scope.storage_err(e))?;
-    let transforms = scope.res.custom.is_some_and(|c| c.transforms_reads());
-    if transforms
+    if scope.res.custom.is_some()
         && crate::crd::conversion::any_needs(scope.res, result.items.iter().map(|o| &*o.value))
     {
         // Custom resources stored in another version (one conversion call

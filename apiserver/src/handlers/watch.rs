@@ -94,7 +94,7 @@ fn encode_event(
             json!({"kind": res.kind, "apiVersion": api_version, "metadata": meta})
         }
         _ => match target {
-            Target::Object => crate::crd::convert(res, obj).into_owned(),
+            Target::Object => obj.clone(),
             Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
                 response::partial_metadata(obj)
             }
@@ -216,10 +216,7 @@ struct Encoder {
 
 impl Encoder {
     fn event(&self, event: &WatchEvent) -> Bytes {
-        if self.target == Target::Object
-            && event.kind != EventType::Bookmark
-            && !crate::crd::needs_conversion(self.res, &event.object.value)
-        {
+        if self.target == Target::Object && event.kind != EventType::Bookmark {
             // The object's JSON is encoded once and shared by every watcher
             // (and list) that carries this version; only the envelope is
             // written per watcher.
@@ -313,10 +310,10 @@ impl WatchBody {
                     self.reached = self.reached.max(event.object.revision);
                 }
                 let res = self.encoder.res;
-                if res.custom.is_some_and(|c| c.transforms_reads()) {
-                    // A custom resource stored in another version goes
-                    // through its conversion webhook; a failure ends the
-                    // watch with the error.
+                if res.custom.is_some() {
+                    // A custom resource stored in another version is
+                    // converted (a webhook failure ends the watch with the
+                    // error) and missing defaults are applied.
                     let converted =
                         match crate::crd::conversion::for_request(res, &event.object.value).await {
                             // Unchanged: the shared encoding serves.

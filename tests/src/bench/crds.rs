@@ -19,7 +19,6 @@
 use super::client::Http;
 use super::fixture::{self, configmap, OBJECT_BYTES};
 use super::load::{run_workers, LoadResult, Pace, Recorder};
-use super::procs::Server;
 use super::report::{Budget, Row};
 use super::stats::{fmt_count, fmt_duration, fmt_mib, fmt_ratio, Histogram};
 use super::{Bench, Error, Result};
@@ -64,8 +63,8 @@ fn group(i: usize) -> String {
 
 pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let n = b.plan.crds;
-    let a = start(b, "a").await?;
-    let bb = start(b, "b").await?;
+    let a = b.start_server(PREFIX, "crd-a").await?;
+    let bb = b.start_server(PREFIX, "crd-b").await?;
     let replicas = [&a.http, &bb.http];
     tokio::time::sleep(SETTLE).await;
     let rss_before = [a.rss()?, bb.rss()?];
@@ -92,18 +91,6 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     a.stop();
     bb.stop();
     Ok(rows)
-}
-
-async fn start(b: &Bench, name: &str) -> Result<Server> {
-    let log = b.logs.join(format!("apiserver-crd-{name}.log"));
-    Server::start(
-        &b.server_bin,
-        &b.server_args,
-        &b.etcd.endpoint,
-        PREFIX,
-        &log,
-    )
-    .await
 }
 
 // ---------------------------------------------------------------------------

@@ -31,7 +31,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let k = b.plan.objects;
     let mut kv = b.etcd.kv().await?;
 
-    let empty = start(b, "empty").await?;
+    let empty = b.start_server(PREFIX, "empty").await?;
     tokio::time::sleep(SETTLE).await;
     let empty_rss = empty.rss()?;
     fixture::namespace(&empty.http, NS).await?;
@@ -48,7 +48,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         return Err(Error::Setup(format!("loaded {count} objects, wanted {k}")));
     }
 
-    let server = start(b, "loaded").await?;
+    let server = b.start_server(PREFIX, "loaded").await?;
     let mut startup = Row::new(
         "5 startup",
         format!("start → /readyz, {} objects in etcd", fmt_count(k)),
@@ -110,18 +110,6 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let idle = idle_watchers(b, &server).await;
     server.stop();
     Ok(vec![row, idle, startup])
-}
-
-async fn start(b: &Bench, name: &str) -> Result<Server> {
-    let log = b.logs.join(format!("apiserver-{name}.log"));
-    Server::start(
-        &b.server_bin,
-        &b.server_args,
-        &b.etcd.endpoint,
-        PREFIX,
-        &log,
-    )
-    .await
 }
 
 /// Every object of `path`, in pages of 500.

@@ -294,6 +294,22 @@ pub struct Bench {
     pub logs: PathBuf,
 }
 
+impl Bench {
+    /// Another server on the run's etcd, under `prefix`, logging to
+    /// `<logs>/apiserver-<name>.log`.
+    pub async fn start_server(&self, prefix: &str, name: &str) -> Result<procs::Server> {
+        let log = self.logs.join(format!("apiserver-{name}.log"));
+        procs::Server::start(
+            &self.server_bin,
+            &self.server_args,
+            &self.etcd.endpoint,
+            prefix,
+            &log,
+        )
+        .await
+    }
+}
+
 /// Percent-encodes a query value.
 pub fn query_escape(s: &str) -> String {
     s.bytes()
