@@ -11,6 +11,7 @@ pub mod crd;
 pub mod duration;
 pub mod fieldvalidation;
 pub mod jsonpath;
+pub mod kinds;
 pub mod managedfields;
 pub mod media;
 pub mod patch;

@@ -4,6 +4,7 @@
 //! per kind. Schemas come from the upstream OpenAPI facts in
 //! `apimachinery::schema`, looked up by group/version/kind.
 
+use apimachinery::kinds::{self, KindRules};
 use apimachinery::read::FieldAttr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -75,23 +76,13 @@ pub struct Resource {
     /// for a controller of this server to remove once its clean-up is done
     /// (CRDs: kube's `customresourcecleanup.apiextensions.k8s.io`).
     pub delete_finalizer: Option<&'static str>,
-    /// The kind's defaults (kube's SetDefaults), applied to every object
-    /// written, before validation.
-    pub defaults: Option<KindDefaults>,
-    /// The kind's own validation rules (kube's strategy Validate), run on
-    /// create (`old` is `None`) and update after the metadata checks.
-    pub validate: Option<KindValidation>,
+    /// What the kind does beyond its schema: defaults, strategy,
+    /// validation, Table columns (`apimachinery::kinds`).
+    pub rules: &'static KindRules,
     /// What a CustomResourceDefinition says of a resource it defines
     /// (schema, printer columns, versions); `None` for built-in kinds.
     pub custom: Option<&'static crate::crd::CustomInfo>,
 }
-
-/// A kind's defaulting: fills in what the client left out.
-pub type KindDefaults = fn(&mut serde_json::Value);
-
-/// A kind's validation: the causes of a 422 Invalid (none: valid).
-pub type KindValidation =
-    fn(&serde_json::Value, Option<&serde_json::Value>) -> Vec<apimachinery::status::StatusCause>;
 
 /// The answer to a create of a virtual kind: gets the decoded request object
 /// (kind checked, metadata.namespace defaulted to the path's) and returns
@@ -259,8 +250,7 @@ const fn res(
         delete_returns_object: false,
         virtual_create: None,
         delete_finalizer: None,
-        defaults: None,
-        validate: None,
+        rules: &KindRules::NONE,
         custom: None,
     }
 }
@@ -289,15 +279,18 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS,
         field_attrs: NAMESPACE_FIELDS,
         name_rule: NameRule::Label,
+        rules: &kinds::core::namespace::RULES,
         ..res("", "v1", "Namespace", "namespaces", "namespace", false)
     },
     Resource {
         short_names: &["cm"],
+        rules: &kinds::core::configmap::CONFIG_MAP,
         ..res("", "v1", "ConfigMap", "configmaps", "configmap", true)
     },
     Resource {
         field_attrs: SECRET_FIELDS,
         immutable: &["/type"],
+        rules: &kinds::core::configmap::SECRET,
         ..res("", "v1", "Secret", "secrets", "secret", true)
     },
     Resource {
@@ -307,6 +300,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS,
         field_attrs: POD_FIELDS,
         generation: true,
+        rules: &kinds::core::pod::POD,
         ..res("", "v1", "Pod", "pods", "pod", true)
     },
     Resource {
@@ -315,11 +309,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         subresources: STATUS,
         name_rule: NameRule::Label,
+        rules: &kinds::core::service::RULES,
         ..res("", "v1", "Service", "services", "service", true)
     },
     Resource {
         delete_returns_object: true,
         short_names: &["sa"],
+        rules: &kinds::core::serviceaccount::RULES,
         ..res(
             "",
             "v1",
@@ -332,6 +328,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         short_names: &["ep"],
+        rules: &kinds::core::endpoints::RULES,
         ..res("", "v1", "Endpoints", "endpoints", "endpoints", true)
     },
     Resource {
@@ -339,18 +336,21 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["ev"],
         field_attrs: EVENT_FIELDS,
         name_rule: NameRule::PathSegment,
+        rules: &kinds::core::event::RULES,
         ..res("", "v1", "Event", "events", "event", true)
     },
     Resource {
         short_names: &["no"],
         subresources: STATUS,
         field_attrs: NODE_FIELDS,
+        rules: &kinds::core::node::RULES,
         ..res("", "v1", "Node", "nodes", "node", false)
     },
     Resource {
         delete_returns_object: true,
         short_names: &["pv"],
         subresources: STATUS,
+        rules: &kinds::core::volume::PERSISTENT_VOLUME,
         ..res(
             "",
             "v1",
@@ -364,6 +364,7 @@ pub static RESOURCES: &[Resource] = &[
         delete_returns_object: true,
         short_names: &["pvc"],
         subresources: STATUS,
+        rules: &kinds::core::volume::PERSISTENT_VOLUME_CLAIM,
         ..res(
             "",
             "v1",
@@ -379,6 +380,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: RC_STATUS_SCALE,
         field_attrs: REPLICAS_FIELDS,
         generation: true,
+        rules: &kinds::core::replicationcontroller::RULES,
         ..res(
             "",
             "v1",
@@ -391,12 +393,14 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         short_names: &["limits"],
+        rules: &kinds::core::quota::LIMIT_RANGE,
         ..res("", "v1", "LimitRange", "limitranges", "limitrange", true)
     },
     Resource {
         delete_returns_object: true,
         short_names: &["quota"],
         subresources: STATUS,
+        rules: &kinds::core::quota::RESOURCE_QUOTA,
         ..res(
             "",
             "v1",
@@ -408,6 +412,7 @@ pub static RESOURCES: &[Resource] = &[
     },
     Resource {
         delete_returns_object: true,
+        rules: &kinds::core::pod::POD_TEMPLATE,
         ..res("", "v1", "PodTemplate", "podtemplates", "podtemplate", true)
     },
     // apps/v1
@@ -417,6 +422,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS_SCALE,
         immutable: WORKLOAD_IMMUTABLE,
         generation: true,
+        rules: &kinds::apps::deployment::RULES,
         ..res(
             "apps",
             "v1",
@@ -433,6 +439,7 @@ pub static RESOURCES: &[Resource] = &[
         field_attrs: REPLICAS_FIELDS,
         immutable: WORKLOAD_IMMUTABLE,
         generation: true,
+        rules: &kinds::apps::replicaset::RULES,
         ..res(
             "apps",
             "v1",
@@ -448,6 +455,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS_SCALE,
         immutable: WORKLOAD_IMMUTABLE,
         generation: true,
+        rules: &kinds::apps::statefulset::RULES,
         ..res(
             "apps",
             "v1",
@@ -463,10 +471,12 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS,
         immutable: WORKLOAD_IMMUTABLE,
         generation: true,
+        rules: &kinds::apps::daemonset::RULES,
         ..res("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true)
     },
     Resource {
         immutable: &["/data"],
+        rules: &kinds::apps::controllerrevision::RULES,
         ..res(
             "apps",
             "v1",
@@ -483,6 +493,7 @@ pub static RESOURCES: &[Resource] = &[
         field_attrs: JOB_FIELDS,
         immutable: &["/spec/selector", "/spec/template", "/spec/completions"],
         generation: true,
+        rules: &kinds::batch::job::RULES,
         ..res("batch", "v1", "Job", "jobs", "job", true)
     },
     Resource {
@@ -490,11 +501,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         subresources: STATUS,
         generation: true,
+        rules: &kinds::batch::cronjob::RULES,
         ..res("batch", "v1", "CronJob", "cronjobs", "cronjob", true)
     },
     // coordination.k8s.io/v1
     Resource {
         create_on_update: true,
+        rules: &kinds::coordination::LEASE,
         ..res(
             "coordination.k8s.io",
             "v1",
@@ -509,6 +522,7 @@ pub static RESOURCES: &[Resource] = &[
         create_on_update: true,
         short_names: &["ev"],
         name_rule: NameRule::PathSegment,
+        rules: &kinds::events::EVENT,
         ..res("events.k8s.io", "v1", "Event", "events", "event", true)
     },
     // policy/v1
@@ -516,6 +530,7 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["pdb"],
         subresources: STATUS,
         generation: true,
+        rules: &kinds::policy::POD_DISRUPTION_BUDGET,
         ..res(
             "policy",
             "v1",
@@ -530,6 +545,7 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["ing"],
         subresources: STATUS,
         generation: true,
+        rules: &kinds::networking::INGRESS,
         ..res(
             "networking.k8s.io",
             "v1",
@@ -542,6 +558,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         short_names: &["netpol"],
         generation: true,
+        rules: &kinds::networking::NETWORK_POLICY,
         ..res(
             "networking.k8s.io",
             "v1",
@@ -554,6 +571,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         immutable: &["/spec/controller"],
         generation: true,
+        rules: &kinds::networking::INGRESS_CLASS,
         ..res(
             "networking.k8s.io",
             "v1",
@@ -566,6 +584,7 @@ pub static RESOURCES: &[Resource] = &[
     // discovery.k8s.io/v1
     Resource {
         immutable: &["/addressType"],
+        rules: &kinds::discovery::ENDPOINT_SLICE,
         ..res(
             "discovery.k8s.io",
             "v1",
@@ -581,6 +600,7 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         subresources: STATUS,
         generation: true,
+        rules: &kinds::autoscaling::HORIZONTAL_POD_AUTOSCALER,
         ..res(
             "autoscaling",
             "v2",
@@ -594,6 +614,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         short_names: &["pc"],
         immutable: &["/value", "/preemptionPolicy"],
+        rules: &kinds::scheduling::PRIORITY_CLASS,
         ..res(
             "scheduling.k8s.io",
             "v1",
@@ -613,6 +634,7 @@ pub static RESOURCES: &[Resource] = &[
             "/reclaimPolicy",
             "/volumeBindingMode",
         ],
+        rules: &kinds::storage::STORAGE_CLASS,
         ..res(
             "storage.k8s.io",
             "v1",
@@ -629,8 +651,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS,
         generation: true,
         delete_finalizer: Some(crate::crd::CLEANUP_FINALIZER),
-        defaults: Some(crate::crd::default_definition),
-        validate: Some(crate::crd::validate_definition),
+        rules: &crate::crd::DEFINITION_RULES,
         ..res(
             "apiextensions.k8s.io",
             "v1",
@@ -644,6 +665,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         name_rule: NameRule::PathSegment,
+        rules: &kinds::rbac::ROLE,
         ..res(
             "rbac.authorization.k8s.io",
             "v1",
@@ -657,6 +679,7 @@ pub static RESOURCES: &[Resource] = &[
         create_on_update: true,
         name_rule: NameRule::PathSegment,
         immutable: &["/roleRef"],
+        rules: &kinds::rbac::ROLE_BINDING,
         ..res(
             "rbac.authorization.k8s.io",
             "v1",
@@ -669,6 +692,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         name_rule: NameRule::PathSegment,
+        rules: &kinds::rbac::CLUSTER_ROLE,
         ..res(
             "rbac.authorization.k8s.io",
             "v1",
@@ -682,6 +706,7 @@ pub static RESOURCES: &[Resource] = &[
         create_on_update: true,
         name_rule: NameRule::PathSegment,
         immutable: &["/roleRef"],
+        rules: &kinds::rbac::CLUSTER_ROLE_BINDING,
         ..res(
             "rbac.authorization.k8s.io",
             "v1",

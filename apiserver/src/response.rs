@@ -5,6 +5,7 @@
 
 use crate::handlers::Scope;
 use crate::registry::Resource;
+use apimachinery::kinds::print::PrintContext;
 use apimachinery::media::{Format, Target};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -104,6 +105,9 @@ fn column_definitions(res: &Resource) -> Value {
             }));
             Value::Array(cols)
         }
+        None if !res.rules.columns.is_empty() => {
+            Value::Array(res.rules.columns.iter().map(|c| c.definition()).collect())
+        }
         None => json!([
             {"name": "Name", "type": "string", "format": "name",
              "description": "Name must be unique within a namespace.", "priority": 0},
@@ -142,7 +146,7 @@ fn custom_cell(col: &crate::crd::PrinterColumn, obj: &Value) -> Value {
     }
 }
 
-fn table_row(res: &Resource, obj: &Value, include: IncludeObject) -> Value {
+fn table_row(res: &Resource, obj: &Value, include: IncludeObject, ctx: &PrintContext) -> Value {
     let meta = obj.get("metadata");
     let name = meta
         .and_then(|m| m.get("name"))
@@ -154,6 +158,13 @@ fn table_row(res: &Resource, obj: &Value, include: IncludeObject) -> Value {
             cells.extend(c.columns.iter().map(|col| custom_cell(col, obj)));
             Value::Array(cells)
         }
+        None if !res.rules.columns.is_empty() => Value::Array(
+            res.rules
+                .columns
+                .iter()
+                .map(|c| (c.cell)(obj, ctx))
+                .collect(),
+        ),
         None => {
             let created = meta
                 .and_then(|m| m.get("creationTimestamp"))
@@ -183,7 +194,10 @@ pub fn table<'a>(
     list_meta: Value,
     include: IncludeObject,
 ) -> Value {
-    let rows: Vec<Value> = objs.map(|o| table_row(res, o, include)).collect();
+    let ctx = PrintContext {
+        now: chrono::Utc::now().timestamp(),
+    };
+    let rows: Vec<Value> = objs.map(|o| table_row(res, o, include, &ctx)).collect();
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -190,6 +190,14 @@ impl CustomInfo {
 /// The CRD kind's defaults (kube's v1 SetDefaults): the singular name and
 /// list kind from the kind, conversion strategy `None`, port 443 for a
 /// conversion webhook's service.
+/// What a CustomResourceDefinition does beyond its schema.
+pub static DEFINITION_RULES: apimachinery::kinds::KindRules = apimachinery::kinds::KindRules {
+    defaults: Some(default_definition),
+    validate: Some(validate_definition),
+    validate_status: Some(validate_definition),
+    ..apimachinery::kinds::KindRules::NONE
+};
+
 pub fn default_definition(crd: &mut Value) {
     let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -586,8 +594,7 @@ fn build_rows(
                 delete_returns_object: true,
                 virtual_create: None,
                 delete_finalizer: None,
-                defaults: None,
-                validate: None,
+                rules: &apimachinery::kinds::KindRules::NONE,
                 custom: Some(info),
             }));
             row

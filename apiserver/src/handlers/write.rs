@@ -240,7 +240,12 @@ pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
 /// Metadata and immutability checks → 422 Invalid with every cause.
 pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
     let mut causes = object::validate_meta(scope.res, obj);
-    if let Some(rule) = scope.res.validate {
+    // `/scale` writes the object itself, under its own strategy, as kube's.
+    let rule = match (scope.subresource_name(), old) {
+        (Some("status"), Some(_)) => scope.res.rules.validate_status,
+        _ => scope.res.rules.validate,
+    };
+    if let Some(rule) = rule {
         causes.extend(rule(obj, old));
     }
     if let Some(custom) = scope.res.custom {
@@ -429,8 +434,13 @@ where
             &mut new,
             scope.subresource_name(),
         );
-        if let Some(defaults) = scope.res.defaults {
+        if let Some(defaults) = scope.res.rules.defaults {
             defaults(&mut new);
+        }
+        if let Some(prepare) = scope.res.rules.prepare_update {
+            if scope.subresource_name() != Some("status") {
+                prepare(&mut new, &current.value);
+            }
         }
         if let Some(custom) = scope.res.custom {
             custom.prepare(&mut new);
@@ -554,8 +564,11 @@ pub async fn create_object(
             o.remove("status");
         }
     }
-    if let Some(defaults) = scope.res.defaults {
+    if let Some(defaults) = scope.res.rules.defaults {
         defaults(&mut obj);
+    }
+    if let Some(prepare) = scope.res.rules.prepare_create {
+        prepare(&mut obj);
     }
     if let Some(custom) = scope.res.custom {
         custom.prepare(&mut obj);

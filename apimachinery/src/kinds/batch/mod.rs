@@ -1,0 +1,4 @@
+//! batch/v1.
+
+pub mod cronjob;
+pub mod job;

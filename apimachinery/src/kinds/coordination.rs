@@ -1,0 +1,5 @@
+//! TODO(#12): defaults, strategy, validation and printer columns.
+
+use crate::kinds::KindRules;
+
+pub static LEASE: KindRules = KindRules::NONE;
