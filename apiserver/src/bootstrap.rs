@@ -18,21 +18,40 @@ fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}})
 }
 
-fn kubernetes_service() -> Value {
+fn kubernetes_service(network: &crate::allocator::ServiceNetwork) -> Value {
+    let ip = network.first_ip().to_string();
     json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": {
             "type": "ClusterIP",
-            "clusterIP": "10.96.0.1",
-            "clusterIPs": ["10.96.0.1"],
-            "ipFamilies": ["IPv4"],
+            "clusterIP": ip,
+            "clusterIPs": [ip],
+            "ipFamilies": [network.family()],
             "ipFamilyPolicy": "SingleStack",
             "internalTrafficPolicy": "Cluster",
             "sessionAffinity": "None",
             "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
-        }
+        },
+        "status": {"loadBalancer": {}}
+    })
+}
+
+/// kube's default ServiceCIDR, publishing `--service-cluster-ip-range`.
+fn default_service_cidr(network: &crate::allocator::ServiceNetwork) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "ServiceCIDR",
+        "metadata": {"name": "kubernetes"},
+        "spec": {"cidrs": [network.cidr.to_string()]},
+        "status": {"conditions": [{
+            "type": "Ready",
+            "status": "True",
+            "reason": "",
+            "message": "Kubernetes Service CIDR is ready",
+            "lastTransitionTime": crate::object::now(),
+        }]}
     })
 }
 
@@ -61,7 +80,26 @@ async fn bootstrap_once(state: &AppState) -> Result<(), StorageError> {
     for ns in SYSTEM_NAMESPACES {
         ensure(state, "", "namespaces", None, namespace(ns)).await?;
     }
-    ensure(state, "", "services", Some("default"), kubernetes_service()).await?;
+    let network = &state.services;
+    ensure(
+        state,
+        "networking.k8s.io",
+        "servicecidrs",
+        None,
+        default_service_cidr(network),
+    )
+    .await?;
+    let first = network.first_ip();
+    let address = crate::allocator::ipaddress(first, "default", "kubernetes");
+    ensure(state, "networking.k8s.io", "ipaddresses", None, address).await?;
+    ensure(
+        state,
+        "",
+        "services",
+        Some("default"),
+        kubernetes_service(network),
+    )
+    .await?;
     let rbac = apimachinery::rbac::GROUP;
     for role in crate::rbac::policy::cluster_roles() {
         ensure(state, rbac, "clusterroles", None, role).await?;

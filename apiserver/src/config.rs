@@ -100,6 +100,19 @@ pub struct Config {
     #[arg(long, default_value_t = 256 << 20)]
     pub watch_cache_max_bytes: usize,
 
+    /// CIDR of Service cluster IPs. The `kubernetes` Service takes the
+    /// first address; the rest are handed out to Services.
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: ipnet::IpNet,
+
+    /// Ports handed out as Service NodePorts (`30000-32767`).
+    #[arg(long, default_value = "30000-32767", value_parser = crate::allocator::parse_port_range)]
+    pub service_node_port_range: std::ops::RangeInclusive<u16>,
+
+    /// How long Events live after their last write.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub event_ttl: Duration,
+
     /// How often etcd is compacted (`0` turns compaction off). Replicas
     /// coordinate through etcd: one compaction per interval in all.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]

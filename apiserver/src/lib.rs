@@ -6,6 +6,7 @@
 //! watch cache next) → `response` for encoding, `error` for every failure.
 //! See ARCHITECTURE.md.
 
+pub mod allocator;
 pub mod audit;
 pub mod auth;
 pub mod bootstrap;
@@ -16,6 +17,7 @@ pub mod discovery;
 pub mod encryption;
 pub mod error;
 pub mod etcd_process;
+pub mod event_ttl;
 pub mod handlers;
 pub mod health;
 pub mod leader;
@@ -189,6 +191,11 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         &cfg.listen.to_string(),
     );
     state.observe_etcd(&store);
+    state.services = allocator::ServiceNetwork {
+        cidr: cfg.service_cluster_ip_range.trunc(),
+        node_ports: cfg.service_node_port_range.clone(),
+    };
+    state.event_ttl = event_ttl::EventLeases::new(cfg.event_ttl);
     if cfg.watch_cache {
         let cache = Cacher::new(
             store,

@@ -79,9 +79,52 @@ pub struct Resource {
     /// What the kind does beyond its schema: defaults, strategy,
     /// validation, Table columns (`apimachinery::kinds`).
     pub rules: &'static KindRules,
+    /// Steps of the kind's storage around a write that reach outside the
+    /// object (Service IP and port allocation); `None` for most kinds.
+    pub hooks: Option<&'static StorageHooks>,
+    /// Objects expire `--event-ttl` after their last write, through a
+    /// shared etcd lease (kube's TTLFunc for events).
+    pub ttl_lease: bool,
     /// What a CustomResourceDefinition says of a resource it defines
     /// (schema, printer columns, versions); `None` for built-in kinds.
     pub custom: Option<&'static crate::crd::CustomInfo>,
+}
+
+/// A kind's storage steps around a write (kube's `BeginCreate`,
+/// `BeginUpdate`, `AfterDelete`). The generic write path runs
+/// `prepare_update` before validation, `begin_*` after validation and
+/// admission (their [`Reservation`](crate::allocator::Reservation) is
+/// committed once the object is stored, or reverted if storing fails), and
+/// `after_delete` once the object is gone from etcd.
+pub struct StorageHooks {
+    pub prepare_update: fn(&mut serde_json::Value, &serde_json::Value),
+    pub begin_create: for<'a> fn(
+        &'a crate::server::AppState,
+        &'a mut serde_json::Value,
+        bool,
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        crate::error::Result<crate::allocator::Reservation>,
+    >,
+    pub begin_update: for<'a> fn(
+        &'a crate::server::AppState,
+        &'a mut serde_json::Value,
+        &'a serde_json::Value,
+        bool,
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        crate::error::Result<crate::allocator::Reservation>,
+    >,
+    pub after_delete: for<'a> fn(
+        &'a crate::server::AppState,
+        &'a serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'a, ()>,
+}
+
+impl std::fmt::Debug for StorageHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StorageHooks")
+    }
 }
 
 /// The answer to a create of a virtual kind: gets the decoded request object
@@ -251,6 +294,8 @@ const fn res(
         virtual_create: None,
         delete_finalizer: None,
         rules: &KindRules::NONE,
+        hooks: None,
+        ttl_lease: false,
         custom: None,
     }
 }
@@ -310,6 +355,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: STATUS,
         name_rule: NameRule::Label,
         rules: &kinds::core::service::RULES,
+        hooks: Some(&crate::allocator::service::HOOKS),
         ..res("", "v1", "Service", "services", "service", true)
     },
     Resource {
@@ -337,6 +383,7 @@ pub static RESOURCES: &[Resource] = &[
         field_attrs: EVENT_FIELDS,
         name_rule: NameRule::PathSegment,
         rules: &kinds::core::event::RULES,
+        ttl_lease: true,
         ..res("", "v1", "Event", "events", "event", true)
     },
     Resource {
@@ -523,6 +570,7 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["ev"],
         name_rule: NameRule::PathSegment,
         rules: &kinds::events::EVENT,
+        ttl_lease: true,
         ..res("events.k8s.io", "v1", "Event", "events", "event", true)
     },
     // policy/v1
@@ -578,6 +626,28 @@ pub static RESOURCES: &[Resource] = &[
             "IngressClass",
             "ingressclasses",
             "ingressclass",
+            false,
+        )
+    },
+    Resource {
+        ..res(
+            "networking.k8s.io",
+            "v1",
+            "IPAddress",
+            "ipaddresses",
+            "ipaddress",
+            false,
+        )
+    },
+    Resource {
+        subresources: STATUS,
+        generation: true,
+        ..res(
+            "networking.k8s.io",
+            "v1",
+            "ServiceCIDR",
+            "servicecidrs",
+            "servicecidr",
             false,
         )
     },

@@ -55,6 +55,10 @@ pub struct AppState {
     pub auth_failures: crate::auth::ratelimit::FailureLimiter,
     /// The audit policy and log (`None`: auditing off).
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// The Service network: ClusterIP range and NodePort range.
+    pub services: crate::allocator::ServiceNetwork,
+    /// Event lifetime (`--event-ttl`), through shared etcd leases.
+    pub event_ttl: crate::event_ttl::EventLeases,
 }
 
 impl AppState {
@@ -86,6 +90,8 @@ impl AppState {
             service_accounts: None,
             auth_failures: Default::default(),
             audit: None,
+            services: Default::default(),
+            event_ttl: Default::default(),
         }
     }
 

@@ -34,7 +34,7 @@ use apimachinery::read::{Freshness, Predicate};
 use async_trait::async_trait;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType as EtcdEventType,
-    GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse, TxnResponse,
+    GetOptions, GetResponse, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
     WatchOptions as EtcdWatchOptions,
 };
 use serde_json::Value;
@@ -215,6 +215,50 @@ impl EtcdStore {
     /// observer here for metrics; every request has a span regardless.
     pub fn telemetry(&self) -> &EtcdTelemetry {
         &self.telemetry
+    }
+
+    /// Creates `key` unless it exists (create revision 0).
+    async fn put_new(&self, key: &str, value: &Value, opts: Option<PutOptions>) -> Result<Object> {
+        let (data, stored) = encode_value(value)?;
+        let data = self.transformers.write(key, data)?;
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, data, opts)]);
+        let resp = self.txn("create", key, txn).await?;
+        if !resp.succeeded() {
+            return Err(StorageError::AlreadyExists { key: key.into() });
+        }
+        Ok(Object::at_revision(stored, txn_revision(&resp)?))
+    }
+
+    /// Replaces `key` if its mod revision is `expected`.
+    async fn put_existing(
+        &self,
+        key: &str,
+        value: &Value,
+        expected: Revision,
+        opts: Option<PutOptions>,
+    ) -> Result<Object> {
+        let (data, stored) = encode_value(value)?;
+        let data = self.transformers.write(key, data)?;
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key, CompareOp::Greater, 0),
+                Compare::mod_revision(key, CompareOp::Equal, expected),
+            ])
+            .and_then([TxnOp::put(key, data, opts)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.txn("update", key, txn).await?;
+        if !resp.succeeded() {
+            return Err(match current_of_failed(&resp) {
+                Some(current) => StorageError::Conflict {
+                    key: key.into(),
+                    current,
+                },
+                None => StorageError::NotFound { key: key.into() },
+            });
+        }
+        Ok(Object::at_revision(stored, txn_revision(&resp)?))
     }
 
     /// Ok when etcd answers a quorum read in time.
@@ -597,39 +641,40 @@ impl Storage for EtcdStore {
     }
 
     async fn create(&self, key: &str, value: &Value) -> Result<Object> {
-        let (data, stored) = encode_value(value)?;
-        let data = self.transformers.write(key, data)?;
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, data, None)]);
-        let resp = self.txn("create", key, txn).await?;
-        if !resp.succeeded() {
-            return Err(StorageError::AlreadyExists { key: key.into() });
-        }
-        Ok(Object::at_revision(stored, txn_revision(&resp)?))
+        self.put_new(key, value, None).await
+    }
+
+    async fn create_with_lease(&self, key: &str, value: &Value, lease: i64) -> Result<Object> {
+        self.put_new(key, value, Some(PutOptions::new().with_lease(lease)))
+            .await
     }
 
     async fn update(&self, key: &str, value: &Value, expected: Revision) -> Result<Object> {
-        let (data, stored) = encode_value(value)?;
-        let data = self.transformers.write(key, data)?;
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(key, CompareOp::Greater, 0),
-                Compare::mod_revision(key, CompareOp::Equal, expected),
-            ])
-            .and_then([TxnOp::put(key, data, None)])
-            .or_else([TxnOp::get(key, None)]);
-        let resp = self.txn("update", key, txn).await?;
-        if !resp.succeeded() {
-            return Err(match current_of_failed(&resp) {
-                Some(current) => StorageError::Conflict {
-                    key: key.into(),
-                    current,
-                },
-                None => StorageError::NotFound { key: key.into() },
-            });
-        }
-        Ok(Object::at_revision(stored, txn_revision(&resp)?))
+        self.put_existing(key, value, expected, None).await
+    }
+
+    async fn update_with_lease(
+        &self,
+        key: &str,
+        value: &Value,
+        expected: Revision,
+        lease: i64,
+    ) -> Result<Object> {
+        self.put_existing(
+            key,
+            value,
+            expected,
+            Some(PutOptions::new().with_lease(lease)),
+        )
+        .await
+    }
+
+    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
+        let mut client = self.client.clone();
+        let resp = self
+            .call(async move { client.lease_grant(ttl_seconds, None).await })
+            .await?;
+        Ok(resp.id())
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {

@@ -239,6 +239,33 @@ pub trait Storage: Send + Sync + 'static {
     /// The latest revision of the store (a quorum read for etcd).
     async fn current_revision(&self) -> Result<Revision>;
 
+    /// Grants a lease of `ttl_seconds`: keys written with it (see
+    /// [`Storage::create_with_lease`]) are deleted by the store when it
+    /// expires, with an ordinary delete event (kube's event TTL).
+    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
+        let _ = ttl_seconds;
+        Err(StorageError::Internal("this store has no leases".into()))
+    }
+
+    /// [`Storage::create`], attached to `lease` (from
+    /// [`Storage::grant_lease`]).
+    async fn create_with_lease(&self, key: &str, value: &Value, lease: i64) -> Result<Object> {
+        let _ = (key, value, lease);
+        Err(StorageError::Internal("this store has no leases".into()))
+    }
+
+    /// [`Storage::update`], attached to `lease`.
+    async fn update_with_lease(
+        &self,
+        key: &str,
+        value: &Value,
+        expected: Revision,
+        lease: i64,
+    ) -> Result<Object> {
+        let _ = (key, value, expected, lease);
+        Err(StorageError::Internal("this store has no leases".into()))
+    }
+
     /// Whether the value stored at `key` is in a form this store no longer
     /// writes (encrypted with a rotated-out key, or plaintext where values
     /// are now encrypted). An update that changes nothing still rewrites a

@@ -595,6 +595,8 @@ fn build_rows(
                 virtual_create: None,
                 delete_finalizer: None,
                 rules: &apimachinery::kinds::KindRules::NONE,
+                hooks: None,
+                ttl_lease: false,
                 custom: Some(info),
             }));
             row

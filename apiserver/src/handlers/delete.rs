@@ -80,6 +80,7 @@ async fn delete_one(
             .store
             .delete(key, Some(current.revision))
             .await?;
+        super::write::after_delete(&scope.state, scope.res, &gone.value).await;
         return Ok(Outcome::Deleted((*gone.value).clone()));
     }
     if object::is_deleting(obj) {

@@ -445,6 +445,10 @@ where
         if let Some(custom) = scope.res.custom {
             custom.prepare(&mut new);
         }
+        if let (Some(hooks), false) = (scope.res.hooks, scope.subresource_name() == Some("status"))
+        {
+            (hooks.prepare_update)(&mut new, &current.value);
+        }
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
@@ -457,6 +461,13 @@ where
             quorum = true;
             continue;
         }
+        let reservation = match scope.res.hooks {
+            Some(hooks) => Some(
+                (hooks.begin_update)(&scope.state, &mut new, &current.value, params.dry_run)
+                    .await?,
+            ),
+            None => None,
+        };
         if params.dry_run {
             if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.insert(
@@ -488,21 +499,45 @@ where
                 .delete(&key, Some(current.revision))
                 .await
                 .map(|o| Object::new(Arc::new(new_with_rv(&new, o.revision)), o.revision))
+        } else if scope.res.ttl_lease {
+            match scope.state.event_ttl.lease(&*scope.state.store).await {
+                Ok(lease) => {
+                    scope
+                        .state
+                        .store
+                        .update_with_lease(&key, &new, current.revision, lease)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
         } else {
             scope.state.store.update(&key, &new, current.revision).await
         };
         match result {
             Ok(o) => {
+                if let Some(r) = reservation {
+                    r.commit(&scope.state).await;
+                }
+                if finalized {
+                    after_delete(&scope.state, scope.res, &o.value).await;
+                }
                 return Ok(Updated {
                     object: (*o.value).clone(),
                     created: false,
-                })
+                });
             }
-            Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => {
-                quorum = true;
-                continue;
+            Err(e) => {
+                if let Some(r) = reservation {
+                    r.revert(&scope.state).await;
+                }
+                match e {
+                    StorageError::Conflict { .. } | StorageError::NotFound { .. } => {
+                        quorum = true;
+                        continue;
+                    }
+                    e => return Err(scope.storage_err(e)),
+                }
             }
-            Err(e) => return Err(scope.storage_err(e)),
         }
     }
     Err(Status::conflict(
@@ -578,6 +613,36 @@ pub async fn create_object(
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     crate::crd::conversion::for_storage(scope.res, &mut obj).await?;
+    let reservation = match scope.res.hooks {
+        Some(hooks) => Some((hooks.begin_create)(&scope.state, &mut obj, params.dry_run).await?),
+        None => None,
+    };
+    // Only a generated name is retried (with a fresh suffix) on collision.
+    let retry_prefix = if explicit_name.is_none() {
+        generate
+    } else {
+        None
+    };
+    let result = store_new(scope, params, obj, first_name, retry_prefix).await;
+    if let Some(r) = reservation {
+        match &result {
+            Ok(_) => r.commit(&scope.state).await,
+            Err(_) => r.revert(&scope.state).await,
+        }
+    }
+    result
+}
+
+/// Stores a prepared, validated new object (a dry run only checks the
+/// name is free). A generated name is retried with a fresh suffix on
+/// collision.
+async fn store_new(
+    scope: &Scope,
+    params: &WriteParams,
+    mut obj: Value,
+    first_name: String,
+    retry_prefix: Option<String>,
+) -> Result<Value> {
     if params.dry_run {
         // kube's dry-run storage still refuses a name that is taken.
         let taken = scope
@@ -591,28 +656,39 @@ pub async fn create_object(
         }
         return Ok(obj);
     }
-    // Generated names retry on collision with a fresh suffix.
-    let attempts = if explicit_name.is_none() && generate.is_some() {
-        8
-    } else {
-        1
-    };
+    let attempts = if retry_prefix.is_some() { 8 } else { 1 };
     let mut name = first_name;
     for attempt in 0..attempts {
         if attempt > 0 {
-            if let Some(prefix) = &generate {
+            if let Some(prefix) = &retry_prefix {
                 name = object::generate_name(prefix);
                 object::meta_mut(&mut obj).insert("name".into(), Value::String(name.clone()));
             }
         }
         let key = scope.key_for(&name);
-        match scope.state.store.create(&key, &obj).await {
+        let created = if scope.res.ttl_lease {
+            match scope.state.event_ttl.lease(&*scope.state.store).await {
+                Ok(lease) => scope.state.store.create_with_lease(&key, &obj, lease).await,
+                Err(e) => Err(e),
+            }
+        } else {
+            scope.state.store.create(&key, &obj).await
+        };
+        match created {
             Ok(o) => return Ok((*o.value).clone()),
             Err(StorageError::AlreadyExists { .. }) if attempt + 1 < attempts => continue,
             Err(e) => return Err(ApiError::storage(e, scope.res, &name)),
         }
     }
     Err(Status::already_exists(scope.res.group_resource(), &name).into())
+}
+
+/// Runs the kind's clean-up once an object is gone from etcd (Service
+/// addresses and ports are freed).
+pub async fn after_delete(state: &AppState, res: &Resource, obj: &Value) {
+    if let Some(hooks) = res.hooks {
+        (hooks.after_delete)(state, obj).await;
+    }
 }
 
 /// Deletes everything in a terminating namespace, then the namespace itself.
@@ -704,11 +780,13 @@ async fn delete_or_mark(
     let name = object::meta_str(&item.value, "name").unwrap_or("");
     let key = state.key(res, ns, name);
     let r = if object::finalizers(&item.value).is_empty() {
-        state
-            .store
-            .delete(&key, Some(item.revision))
-            .await
-            .map(|_| ())
+        match state.store.delete(&key, Some(item.revision)).await {
+            Ok(gone) => {
+                after_delete(state, res, &gone.value).await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     } else if !object::is_deleting(&item.value) {
         let mut v = (*item.value).clone();
         let m = object::meta_mut(&mut v);

@@ -757,6 +757,38 @@ impl Storage for Cacher {
         Ok(updated)
     }
 
+    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
+        self.inner.store.grant_lease(ttl_seconds).await
+    }
+
+    async fn create_with_lease(&self, key: &str, value: &Value, lease: i64) -> Result<Object> {
+        let created = self
+            .inner
+            .store
+            .create_with_lease(key, value, lease)
+            .await?;
+        self.wrote(created.revision);
+        self.shared().remember_written(key, &created);
+        Ok(created)
+    }
+
+    async fn update_with_lease(
+        &self,
+        key: &str,
+        value: &Value,
+        expected: Revision,
+        lease: i64,
+    ) -> Result<Object> {
+        let updated = self
+            .inner
+            .store
+            .update_with_lease(key, value, expected, lease)
+            .await?;
+        self.wrote(updated.revision);
+        self.shared().remember_written(key, &updated);
+        Ok(updated)
+    }
+
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
         let deleted = self.inner.store.delete(key, expected).await?;
         self.wrote(deleted.revision);
