@@ -47,6 +47,23 @@ pub fn configmap(ns: &str, name: &str, seq: u64, resource_version: Option<&str>)
     Bytes::from(format!("{head}{}{tail}", &filler()[..pad]))
 }
 
+/// A Deployment body of about `OBJECT_BYTES`: a typical one-container pod
+/// template that kube's defaults and validation have work to do on (the
+/// padding is an annotation).
+pub fn deployment(ns: &str, name: &str, seq: u64) -> Bytes {
+    let head = format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{"app":"bench"}},"annotations":{{"seq":"{seq:010}","pad":""#
+    );
+    let tail = r#""}},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"bench"}},"template":{"metadata":{"labels":{"app":"bench"}},"spec":{"containers":[{"name":"web","image":"nginx:1.27","ports":[{"containerPort":80,"name":"http"}],"env":[{"name":"MODE","value":"bench"}],"resources":{"requests":{"cpu":"100m","memory":"64Mi"},"limits":{"cpu":"500m","memory":"128Mi"}},"readinessProbe":{"httpGet":{"path":"/","port":80}}}]}}}}"#;
+    let pad = OBJECT_BYTES.saturating_sub(head.len() + tail.len());
+    Bytes::from(format!("{head}{}{tail}", &filler()[..pad]))
+}
+
+/// The etcd key of a Deployment.
+pub fn deployment_key(prefix: &str, ns: &str, name: &str) -> String {
+    format!("{prefix}/apps/deployments/{ns}/{name}")
+}
+
 /// The etcd key of a ConfigMap.
 pub fn key(prefix: &str, ns: &str, name: &str) -> String {
     format!("{prefix}/configmaps/{ns}/{name}")

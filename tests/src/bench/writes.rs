@@ -1,4 +1,5 @@
-//! Phase 1, writes: creates and updates of 2 KiB ConfigMaps through the
+//! Phase 1, writes: creates and updates of 2 KiB ConfigMaps (and, at the
+//! highest concurrency, creates of 2 KiB Deployments) through the
 //! server at each concurrency, each next to the same operation done on etcd
 //! directly with the server's own transaction (put-if-absent for a create,
 //! compare-mod-revision put for an update), the server's stored bytes as the
@@ -34,8 +35,9 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         let srv_ns = format!("bw-s-c{c:03}");
         let raw_ns = format!("bw-r-c{c:03}");
         fixture::namespace(http, &srv_ns).await?;
-        let raw = raw_creates(&kv, &b.prefix, &raw_ns, &value, c, d).await;
-        let srv = server_creates(http, &srv_ns, c, d).await;
+        let raw = raw_creates(&kv, &b.prefix, &raw_ns, &value, c, d, fixture::key).await;
+        let collection = format!("/api/v1/namespaces/{srv_ns}/configmaps");
+        let srv = server_creates(http, &srv_ns, collection, c, d, configmap_body).await;
         rows.push(row(
             format!("create, c={c}"),
             "etcd txn put-if-absent",
@@ -53,7 +55,56 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             &raw,
         ));
     }
+    if let Some(&c) = b.plan.concurrency.iter().max() {
+        rows.push(deployment_creates(b, &mut kv, c, d).await?);
+    }
     Ok(rows)
+}
+
+fn configmap_body(ns: &str, name: &str, seq: u64) -> Bytes {
+    configmap(ns, name, seq, None)
+}
+
+/// Creates of Deployments (kube's defaults and validation of a pod
+/// template run on each), next to etcd taking the stored bytes of one.
+async fn deployment_creates(b: &Bench, kv: &mut KvClient, c: usize, d: Duration) -> Result<Row> {
+    let http = &b.server.http;
+    let (srv_ns, raw_ns) = (format!("bd-s-c{c:03}"), format!("bd-r-c{c:03}"));
+    fixture::namespace(http, &srv_ns).await?;
+    let sample = "t000-0000000";
+    let collection = format!("/apis/apps/v1/namespaces/{srv_ns}/deployments");
+    http.post(&collection, fixture::deployment(&srv_ns, sample, 0))
+        .await?;
+    let key = fixture::deployment_key(&b.prefix, &srv_ns, sample);
+    let stored = kv.get(key.as_str(), None).await?;
+    let value = stored
+        .kvs()
+        .first()
+        .map(|kv| Bytes::copy_from_slice(kv.value()))
+        .ok_or_else(|| Error::Setup(format!("no etcd key {key}: the key layout changed")))?;
+    let raw = raw_creates(
+        kv,
+        &b.prefix,
+        &raw_ns,
+        &value,
+        c,
+        d,
+        fixture::deployment_key,
+    )
+    .await;
+    let collection = format!("/apis/apps/v1/namespaces/{srv_ns}/deployments");
+    let srv = server_creates(http, &srv_ns, collection, c, d, fixture::deployment).await;
+    let mut row = row(
+        format!("create Deployment, c={c}"),
+        "etcd txn put-if-absent",
+        c,
+        &srv,
+        &raw,
+    );
+    // The budget row is the ConfigMap one; this row shows what kube's
+    // per-kind rules cost next to it.
+    row.budget = None;
+    Ok(row)
 }
 
 fn row(case: String, what: &str, c: usize, srv: &LoadResult, raw: &LoadResult) -> Row {
@@ -84,6 +135,7 @@ async fn raw_creates(
     value: &Bytes,
     c: usize,
     d: Duration,
+    key_of: fn(&str, &str, &str) -> String,
 ) -> LoadResult {
     let pace = Pace::closed(d);
     run_workers(c, |w| {
@@ -93,7 +145,7 @@ async fn raw_creates(
             let mut rec = Recorder::default();
             let mut seq = 0;
             while pace.turn().await {
-                let key = fixture::key(&prefix, &ns, &name(w, seq));
+                let key = key_of(&prefix, &ns, &name(w, seq));
                 seq += 1;
                 let txn = Txn::new()
                     .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
@@ -111,16 +163,25 @@ async fn raw_creates(
     .await
 }
 
-async fn server_creates(http: &Http, ns: &str, c: usize, d: Duration) -> LoadResult {
+/// Creates through the server: `body_of(ns, name, seq)` POSTed to
+/// `collection` (the path of `ns`'s collection).
+async fn server_creates(
+    http: &Http,
+    ns: &str,
+    collection: String,
+    c: usize,
+    d: Duration,
+    body_of: fn(&str, &str, u64) -> Bytes,
+) -> LoadResult {
     let pace = Pace::closed(d);
-    let path: Arc<str> = format!("/api/v1/namespaces/{ns}/configmaps").into();
+    let path: Arc<str> = collection.into();
     run_workers(c, |w| {
         let (http, pace, path, ns) = (http.clone(), pace.clone(), path.clone(), ns.to_string());
         async move {
             let mut rec = Recorder::default();
             let mut seq = 0;
             while pace.turn().await {
-                let body = configmap(&ns, &name(w, seq), seq, None);
+                let body = body_of(&ns, &name(w, seq), seq);
                 seq += 1;
                 let t = Instant::now();
                 let r = http.post(&path, body).await;
