@@ -38,6 +38,42 @@ fn kubernetes_service(network: &crate::allocator::ServiceNetwork) -> Value {
     })
 }
 
+/// kube's local APIService of every built-in group/version: served by
+/// this server itself, so always `Available`.
+fn local_api_services() -> Vec<Value> {
+    let mut seen = std::collections::BTreeSet::new();
+    let now = crate::object::now();
+    crate::registry::RESOURCES
+        .iter()
+        .filter(|r| seen.insert((r.group, r.version)))
+        .map(|r| {
+            let (group_priority, version_priority) =
+                crate::discovery::api_service_priority(r.group, r.version);
+            json!({
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {
+                    "name": format!("{}.{}", r.version, r.group),
+                    "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"},
+                },
+                "spec": {
+                    "group": r.group,
+                    "version": r.version,
+                    "groupPriorityMinimum": group_priority,
+                    "versionPriority": version_priority,
+                },
+                "status": {"conditions": [{
+                    "type": "Available",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "reason": "Local",
+                    "message": "Local APIServices are always available",
+                }]},
+            })
+        })
+        .collect()
+}
+
 /// kube's default ServiceCIDR, publishing `--service-cluster-ip-range`.
 fn default_service_cidr(network: &crate::allocator::ServiceNetwork) -> Value {
     json!({
@@ -100,6 +136,16 @@ async fn bootstrap_once(state: &AppState) -> Result<(), StorageError> {
         kubernetes_service(network),
     )
     .await?;
+    for service in local_api_services() {
+        ensure(
+            state,
+            "apiregistration.k8s.io",
+            "apiservices",
+            None,
+            service,
+        )
+        .await?;
+    }
     let rbac = apimachinery::rbac::GROUP;
     for role in crate::rbac::policy::cluster_roles() {
         ensure(state, rbac, "clusterroles", None, role).await?;

@@ -266,9 +266,24 @@ fn discovery_path(group: &str, version: &str) -> String {
 
 /// kube-apiserver's group priorities (`GroupPriorityMinimum` of the built-in
 /// APIServices): discovery lists higher priorities first, then by name.
+/// `apiregistration.k8s.io` is listed first, as kube's aggregator does.
 fn group_priority(group: &str) -> i32 {
     match group {
-        "" => 18000,
+        "apiregistration.k8s.io" => 20001,
+        _ => api_service_priority(group, "").0,
+    }
+}
+
+/// The `groupPriorityMinimum` and `versionPriority` of kube's local
+/// APIService for a built-in group/version.
+pub fn api_service_priority(group: &str, version: &str) -> (i32, i32) {
+    let version_priority = match (group, version) {
+        ("", _) => 1,
+        ("autoscaling", "v2") => 30,
+        _ => 15,
+    };
+    let group_priority = match group {
+        "" | "apiregistration.k8s.io" => 18000,
         "apps" => 17800,
         "events.k8s.io" => 17750,
         "authentication.k8s.io" => 17700,
@@ -289,7 +304,8 @@ fn group_priority(group: &str) -> i32 {
         "internal.apiserver.k8s.io" => 16000,
         "storagemigration.k8s.io" => 15800,
         _ => 1000,
-    }
+    };
+    (group_priority, version_priority)
 }
 
 /// Parses `v<major>[(alpha|beta)<minor>]`; the stability rank is 2 for GA,
@@ -819,6 +835,7 @@ mod tests {
         assert_eq!(
             groups,
             [
+                "apiregistration.k8s.io",
                 "apps",
                 "events.k8s.io",
                 "authentication.k8s.io",
@@ -829,14 +846,18 @@ mod tests {
                 "policy",
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
+                "admissionregistration.k8s.io",
                 "apiextensions.k8s.io",
                 "scheduling.k8s.io",
                 "coordination.k8s.io",
+                "node.k8s.io",
                 "discovery.k8s.io",
+                "resource.k8s.io",
+                "flowcontrol.apiserver.k8s.io",
             ]
         );
         assert_eq!(
-            doc["groups"][4],
+            doc["groups"][5],
             json!({"name": "autoscaling",
                    "versions": [{"groupVersion": "autoscaling/v2", "version": "v2"}],
                    "preferredVersion": {"groupVersion": "autoscaling/v2", "version": "v2"}})
@@ -993,8 +1014,12 @@ mod tests {
         assert_eq!(code, StatusCode::OK);
         assert_eq!(h[header::CONTENT_TYPE], AGGREGATED_CONTENT_TYPE);
         let items = doc["items"].as_array().unwrap();
-        assert_eq!(items[0]["metadata"], json!({"name": "apps"}));
-        let deploy = items[0]["versions"][0]["resources"]
+        assert_eq!(
+            items[0]["metadata"],
+            json!({"name": "apiregistration.k8s.io"})
+        );
+        assert_eq!(items[1]["metadata"], json!({"name": "apps"}));
+        let deploy = items[1]["versions"][0]["resources"]
             .as_array()
             .unwrap()
             .iter()

@@ -69,19 +69,6 @@ const PATCH_TYPES: &[&str] = &[
     "application/apply-patch+cbor",
 ];
 
-/// Resources whose DELETE answers with the deleted object rather than a
-/// Status, as kube's registry strategies do.
-const DELETE_RETURNS_OBJECT: &[(&str, &str)] = &[
-    ("", "persistentvolumeclaims"),
-    ("", "persistentvolumes"),
-    ("", "pods"),
-    ("", "podtemplates"),
-    ("", "resourcequotas"),
-    ("", "serviceaccounts"),
-    ("", "services"),
-    ("storage.k8s.io", "storageclasses"),
-];
-
 // ---------------------------------------------------------------------------
 // The model: paths and operations, rendered to v2 or v3
 // ---------------------------------------------------------------------------
@@ -403,9 +390,7 @@ fn operation(verb: Verb, gv: &GroupVersion, r: &Resource, sub: &str, defs: &Defi
         Verb::ListAllNamespaces | Verb::List => defs.list.as_deref(),
         Verb::WatchListAllNamespaces | Verb::WatchList | Verb::Watch => Some(watch_event.as_str()),
         Verb::DeleteCollection => Some(status.as_str()),
-        Verb::Delete if !DELETE_RETURNS_OBJECT.contains(&(r.group, r.plural)) => {
-            Some(status.as_str())
-        }
+        Verb::Delete if !r.delete_returns_object => Some(status.as_str()),
         _ => object,
     };
     Op {

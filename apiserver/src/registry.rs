@@ -462,6 +462,19 @@ pub static RESOURCES: &[Resource] = &[
         rules: &kinds::core::pod::POD_TEMPLATE,
         ..res("", "v1", "PodTemplate", "podtemplates", "podtemplate", true)
     },
+    // apiregistration.k8s.io/v1: kube's local APIServices (bootstrap)
+    Resource {
+        categories: &["api-extensions"],
+        subresources: STATUS,
+        ..res(
+            "apiregistration.k8s.io",
+            "v1",
+            "APIService",
+            "apiservices",
+            "apiservice",
+            false,
+        )
+    },
     // apps/v1
     Resource {
         short_names: &["deploy"],
@@ -711,6 +724,224 @@ pub static RESOURCES: &[Resource] = &[
             "StorageClass",
             "storageclasses",
             "storageclass",
+            false,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        ..res(
+            "storage.k8s.io",
+            "v1",
+            "CSIDriver",
+            "csidrivers",
+            "csidriver",
+            false,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        ..res(
+            "storage.k8s.io",
+            "v1",
+            "CSINode",
+            "csinodes",
+            "csinode",
+            false,
+        )
+    },
+    Resource {
+        ..res(
+            "storage.k8s.io",
+            "v1",
+            "CSIStorageCapacity",
+            "csistoragecapacities",
+            "csistoragecapacity",
+            true,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        subresources: STATUS,
+        ..res(
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttachment",
+            "volumeattachments",
+            "volumeattachment",
+            false,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        short_names: &["vac"],
+        immutable: &["/driverName", "/parameters"],
+        ..res(
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttributesClass",
+            "volumeattributesclasses",
+            "volumeattributesclass",
+            false,
+        )
+    },
+    // admissionregistration.k8s.io/v1: stored and served; admission (issue 15) acts on them
+    Resource {
+        categories: &["api-extensions"],
+        generation: true,
+        ..res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            "mutatingwebhookconfiguration",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        generation: true,
+        ..res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            "validatingwebhookconfiguration",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        generation: true,
+        subresources: STATUS,
+        ..res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicy",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        generation: true,
+        ..res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            "validatingadmissionpolicybinding",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        generation: true,
+        ..res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingAdmissionPolicy",
+            "mutatingadmissionpolicies",
+            "mutatingadmissionpolicy",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        generation: true,
+        ..res(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+            "mutatingadmissionpolicybinding",
+            false,
+        )
+    },
+    // node.k8s.io/v1
+    Resource {
+        immutable: &["/handler"],
+        ..res(
+            "node.k8s.io",
+            "v1",
+            "RuntimeClass",
+            "runtimeclasses",
+            "runtimeclass",
+            false,
+        )
+    },
+    // flowcontrol.apiserver.k8s.io/v1
+    Resource {
+        generation: true,
+        subresources: STATUS,
+        ..res(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "FlowSchema",
+            "flowschemas",
+            "flowschema",
+            false,
+        )
+    },
+    Resource {
+        generation: true,
+        subresources: STATUS,
+        ..res(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+            "prioritylevelconfiguration",
+            false,
+        )
+    },
+    // resource.k8s.io/v1 (dynamic resource allocation)
+    Resource {
+        delete_returns_object: true,
+        generation: true,
+        ..res(
+            "resource.k8s.io",
+            "v1",
+            "DeviceClass",
+            "deviceclasses",
+            "deviceclass",
+            false,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        subresources: STATUS,
+        immutable: &["/spec"],
+        ..res(
+            "resource.k8s.io",
+            "v1",
+            "ResourceClaim",
+            "resourceclaims",
+            "resourceclaim",
+            true,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        immutable: &["/spec"],
+        ..res(
+            "resource.k8s.io",
+            "v1",
+            "ResourceClaimTemplate",
+            "resourceclaimtemplates",
+            "resourceclaimtemplate",
+            true,
+        )
+    },
+    Resource {
+        delete_returns_object: true,
+        generation: true,
+        ..res(
+            "resource.k8s.io",
+            "v1",
+            "ResourceSlice",
+            "resourceslices",
+            "resourceslice",
             false,
         )
     },
@@ -1044,7 +1275,8 @@ mod tests {
         assert_eq!(d.storage_segment(), "apps/deployments");
         assert!(reg.lookup("", "v1", "deployments").is_none());
         let groups = reg.groups();
-        assert_eq!(groups[0].group, "apps");
+        assert_eq!(groups[0].group, "apiregistration.k8s.io");
+        assert_eq!(groups[1].group, "apps");
         assert!(groups
             .iter()
             .any(|g| g.group == "rbac.authorization.k8s.io"));
