@@ -468,7 +468,7 @@ pub(crate) fn subresource_kind(
     sub: &Subresource,
 ) -> (&'static str, &'static str, &'static str) {
     match sub {
-        Subresource::Status => (r.group, r.version, r.kind),
+        Subresource::Status | Subresource::Approval(_) => (r.group, r.version, r.kind),
         Subresource::Scale { .. } => ("autoscaling", "v1", "Scale"),
     }
 }
@@ -842,6 +842,7 @@ mod tests {
                 "authorization.k8s.io",
                 "autoscaling",
                 "batch",
+                "certificates.k8s.io",
                 "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",

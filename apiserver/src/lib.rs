@@ -6,6 +6,7 @@
 //! watch cache next) → `response` for encoding, `error` for every failure.
 //! See ARCHITECTURE.md.
 
+pub mod admission;
 pub mod allocator;
 pub mod audit;
 pub mod auth;

@@ -200,6 +200,23 @@ pub fn prepare_create(res: &Resource, obj: &mut Value, namespace: Option<&str>, 
 /// Carries the fields a client may not change from `old` to `new` for an
 /// update of the main resource or a subresource, and bumps `generation` when
 /// anything outside metadata and status changed.
+/// On a write of a status-like subresource, only resourceVersion (the
+/// precondition) and managedFields follow the request's metadata.
+fn carry_request_meta(o: &mut Map<String, Value>, request_meta: Option<Map<String, Value>>) {
+    let Some(mut km) = request_meta else { return };
+    let m = o
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(m) = m.as_object_mut() {
+        if let Some(rv) = km.remove("resourceVersion") {
+            m.insert("resourceVersion".into(), rv);
+        }
+        if let Some(mf) = km.remove("managedFields") {
+            m.insert("managedFields".into(), mf);
+        }
+    }
+}
+
 pub fn prepare_update(res: &Resource, old: &Value, new: &mut Value, subresource: Option<&str>) {
     // System-owned metadata always comes from the stored object.
     let old_meta = meta(old).cloned().unwrap_or_default();
@@ -226,6 +243,25 @@ pub fn prepare_update(res: &Resource, old: &Value, new: &mut Value, subresource:
         m.remove("selfLink");
     }
     match subresource {
+        Some("approval") => {
+            // An approval changes the conditions only.
+            let conditions = new.pointer("/status/conditions").cloned();
+            let keep_meta = meta(new).cloned();
+            let mut merged = old.clone();
+            if let Some(o) = merged.as_object_mut() {
+                let status = o
+                    .entry("status")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Some(st) = status.as_object_mut() {
+                    match conditions {
+                        Some(c) => st.insert("conditions".into(), c),
+                        None => st.remove("conditions"),
+                    };
+                }
+                carry_request_meta(o, keep_meta);
+            }
+            *new = merged;
+        }
         Some("status") => {
             // A status write changes status only (and metadata kube lets
             // status writers touch: none of labels/annotations here).
@@ -237,21 +273,7 @@ pub fn prepare_update(res: &Resource, old: &Value, new: &mut Value, subresource:
                     Some(s) => o.insert("status".into(), s),
                     None => o.remove("status"),
                 };
-                if let Some(mut km) = keep_meta {
-                    // Only resourceVersion (precondition) and managedFields
-                    // follow the request.
-                    let m = o
-                        .entry("metadata")
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if let Some(m) = m.as_object_mut() {
-                        if let Some(rv) = km.remove("resourceVersion") {
-                            m.insert("resourceVersion".into(), rv);
-                        }
-                        if let Some(mf) = km.remove("managedFields") {
-                            m.insert("managedFields".into(), mf);
-                        }
-                    }
-                }
+                carry_request_meta(o, keep_meta);
             }
             *new = merged;
         }

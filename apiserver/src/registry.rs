@@ -20,7 +20,7 @@ pub enum NameRule {
     PathSegment,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Subresource {
     Status,
     /// `/scale`, an autoscaling/v1 Scale mapped onto the kind's replicas.
@@ -34,6 +34,9 @@ pub enum Subresource {
         selector: &'static str,
         selector_is_map: bool,
     },
+    /// `/approval` (CertificateSigningRequests): writes change only
+    /// `status.conditions`, checked by this rule.
+    Approval(apimachinery::kinds::Validate),
 }
 
 impl Subresource {
@@ -41,6 +44,7 @@ impl Subresource {
         match self {
             Subresource::Status => "status",
             Subresource::Scale { .. } => "scale",
+            Subresource::Approval(_) => "approval",
         }
     }
 }
@@ -563,6 +567,24 @@ pub static RESOURCES: &[Resource] = &[
         generation: true,
         rules: &kinds::batch::cronjob::RULES,
         ..res("batch", "v1", "CronJob", "cronjobs", "cronjob", true)
+    },
+    // certificates.k8s.io/v1
+    Resource {
+        short_names: &["csr"],
+        subresources: &[
+            Subresource::Status,
+            Subresource::Approval(kinds::certificates::validate_approval),
+        ],
+        name_rule: NameRule::PathSegment,
+        rules: &kinds::certificates::CERTIFICATE_SIGNING_REQUEST,
+        ..res(
+            "certificates.k8s.io",
+            "v1",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            "certificatesigningrequest",
+            false,
+        )
     },
     // coordination.k8s.io/v1
     Resource {

@@ -27,9 +27,6 @@ const NOT_YET: &[&str] = &[
     "api/v1 services/proxy",
     "apis/autoscaling/v1 horizontalpodautoscalers",
     "apis/autoscaling/v1 horizontalpodautoscalers/status",
-    "apis/certificates.k8s.io/v1 certificatesigningrequests",
-    "apis/certificates.k8s.io/v1 certificatesigningrequests/approval",
-    "apis/certificates.k8s.io/v1 certificatesigningrequests/status",
 ];
 
 async fn get(s: &Server, path: &str) -> Value {

@@ -8,6 +8,7 @@ use super::Scope;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::Resource;
+use crate::registry::Subresource;
 use crate::server::AppState;
 use apimachinery::fieldvalidation;
 use apimachinery::managedfields;
@@ -241,8 +242,9 @@ pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
 pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
     let mut causes = object::validate_meta(scope.res, obj);
     // `/scale` writes the object itself, under its own strategy, as kube's.
-    let rule = match (scope.subresource_name(), old) {
-        (Some("status"), Some(_)) => scope.res.rules.validate_status,
+    let rule = match (scope.subresource, old) {
+        (Some(Subresource::Status), Some(_)) => scope.res.rules.validate_status,
+        (Some(Subresource::Approval(rule)), Some(_)) => Some(*rule),
         _ => scope.res.rules.validate,
     };
     if let Some(rule) = rule {
@@ -438,19 +440,22 @@ where
             defaults(&mut new);
         }
         if let Some(prepare) = scope.res.rules.prepare_update {
-            if scope.subresource_name() != Some("status") {
+            if !matches!(scope.subresource_name(), Some("status" | "approval")) {
                 prepare(&mut new, &current.value);
             }
         }
         if let Some(custom) = scope.res.custom {
             custom.prepare(&mut new);
         }
-        if let (Some(hooks), false) = (scope.res.hooks, scope.subresource_name() == Some("status"))
-        {
+        if let (Some(hooks), false) = (
+            scope.res.hooks,
+            matches!(scope.subresource_name(), Some("status" | "approval")),
+        ) {
             (hooks.prepare_update)(&mut new, &current.value);
         }
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
+        crate::admission::certificate_approval(scope, &new).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
         crate::crd::conversion::for_storage(scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
