@@ -466,7 +466,9 @@ where
             quorum = true;
             continue;
         }
-        let reservation = match scope.res.hooks {
+        // Status-like writes keep the spec: nothing to allocate or free.
+        let status_like = matches!(scope.subresource_name(), Some("status" | "approval"));
+        let reservation = match scope.res.hooks.filter(|_| !status_like) {
             Some(hooks) => Some(
                 (hooks.begin_update)(&scope.state, &mut new, &current.value, params.dry_run)
                     .await?,
