@@ -468,7 +468,7 @@ pub(crate) fn subresource_kind(
     sub: &Subresource,
 ) -> (&'static str, &'static str, &'static str) {
     match sub {
-        Subresource::Status | Subresource::Approval(_) => (r.group, r.version, r.kind),
+        Subresource::Status | Subresource::Part(_) => (r.group, r.version, r.kind),
         Subresource::Scale { .. } => ("autoscaling", "v1", "Scale"),
     }
 }
@@ -583,7 +583,7 @@ fn aggregated_resource(r: &Resource) -> Value {
             json!({
                 "subresource": sub.name(),
                 "responseKind": response_kind(group, version, kind),
-                "verbs": SUBRESOURCE_VERBS,
+                "verbs": sub.verbs(),
             })
         })
         .collect();

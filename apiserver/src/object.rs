@@ -1,7 +1,7 @@
 //! Object metadata lifecycle shared by every write verb: system fields on
 //! create, what an update may and may not change, metadata validation.
 
-use crate::registry::{NameRule, Resource};
+use crate::registry::{NameRule, Resource, Subresource};
 use apimachinery::schema::{Shape, TypeRef};
 use apimachinery::status::{cause, StatusCause};
 use apimachinery::validation;
@@ -217,7 +217,12 @@ fn carry_request_meta(o: &mut Map<String, Value>, request_meta: Option<Map<Strin
     }
 }
 
-pub fn prepare_update(res: &Resource, old: &Value, new: &mut Value, subresource: Option<&str>) {
+pub fn prepare_update(
+    res: &Resource,
+    old: &Value,
+    new: &mut Value,
+    subresource: Option<&Subresource>,
+) {
     // System-owned metadata always comes from the stored object.
     let old_meta = meta(old).cloned().unwrap_or_default();
     {
@@ -243,26 +248,16 @@ pub fn prepare_update(res: &Resource, old: &Value, new: &mut Value, subresource:
         m.remove("selfLink");
     }
     match subresource {
-        Some("approval") => {
-            // An approval changes the conditions only.
-            let conditions = new.pointer("/status/conditions").cloned();
+        Some(Subresource::Part(part)) => {
             let keep_meta = meta(new).cloned();
             let mut merged = old.clone();
+            (part.take)(&mut merged, new);
             if let Some(o) = merged.as_object_mut() {
-                let status = o
-                    .entry("status")
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Some(st) = status.as_object_mut() {
-                    match conditions {
-                        Some(c) => st.insert("conditions".into(), c),
-                        None => st.remove("conditions"),
-                    };
-                }
                 carry_request_meta(o, keep_meta);
             }
             *new = merged;
         }
-        Some("status") => {
+        Some(Subresource::Status) => {
             // A status write changes status only (and metadata kube lets
             // status writers touch: none of labels/annotations here).
             let status = new.get("status").cloned();
@@ -404,7 +399,7 @@ mod tests {
         );
 
         let mut status_write = json!({"metadata": {"name": "d", "resourceVersion": "5"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
-        prepare_update(deploy, &old, &mut status_write, Some("status"));
+        prepare_update(deploy, &old, &mut status_write, Some(&Subresource::Status));
         assert_eq!(
             status_write["spec"]["replicas"], 1,
             "status write keeps spec"

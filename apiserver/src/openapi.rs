@@ -499,7 +499,15 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
             format!("{collection}/{{name}}/{}", sub.name()),
             params(&[NAME, PRETTY]),
             ops(
-                &[Verb::Read, Verb::Patch, Verb::Replace],
+                &sub.verbs()
+                    .iter()
+                    .filter_map(|v| match *v {
+                        "get" => Some(Verb::Read),
+                        "patch" => Some(Verb::Patch),
+                        "update" => Some(Verb::Replace),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
                 &capitalize(sub.name()),
                 &sub_defs,
             ),

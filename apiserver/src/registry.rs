@@ -34,17 +34,26 @@ pub enum Subresource {
         selector: &'static str,
         selector_is_map: bool,
     },
-    /// `/approval` (CertificateSigningRequests): writes change only
-    /// `status.conditions`, checked by this rule.
-    Approval(apimachinery::kinds::Validate),
+    /// A part of the object written on its own (`/approval`,
+    /// `/finalize`, ...).
+    Part(&'static apimachinery::kinds::Part),
 }
 
 impl Subresource {
+    /// The verbs it serves (discovery, OpenAPI, and which methods it
+    /// takes).
+    pub fn verbs(&self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale { .. } => &["get", "patch", "update"],
+            Subresource::Part(p) => p.verbs,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Subresource::Status => "status",
             Subresource::Scale { .. } => "scale",
-            Subresource::Approval(_) => "approval",
+            Subresource::Part(p) => p.name,
         }
     }
 }
@@ -573,7 +582,7 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["csr"],
         subresources: &[
             Subresource::Status,
-            Subresource::Approval(kinds::certificates::validate_approval),
+            Subresource::Part(&kinds::certificates::APPROVAL),
         ],
         name_rule: NameRule::PathSegment,
         rules: &kinds::certificates::CERTIFICATE_SIGNING_REQUEST,

@@ -46,6 +46,21 @@ pub type PrepareUpdate = fn(&mut Value, &Value);
 /// create and the stored object on update.
 pub type Validate = fn(&Value, Option<&Value>) -> Vec<StatusCause>;
 
+/// A part of an object written through a subresource of its own (kube's
+/// `/approval`, `/finalize`, `/ephemeralcontainers`, `/resize`): reading it
+/// answers the whole object; a write changes the part only.
+#[derive(Debug)]
+pub struct Part {
+    pub name: &'static str,
+    /// Its discovery verbs (`get`, `patch`, `update`, or a subset).
+    pub verbs: &'static [&'static str],
+    /// Copies the part from the request's object (second argument) into a
+    /// copy of the stored one (first).
+    pub take: fn(&mut Value, &Value),
+    /// Validation of the result, `old` being the stored object.
+    pub validate: Option<Validate>,
+}
+
 /// Everything a kind does beyond its schema. `KindRules::NONE` is the value
 /// of a kind that has no rules of its own.
 #[derive(Debug)]

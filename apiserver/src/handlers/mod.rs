@@ -253,6 +253,17 @@ async fn verb(
     body: Body,
 ) -> Result<Response> {
     let res = scope.res;
+    if let Some(sub) = scope.subresource {
+        let wanted = match method {
+            Method::GET => "get",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            _ => "",
+        };
+        if !sub.verbs().contains(&wanted) {
+            return Err(Status::method_not_allowed().into());
+        }
+    }
     match (method, named) {
         (Method::GET, true) if is_scale => scale::get(scope).await,
         (Method::GET, true) => get::get(scope).await,

@@ -238,13 +238,22 @@ pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
     }
 }
 
+/// A write of `/status` or of a part (`/approval`, ...): the kind's own
+/// prepare steps and hooks do not apply.
+fn status_like(scope: &Scope) -> bool {
+    matches!(
+        scope.subresource,
+        Some(Subresource::Status | Subresource::Part(_))
+    )
+}
+
 /// Metadata and immutability checks → 422 Invalid with every cause.
 pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
     let mut causes = object::validate_meta(scope.res, obj);
     // `/scale` writes the object itself, under its own strategy, as kube's.
     let rule = match (scope.subresource, old) {
         (Some(Subresource::Status), Some(_)) => scope.res.rules.validate_status,
-        (Some(Subresource::Approval(rule)), Some(_)) => Some(*rule),
+        (Some(Subresource::Part(part)), Some(_)) => part.validate,
         _ => scope.res.rules.validate,
     };
     if let Some(rule) = rule {
@@ -430,27 +439,19 @@ where
                 .into());
             }
         }
-        object::prepare_update(
-            scope.res,
-            &current.value,
-            &mut new,
-            scope.subresource_name(),
-        );
+        object::prepare_update(scope.res, &current.value, &mut new, scope.subresource);
         if let Some(defaults) = scope.res.rules.defaults {
             defaults(&mut new);
         }
         if let Some(prepare) = scope.res.rules.prepare_update {
-            if !matches!(scope.subresource_name(), Some("status" | "approval")) {
+            if !status_like(scope) {
                 prepare(&mut new, &current.value);
             }
         }
         if let Some(custom) = scope.res.custom {
             custom.prepare(&mut new);
         }
-        if let (Some(hooks), false) = (
-            scope.res.hooks,
-            matches!(scope.subresource_name(), Some("status" | "approval")),
-        ) {
+        if let (Some(hooks), false) = (scope.res.hooks, status_like(scope)) {
             (hooks.prepare_update)(&mut new, &current.value);
         }
         validate(scope, &new, Some(&current.value))?;
@@ -467,8 +468,7 @@ where
             continue;
         }
         // Status-like writes keep the spec: nothing to allocate or free.
-        let status_like = matches!(scope.subresource_name(), Some("status" | "approval"));
-        let reservation = match scope.res.hooks.filter(|_| !status_like) {
+        let reservation = match scope.res.hooks.filter(|_| !status_like(scope)) {
             Some(hooks) => Some(
                 (hooks.begin_update)(&scope.state, &mut new, &current.value, params.dry_run)
                     .await?,

@@ -27,7 +27,28 @@ pub static CERTIFICATE_SIGNING_REQUEST: KindRules = KindRules {
 };
 
 /// `/approval`: only the conditions change, and none is removed.
-pub fn validate_approval(csr: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+pub static APPROVAL: crate::kinds::Part = crate::kinds::Part {
+    name: "approval",
+    verbs: &["get", "patch", "update"],
+    take: take_conditions,
+    validate: Some(validate_approval),
+};
+
+fn take_conditions(stored: &mut Value, request: &Value) {
+    let conditions = request.pointer("/status/conditions").cloned();
+    let Some(o) = stored.as_object_mut() else {
+        return;
+    };
+    let status = o.entry("status").or_insert_with(|| json!({}));
+    if let Some(st) = status.as_object_mut() {
+        match conditions {
+            Some(c) => st.insert("conditions".into(), c),
+            None => st.remove("conditions"),
+        };
+    }
+}
+
+fn validate_approval(csr: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     let mut errs = validate_conditions(csr);
     if let Some(old) = old {
         errs.extend(removed_conditions(csr, old));
