@@ -558,6 +558,19 @@ pub fn invalid_rendered(field: &str, rendered: &str, detail: &str) -> StatusCaus
     )
 }
 
+/// `field.NotSupported` whose bad value is already rendered the Go way.
+pub fn not_supported_rendered(field: &str, rendered: &str, valid: &[&str]) -> StatusCause {
+    let quoted: Vec<String> = valid.iter().map(|v| go_quote(v)).collect();
+    StatusCause::new(
+        cause::FIELD_VALUE_NOT_SUPPORTED,
+        with_detail(
+            format!("Unsupported value: {rendered}"),
+            &format!("supported values: {}", quoted.join(", ")),
+        ),
+        field,
+    )
+}
+
 /// A JSON value of the wrong type, worded like the OpenAPI schema validation
 /// of kube-apiserver: `Invalid value: "integer": <field> in body must be of
 /// type string: "integer"`.

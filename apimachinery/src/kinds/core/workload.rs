@@ -169,13 +169,77 @@ pub fn go_label_selector(sel: &Value) -> String {
     out
 }
 
+/// Go's `%#v` of an `intstr.IntOrString` (`Type` 0 for ints, 1 for
+/// strings), as kube's messages print one.
+pub fn go_intstr(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!(
+            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
+            go_quote(s)
+        ),
+        other => format!(
+            "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
+            other.as_i64().unwrap_or(0)
+        ),
+    }
+}
+
+/// An int-or-percent's value: the number before `%`, or the integer
+/// (kube's `getIntOrPercentValue`), and whether it is a percent.
+pub fn intstr_value(v: &Value) -> (i64, bool) {
+    match v {
+        Value::String(s) => match s.strip_suffix('%').map(str::parse::<i64>) {
+            Some(Ok(n)) => (n, true),
+            _ => (s.parse().unwrap_or(0), false),
+        },
+        other => (other.as_i64().unwrap_or(0), false),
+    }
+}
+
+/// kube's `ValidatePositiveIntOrPercent`.
+pub fn validate_int_or_percent(v: &Value, field: &str, out: &mut Vec<StatusCause>) {
+    match v {
+        Value::String(s) => {
+            let ok = s
+                .strip_suffix('%')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if !ok {
+                out.push(invalid_rendered(
+                    field,
+                    &go_intstr(v),
+                    &crate::validation::regex_error(
+                        "a valid percent string must be a numeric string followed by an ending '%'",
+                        "[0-9]+%",
+                        &["1%", "93%"],
+                    ),
+                ));
+            }
+        }
+        other => crate::validation::nonnegative(field, Some(other), out),
+    }
+}
+
+/// kube's `IsNotMoreThan100Percent`.
+pub fn not_more_than_100_percent(v: &Value, field: &str, out: &mut Vec<StatusCause>) {
+    let (n, percent) = intstr_value(v);
+    if percent && n > 100 {
+        out.push(invalid_rendered(
+            field,
+            &go_intstr(v),
+            "must not be greater than 100%",
+        ));
+    }
+}
+
 /// The selector checks of Deployments, ReplicaSets and StatefulSets:
 /// required, valid, not empty (`empty selector is invalid for <kind>`), and
-/// matching the template's labels. `spec_path` is e.g. `spec`.
+/// matching the template's labels. `spec_path` is e.g. `spec`;
+/// `invalid_detail` what kube adds when the selector does not convert.
 pub fn validate_selector_and_template(
     spec: &Value,
     spec_path: &str,
     kind: &str,
+    invalid_detail: &str,
     out: &mut Vec<StatusCause>,
 ) {
     let sel_path = format!("{spec_path}.selector");
@@ -195,7 +259,7 @@ pub fn validate_selector_and_template(
         out.push(invalid_rendered(
             &sel_path,
             &go_label_selector(sel),
-            "invalid label selector",
+            invalid_detail,
         ));
         return;
     }
@@ -362,19 +426,25 @@ mod tests {
         let mut out = Vec::new();
         let spec = json!({"selector": {"matchLabels": {"app": "y"}},
             "template": {"metadata": {"labels": {"app": "x"}}}});
-        validate_selector_and_template(&spec, "spec", "deployment", &mut out);
+        validate_selector_and_template(&spec, "spec", "deployment", "", &mut out);
         assert_eq!(
             crate::validation::cause_to_string(&out[0]),
             "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`"
         );
         out.clear();
-        validate_selector_and_template(&json!({"selector": {}}), "spec", "deployment", &mut out);
+        validate_selector_and_template(
+            &json!({"selector": {}}),
+            "spec",
+            "deployment",
+            "",
+            &mut out,
+        );
         assert_eq!(
             crate::validation::cause_to_string(&out[0]),
             "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is invalid for deployment"
         );
         out.clear();
-        validate_selector_and_template(&json!({}), "spec", "deployment", &mut out);
+        validate_selector_and_template(&json!({}), "spec", "deployment", "", &mut out);
         assert_eq!(
             crate::validation::cause_to_string(&out[0]),
             "spec.selector: Required value"
