@@ -108,6 +108,20 @@ pub fn validate_pod_spec(spec: &Value, path: &str, out: &mut Vec<StatusCause>) {
     if let Some(sel) = spec.get("nodeSelector") {
         out.extend(validate_labels(sel, &format!("{path}.nodeSelector")));
     }
+    for key in ["hostname", "subdomain"] {
+        let v = s(spec, key);
+        if !v.is_empty() {
+            for msg in is_dns1123_label(v) {
+                out.push(invalid(&format!("{path}.{key}"), v, &msg));
+            }
+        }
+    }
+    let node = s(spec, "nodeName");
+    if !node.is_empty() {
+        for msg in is_dns1123_subdomain(node) {
+            out.push(invalid(&format!("{path}.nodeName"), node, &msg));
+        }
+    }
     let sa = s(spec, "serviceAccountName");
     if !sa.is_empty() {
         for msg in is_dns1123_subdomain(sa) {
@@ -178,6 +192,20 @@ fn validate_container<'a>(
             "must not have leading or trailing whitespace",
         ));
     }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get(probe).filter(|p| p.is_object()) {
+            let ppath = format!("{path}.{probe}");
+            validate_probe(p, &ppath, out);
+            let st = p.get("successThreshold").and_then(Value::as_i64);
+            if probe != "readinessProbe" && st.is_some_and(|t| t != 1) {
+                out.push(invalid_json(
+                    &format!("{ppath}.successThreshold"),
+                    &Value::from(st.unwrap_or(0)),
+                    "must be 1",
+                ));
+            }
+        }
+    }
     validate_ports(arr(c, "ports"), &format!("{path}.ports"), out);
     for (i, e) in arr(c, "env").iter().enumerate() {
         let n = s(e, "name");
@@ -229,6 +257,58 @@ fn validate_container<'a>(
     }
     if let Some(res) = c.get("resources") {
         validate_resources(res, &format!("{path}.resources"), out);
+    }
+}
+
+/// kube's `validateProbe`: one handler, non-negative timings.
+fn validate_probe(p: &Value, path: &str, out: &mut Vec<StatusCause>) {
+    let handlers: Vec<&str> = ["exec", "httpGet", "tcpSocket", "grpc"]
+        .into_iter()
+        .filter(|h| p.get(*h).is_some_and(|v| !v.is_null()))
+        .collect();
+    match handlers.as_slice() {
+        [] => out.push(required(path, "must specify a handler type")),
+        [_, second, ..] => out.push(forbidden(
+            &format!("{path}.{second}"),
+            "may not specify more than 1 handler type",
+        )),
+        [one] => {
+            if let Some(port) = p.get(*one).and_then(|h| h.get("port")) {
+                if *one != "grpc" {
+                    validate_port_num_or_name(port, &format!("{path}.{one}.port"), out);
+                }
+            }
+        }
+    }
+    for f in [
+        "initialDelaySeconds",
+        "timeoutSeconds",
+        "periodSeconds",
+        "successThreshold",
+        "failureThreshold",
+    ] {
+        crate::validation::nonnegative(&format!("{path}.{f}"), p.get(f), out);
+    }
+}
+
+/// kube's `ValidatePortNumOrName`.
+fn validate_port_num_or_name(port: &Value, field: &str, out: &mut Vec<StatusCause>) {
+    match port {
+        Value::String(name) => {
+            for msg in port_name_errors(name) {
+                out.push(invalid(field, name, &msg));
+            }
+        }
+        other => {
+            let n = other.as_i64().unwrap_or(0);
+            if !(1..=65535).contains(&n) {
+                out.push(invalid_json(
+                    field,
+                    &Value::from(n),
+                    &inclusive_range_error(1, 65535),
+                ));
+            }
+        }
     }
 }
 
@@ -430,6 +510,24 @@ mod tests {
                 "spec.containers[0].resources.requests[cpu]: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
                 "spec.containers[0].resources.requests[memory]: Invalid value: \"-1\": must be greater than or equal to 0",
                 "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn probe_errors() {
+        let mut c = ok_container();
+        c["livenessProbe"] = json!({"successThreshold": 2, "periodSeconds": -1});
+        c["readinessProbe"] = json!({"httpGet": {"port": 0}, "tcpSocket": {"port": 1}});
+        c["startupProbe"] = json!({"httpGet": {"port": "Http"}});
+        assert_eq!(
+            errors(spec_with(json!([c]))),
+            vec![
+                "spec.containers[0].livenessProbe: Required value: must specify a handler type",
+                "spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
+                "spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+                "spec.containers[0].startupProbe.httpGet.port: Invalid value: \"Http\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
             ]
         );
     }
