@@ -21,7 +21,7 @@ pub fn object_mut<'a>(
     key: &str,
 ) -> Option<&'a mut Map<String, Value>> {
     // Looked up first so that an object already there costs no key copy.
-    if !map.get(key).is_some_and(|v| !v.is_null()) {
+    if map.get(key).is_none_or(Value::is_null) {
         map.insert(key.to_string(), Value::Object(Map::new()));
     }
     map.get_mut(key).and_then(Value::as_object_mut)
