@@ -173,8 +173,19 @@ fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         spec.get("revisionHistoryLimit"),
         &mut out,
     );
-    if let Some(old) = old.and_then(|o| o.get("spec")) {
-        validate_update(spec, old, &mut out);
+    if let Some(old) = old {
+        if spec_changed(spec, old.get("spec").unwrap_or(&Value::Null)) {
+            // A set stored before its defaults existed reads back defaulted
+            // in kube; compare with that (only here, to spare the copy).
+            let mut o = old.clone();
+            defaults(&mut o);
+            if spec_changed(spec, o.get("spec").unwrap_or(&Value::Null)) {
+                out.push(forbidden(
+                    "spec",
+                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+                ));
+            }
+        }
     }
     out
 }
@@ -188,23 +199,17 @@ const MUTABLE: [&str; 6] = [
     "minReadySeconds",
 ];
 
-/// kube's `ValidateStatefulSetUpdate`: only some spec fields may change.
-fn validate_update(new: &Value, old: &Value, out: &mut Vec<StatusCause>) {
+/// Whether an update changed spec fields kube's `ValidateStatefulSetUpdate`
+/// keeps fixed.
+fn spec_changed(new: &Value, old: &Value) -> bool {
     let (Some(n), Some(o)) = (new.as_object(), old.as_object()) else {
-        return;
+        return false;
     };
-    let changed = n
-        .iter()
+    n.iter()
         .filter(|(k, _)| !MUTABLE.contains(&k.as_str()))
         .any(|(k, v)| o.get(k) != Some(v))
         || o.keys()
-            .any(|k| !MUTABLE.contains(&k.as_str()) && !n.contains_key(k));
-    if changed {
-        out.push(forbidden(
-            "spec",
-            "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
-        ));
-    }
+            .any(|k| !MUTABLE.contains(&k.as_str()) && !n.contains_key(k))
 }
 
 #[cfg(test)]
@@ -253,6 +258,8 @@ mod tests {
         let mut scaled = s.clone();
         scaled["spec"]["replicas"] = json!(3);
         assert!(validate(&scaled, Some(&s)).is_empty());
+        // A set stored without defaults compares as kube reads it back.
+        assert!(validate(&scaled, Some(&sts())).is_empty());
         scaled["spec"]["serviceName"] = json!("other");
         let errs: Vec<String> = validate(&scaled, Some(&s))
             .iter()

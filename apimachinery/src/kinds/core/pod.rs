@@ -251,7 +251,18 @@ fn validate_pod_update(new: &Value, old: &Value, out: &mut Vec<StatusCause>) {
             }
         }
     }
-    let changed = changed_fields(new, old);
+    let mut changed = changed_fields(new, old);
+    let defaulted_old;
+    if !changed.is_empty() {
+        // A pod stored before its defaults existed reads back defaulted in
+        // kube; compare with that (only on this path, to spare the copy).
+        let mut o = old.clone();
+        if let Some(m) = o.as_object_mut() {
+            default_pod_spec(m, true);
+        }
+        defaulted_old = o;
+        changed = changed_fields(new, &defaulted_old);
+    }
     if !changed.is_empty() {
         let mut msg = String::from(UPDATABLE);
         msg.push('\n');
@@ -394,6 +405,11 @@ mod tests {
             .message
             .starts_with(&format!("Forbidden: {UPDATABLE}\n")));
         assert!(errs[0].message.contains("spec.nodeName"));
+        // A pod stored without defaults compares as kube reads it back.
+        let bare = pod(json!([{"name": "a", "image": "nginx:1"}]));
+        let mut relabeled = old.clone();
+        relabeled["metadata"]["labels"] = json!({"x": "y"});
+        assert!(pod_validate(&relabeled, Some(&bare)).is_empty());
         let mut lowered = old.clone();
         lowered["spec"]["activeDeadlineSeconds"] = json!(10);
         let mut raised = lowered.clone();
