@@ -40,7 +40,7 @@ pub static RULES: KindRules = KindRules {
     prepare_create: None,
     prepare_update: None,
     validate: Some(validate),
-    validate_status: None,
+    validate_status: Some(validate_status),
     columns: &[
         NAME,
         status_column!("Desired", "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/", "/status/desiredNumberScheduled"),
@@ -211,6 +211,25 @@ fn validate_strategy(us: &Value, out: &mut Vec<StatusCause>) {
             ));
         }
     }
+}
+
+/// kube's `ValidateDaemonSetStatus`.
+fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    workload::validate_status_counts(
+        obj,
+        &[
+            "numberMisscheduled",
+            "currentNumberScheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+            "observedGeneration",
+            "updatedNumberScheduled",
+            "numberAvailable",
+            "numberUnavailable",
+            "collisionCount",
+        ],
+        &[],
+    )
 }
 
 #[cfg(test)]

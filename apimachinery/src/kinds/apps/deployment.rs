@@ -25,7 +25,7 @@ pub static RULES: KindRules = KindRules {
     prepare_create: None,
     prepare_update: None,
     validate: Some(validate),
-    validate_status: None,
+    validate_status: Some(validate_status),
     columns: &[
         NAME,
         Column {
@@ -205,6 +205,33 @@ fn validate_rolling_update(ru: &Value, out: &mut Vec<StatusCause>) {
     }
 }
 
+/// kube's `ValidateDeploymentStatus`.
+fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    const MSG: &str = "cannot be greater than status.replicas";
+    workload::validate_status_counts(
+        obj,
+        &[
+            "observedGeneration",
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "unavailableReplicas",
+            "collisionCount",
+        ],
+        &[
+            ("updatedReplicas", "replicas", MSG),
+            ("readyReplicas", "replicas", MSG),
+            ("availableReplicas", "replicas", MSG),
+            (
+                "availableReplicas",
+                "readyReplicas",
+                "cannot be greater than readyReplicas",
+            ),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +315,22 @@ mod tests {
         d["spec"].as_object_mut().unwrap().remove("selector");
         defaults(&mut d);
         assert_eq!(errors(&d), vec!["spec.selector: Required value"]);
+    }
+
+    #[test]
+    fn status_rules() {
+        let d = json!({"status": {"replicas": 1, "readyReplicas": 2, "availableReplicas": -1}});
+        let errs: Vec<String> = validate_status(&d, None)
+            .iter()
+            .map(cause_to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "status.availableReplicas: Invalid value: -1: must be greater than or equal to 0",
+                "status.readyReplicas: Invalid value: 2: cannot be greater than status.replicas",
+            ]
+        );
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub static RULES: KindRules = KindRules {
     prepare_create: None,
     prepare_update: None,
     validate: Some(validate),
-    validate_status: None,
+    validate_status: Some(validate_status),
     columns: replica_columns!(
         "Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
         "Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
@@ -110,6 +110,31 @@ fn validate(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
     // kube's message names deployments here too.
     validate_replica_set_like(spec, "spec", "deployment", &mut out);
     out
+}
+
+/// kube's `ValidateReplicaSetStatus` (also `ValidateReplicationControllerStatus`).
+pub(crate) fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    const MSG: &str = "cannot be greater than status.replicas";
+    workload::validate_status_counts(
+        obj,
+        &[
+            "replicas",
+            "fullyLabeledReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "observedGeneration",
+        ],
+        &[
+            ("fullyLabeledReplicas", "replicas", MSG),
+            ("readyReplicas", "replicas", MSG),
+            ("availableReplicas", "replicas", MSG),
+            (
+                "availableReplicas",
+                "readyReplicas",
+                "cannot be greater than readyReplicas",
+            ),
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub static RULES: KindRules = KindRules {
     prepare_create: None,
     prepare_update: None,
     validate: Some(validate),
-    validate_status: None,
+    validate_status: Some(validate_status),
     columns: &[
         NAME,
         Column {
@@ -210,6 +210,23 @@ fn spec_changed(new: &Value, old: &Value) -> bool {
         .any(|(k, v)| o.get(k) != Some(v))
         || o.keys()
             .any(|k| !MUTABLE.contains(&k.as_str()) && !n.contains_key(k))
+}
+
+/// kube's `ValidateStatefulSetStatus` (the counters).
+fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    workload::validate_status_counts(
+        obj,
+        &[
+            "replicas",
+            "readyReplicas",
+            "currentReplicas",
+            "updatedReplicas",
+            "availableReplicas",
+            "observedGeneration",
+            "collisionCount",
+        ],
+        &[],
+    )
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ pub static RULES: KindRules = KindRules {
     prepare_create: None,
     prepare_update: None,
     validate: Some(validate),
-    validate_status: None,
+    validate_status: Some(crate::kinds::apps::replicaset::validate_status),
     columns: replica_columns!(
         "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller",
         "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller",

@@ -169,6 +169,32 @@ pub fn go_label_selector(sel: &Value) -> String {
     out
 }
 
+/// Status counters that must not be negative (kube's status validation of
+/// the workload kinds), then the counters that may not exceed another:
+/// `(field, limit field, message)`.
+pub fn validate_status_counts(
+    obj: &Value,
+    nonneg: &[&str],
+    at_most: &[(&str, &str, &str)],
+) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    let status = obj.get("status").unwrap_or(&Value::Null);
+    for f in nonneg {
+        crate::validation::nonnegative(&format!("status.{f}"), status.get(*f), &mut out);
+    }
+    let n = |f: &str| status.get(f).and_then(Value::as_i64).unwrap_or(0);
+    for (f, limit, msg) in at_most {
+        if n(f) > n(limit) {
+            out.push(crate::validation::invalid_json(
+                &format!("status.{f}"),
+                &Value::from(n(f)),
+                msg,
+            ));
+        }
+    }
+    out
+}
+
 /// Go's `%#v` of an `intstr.IntOrString` (`Type` 0 for ints, 1 for
 /// strings), as kube's messages print one.
 pub fn go_intstr(v: &Value) -> String {
