@@ -18,8 +18,7 @@ use crate::kinds::print::{label_map, Column, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::status::StatusCause;
 use crate::validation::{
-    go_string_map, invalid_json, invalid_rendered, nonnegative, not_supported,
-    not_supported_rendered, required,
+    go_string_map, invalid_rendered, nonnegative, not_supported, not_supported_rendered, required,
 };
 
 macro_rules! status_column {
@@ -138,10 +137,12 @@ fn validate(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
                 &["Always"],
             ));
         }
-        if let Some(ads) = ps.get("activeDeadlineSeconds").filter(|v| !v.is_null()) {
-            out.push(invalid_json(
+        if ps
+            .get("activeDeadlineSeconds")
+            .is_some_and(|v| !v.is_null())
+        {
+            out.push(crate::validation::forbidden(
                 "spec.template.spec.activeDeadlineSeconds",
-                ads,
                 "activeDeadlineSeconds in DaemonSet is not Supported",
             ));
         }

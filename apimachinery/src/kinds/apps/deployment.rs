@@ -314,7 +314,10 @@ mod tests {
         let mut d = deployment();
         d["spec"].as_object_mut().unwrap().remove("selector");
         defaults(&mut d);
-        assert_eq!(errors(&d), vec!["spec.selector: Required value"]);
+        assert_eq!(errors(&d), vec![
+            "spec.selector: Required value",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`",
+        ]);
     }
 
     #[test]

@@ -271,6 +271,12 @@ pub fn validate_selector_and_template(
     let sel_path = format!("{spec_path}.selector");
     let Some(sel) = spec.get("selector").filter(|s| !s.is_null()) else {
         out.push(required(&sel_path, ""));
+        // No selector converts to kube's `Nothing`, which no labels match.
+        out.push(invalid_rendered(
+            &format!("{spec_path}.template.metadata.labels"),
+            &go_string_map(spec.pointer("/template/metadata/labels")),
+            "`selector` does not match template `labels`",
+        ));
         return;
     };
     let valid = validate_selector(sel, &sel_path, out);
@@ -471,9 +477,10 @@ mod tests {
         );
         out.clear();
         validate_selector_and_template(&json!({}), "spec", "deployment", "", &mut out);
-        assert_eq!(
-            crate::validation::cause_to_string(&out[0]),
-            "spec.selector: Required value"
-        );
+        let msgs: Vec<String> = out.iter().map(crate::validation::cause_to_string).collect();
+        assert_eq!(msgs, vec![
+            "spec.selector: Required value",
+            "spec.template.metadata.labels: Invalid value: map[string]string(nil): `selector` does not match template `labels`",
+        ]);
     }
 }
