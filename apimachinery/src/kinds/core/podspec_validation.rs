@@ -159,8 +159,76 @@ fn validate_volumes<'a>(
         if !name.is_empty() && !names.insert(name) {
             out.push(duplicate(&field, name));
         }
+        validate_volume_source(v, &format!("{path}[{i}]"), out);
     }
     names
+}
+
+/// kube's `VolumeSource` fields, in its struct order (the order in which it
+/// finds a second source).
+const VOLUME_SOURCES: [&str; 30] = [
+    "hostPath",
+    "emptyDir",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "gitRepo",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "persistentVolumeClaim",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "configMap",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "projected",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+    "csi",
+    "ephemeral",
+    "image",
+];
+
+/// One volume source (`must specify a volume type`, `may not specify more
+/// than 1 volume type`) and the required name of the common ones.
+fn validate_volume_source(v: &Value, path: &str, out: &mut Vec<StatusCause>) {
+    let mut found = 0;
+    for key in VOLUME_SOURCES {
+        let Some(src) = v.get(key).filter(|s| !s.is_null()) else {
+            continue;
+        };
+        found += 1;
+        if found > 1 {
+            out.push(forbidden(
+                &format!("{path}.{key}"),
+                "may not specify more than 1 volume type",
+            ));
+            continue;
+        }
+        let needed = match key {
+            "secret" => "secretName",
+            "configMap" => "name",
+            "persistentVolumeClaim" => "claimName",
+            "hostPath" | "nfs" => "path",
+            _ => continue,
+        };
+        if s(src, needed).is_empty() {
+            out.push(required(&format!("{path}.{key}.{needed}"), ""));
+        }
+    }
+    if found == 0 {
+        out.push(required(path, "must specify a volume type"));
+    }
 }
 
 fn validate_container<'a>(
@@ -219,6 +287,9 @@ fn validate_container<'a>(
                 "a valid environment variable name must consist only of printable ASCII characters other than '='",
             ));
         }
+        if let Some(from) = e.get("valueFrom").filter(|f| f.is_object()) {
+            validate_value_from(e, from, &format!("{path}.env[{i}].valueFrom"), out);
+        }
     }
     let mut mount_paths = HashSet::new();
     for (i, m) in arr(c, "volumeMounts").iter().enumerate() {
@@ -258,6 +329,55 @@ fn validate_container<'a>(
     if let Some(res) = c.get("resources") {
         validate_resources(res, &format!("{path}.resources"), out);
     }
+}
+
+/// kube's `validateEnvVarValueFrom`: one source, not next to a `value`,
+/// key selectors with a name and a key.
+fn validate_value_from(env: &Value, from: &Value, path: &str, out: &mut Vec<StatusCause>) {
+    let sources: Vec<&str> = [
+        "fieldRef",
+        "resourceFieldRef",
+        "configMapKeyRef",
+        "secretKeyRef",
+    ]
+    .into_iter()
+    .filter(|k| from.get(*k).is_some_and(|v| !v.is_null()))
+    .collect();
+    for src in &sources {
+        let sel = &from[*src];
+        let p = format!("{path}.{src}");
+        match *src {
+            "fieldRef" => {
+                if s(sel, "fieldPath").is_empty() {
+                    out.push(required(&format!("{p}.fieldPath"), ""));
+                }
+            }
+            "resourceFieldRef" => {
+                if s(sel, "resource").is_empty() {
+                    out.push(required(&format!("{p}.resource"), ""));
+                }
+            }
+            _ => {
+                let name = s(sel, "name");
+                for msg in is_dns1123_subdomain(name) {
+                    out.push(invalid(&format!("{p}.name"), name, &msg));
+                }
+                if s(sel, "key").is_empty() {
+                    out.push(required(&format!("{p}.key"), ""));
+                }
+            }
+        }
+    }
+    let detail = if sources.is_empty() {
+        "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+    } else if !s(env, "value").is_empty() {
+        "may not be specified when `value` is not empty"
+    } else if sources.len() > 1 {
+        "may not have more than one field specified at a time"
+    } else {
+        return;
+    };
+    out.push(invalid(path, "", detail));
 }
 
 /// kube's `validateProbe`: one handler, non-negative timings.
@@ -528,6 +648,33 @@ mod tests {
                 "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
                 "spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
                 "spec.containers[0].startupProbe.httpGet.port: Invalid value: \"Http\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+            ]
+        );
+    }
+
+    #[test]
+    fn volume_and_env_errors() {
+        let mut c = ok_container();
+        c["env"] = json!([
+            {"name": "A", "value": "x", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+            {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "c"}}},
+            {"name": "C", "valueFrom": {}}
+        ]);
+        let mut spec = spec_with(json!([c]));
+        spec["volumes"] = json!([
+            {"name": "a", "secret": {}},
+            {"name": "b", "emptyDir": {}, "configMap": {"name": "x"}},
+            {"name": "c"}
+        ]);
+        assert_eq!(
+            errors(spec),
+            vec![
+                "spec.volumes[0].secret.secretName: Required value",
+                "spec.volumes[1].configMap: Forbidden: may not specify more than 1 volume type",
+                "spec.volumes[2]: Required value: must specify a volume type",
+                "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty",
+                "spec.containers[0].env[1].valueFrom.configMapKeyRef.key: Required value",
+                "spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
             ]
         );
     }
