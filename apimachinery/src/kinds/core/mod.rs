@@ -1,6 +1,7 @@
 //! The core (legacy, `v1`) group.
 
 pub mod configmap;
+pub mod container;
 pub mod endpoints;
 pub mod event;
 pub mod namespace;
