@@ -46,18 +46,24 @@ fn defaults(obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else {
         return;
     };
-    let labels = o
-        .get("spec")
-        .and_then(|s| s.pointer("/template/metadata/labels"))
-        .filter(|l| l.is_object())
-        .cloned();
+    let need_selector = non_empty_map(o.get("spec").and_then(|s| s.get("selector"))).is_none();
+    let need_labels = non_empty_map(o.get("metadata").and_then(|m| m.get("labels"))).is_none();
+    // Copied only when something takes them.
+    let labels = (need_selector || need_labels)
+        .then(|| {
+            o.get("spec")
+                .and_then(|s| s.pointer("/template/metadata/labels"))
+                .filter(|l| l.is_object())
+                .cloned()
+        })
+        .flatten();
     if let Some(labels) = labels {
-        if non_empty_map(o.get("spec").and_then(|s| s.get("selector"))).is_none() {
+        if need_selector {
             if let Some(spec) = object_mut(o, "spec") {
                 spec.insert("selector".into(), labels.clone());
             }
         }
-        if non_empty_map(o.get("metadata").and_then(|m| m.get("labels"))).is_none() {
+        if need_labels {
             if let Some(meta) = object_mut(o, "metadata") {
                 meta.insert("labels".into(), labels);
             }
