@@ -1,11 +1,15 @@
 //! Pods and PodTemplates: kube's defaults (`SetDefaults_Pod`,
 //! `SetDefaults_PodSpec` and below, in `podspec_defaults`), the pod
-//! strategy (status on create with the QoS class, the service account
-//! admission's default), validation (`ValidatePodSpec` in
+//! strategy (status on create with the QoS class) and what kube's default
+//! admission plugins add on create (ServiceAccount's `default` account,
+//! Priority's priority and preemption policy, DefaultTolerationSeconds'
+//! not-ready/unreachable tolerations), validation (`ValidatePodSpec` in
 //! `podspec_validation`, `ValidatePodUpdate` here) and the printers
 //! (`podprint`).
 //!
-//! Not implemented: the ServiceAccount admission's token volume
+//! Not implemented: priorities of PriorityClass objects other than the two
+//! built-in system classes (and a global default class), the ServiceAccount
+//! admission's token volume
 //! (`kube-api-access-*`) and `automountServiceAccountToken` handling,
 //! pod status validation (`ValidatePodStatusUpdate`), the mutable
 //! scheduling directives of gated pods, ephemeral containers and resize
@@ -19,7 +23,7 @@ use super::podprint;
 use super::podspec_defaults::{default_pod_spec, mirror_service_account};
 use super::podspec_validation::{validate_pod_spec, validate_pod_template};
 use super::quantity;
-use crate::kinds::common::{existing_mut, object_mut};
+use crate::kinds::common::{default_field, existing_mut, object_mut};
 use crate::kinds::print::{label_map, Column, PrintContext, NAME};
 use crate::kinds::KindRules;
 use crate::status::StatusCause;
@@ -117,6 +121,8 @@ fn pod_prepare_create(obj: &mut Value) {
     status.insert("qosClass".into(), Value::String(qos.into()));
     o.insert("status".into(), Value::Object(status));
     if let Some(spec) = object_mut(o, "spec") {
+        admit_priority(spec);
+        admit_default_tolerations(spec);
         mirror_service_account(spec);
         let named = spec
             .get("serviceAccountName")
@@ -125,6 +131,65 @@ fn pod_prepare_create(obj: &mut Value) {
         if !named {
             spec.insert("serviceAccountName".into(), Value::String("default".into()));
             spec.insert("serviceAccount".into(), Value::String("default".into()));
+        }
+    }
+}
+
+/// The Priority admission plugin: a pod without a class gets priority 0
+/// (no global default class is known here), the built-in system classes
+/// their values; both get the default preemption policy.
+fn admit_priority(spec: &mut Map<String, Value>) {
+    let class = spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let priority: i64 = match class {
+        "" => 0,
+        "system-node-critical" => 2_000_001_000,
+        "system-cluster-critical" => 2_000_000_000,
+        // Other classes are objects this pure rule cannot read.
+        _ => return,
+    };
+    default_field(spec, "priority", Value::from(priority));
+    default_field(
+        spec,
+        "preemptionPolicy",
+        Value::String("PreemptLowerPriority".into()),
+    );
+}
+
+/// The DefaultTolerationSeconds admission plugin: pods tolerate
+/// `not-ready` and `unreachable` nodes for 300s unless they say otherwise.
+fn admit_default_tolerations(spec: &mut Map<String, Value>) {
+    const NOT_READY: &str = "node.kubernetes.io/not-ready";
+    const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+    let tolerates = |key: &str| {
+        spec.get("tolerations")
+            .and_then(Value::as_array)
+            .is_some_and(|ts| {
+                ts.iter().any(|t| {
+                    let k = t.get("key").and_then(Value::as_str).unwrap_or("");
+                    let e = t.get("effect").and_then(Value::as_str).unwrap_or("");
+                    (k == key || k.is_empty()) && (e == "NoExecute" || e.is_empty())
+                })
+            })
+    };
+    let missing: Vec<&str> = [NOT_READY, UNREACHABLE]
+        .into_iter()
+        .filter(|k| !tolerates(k))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    if !spec.get("tolerations").is_some_and(Value::is_array) {
+        spec.insert("tolerations".into(), Value::Array(Vec::new()));
+    }
+    if let Some(ts) = spec.get_mut("tolerations").and_then(Value::as_array_mut) {
+        for key in missing {
+            ts.push(
+                json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                           "tolerationSeconds": 300}),
+            );
         }
     }
 }
@@ -375,13 +440,29 @@ mod tests {
             json!({"phase": "Pending", "qosClass": "Guaranteed"})
         );
         assert_eq!(p["spec"]["serviceAccountName"], "default");
+        assert_eq!(p["spec"]["priority"], 0);
+        assert_eq!(p["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+        assert_eq!(
+            p["spec"]["tolerations"],
+            json!([
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ])
+        );
         assert_eq!(p["spec"]["serviceAccount"], "default");
         assert!(pod_validate(&p, None).is_empty());
         let mut named = pod(json!([{"name": "a", "image": "nginx"}]));
         named["spec"]["serviceAccountName"] = json!("robot");
         named["spec"]["schedulingGates"] = json!([{"name": "g"}]);
+        named["spec"]["priorityClassName"] = json!("system-node-critical");
+        named["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
         pod_prepare_create(&mut named);
         assert_eq!(named["spec"]["serviceAccount"], "robot");
+        assert_eq!(named["spec"]["priority"], 2_000_001_000);
+        assert_eq!(
+            named["spec"]["tolerations"],
+            json!([{"operator": "Exists"}])
+        );
         assert_eq!(named["status"]["qosClass"], "BestEffort");
         assert_eq!(
             named["status"]["conditions"][0]["reason"],
