@@ -208,7 +208,7 @@ fn validate_rolling_update(ru: &Value, out: &mut Vec<StatusCause>) {
 /// kube's `ValidateDeploymentStatus`.
 fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
     const MSG: &str = "cannot be greater than status.replicas";
-    workload::validate_status_counts(
+    let mut out = workload::validate_status_counts(
         obj,
         &[
             "observedGeneration",
@@ -223,13 +223,18 @@ fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
             ("updatedReplicas", "replicas", MSG),
             ("readyReplicas", "replicas", MSG),
             ("availableReplicas", "replicas", MSG),
-            (
-                "availableReplicas",
-                "readyReplicas",
-                "cannot be greater than readyReplicas",
-            ),
         ],
-    )
+    );
+    // kube compares available with ready only once something is ready.
+    let n = |f: &str| crate::kinds::print::int_at(obj, &format!("/status/{f}"));
+    if n("readyReplicas") > 0 && n("availableReplicas") > n("readyReplicas") {
+        out.push(invalid_json(
+            "status.availableReplicas",
+            &Value::from(n("availableReplicas")),
+            "cannot be greater than readyReplicas",
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ fn defaults(obj: &mut Value) {
     default_field(spec, "revisionHistoryLimit", Value::from(10));
     default_template(spec, "template");
     for pvc in each_mut(spec, "volumeClaimTemplates") {
-        if let Some(s) = existing_mut(pvc, "spec") {
+        if let Some(s) = object_mut(pvc, "spec") {
             default_field(s, "volumeMode", Value::String("Filesystem".into()));
         }
         if let Some(st) = object_mut(pvc, "status") {
@@ -214,6 +214,7 @@ fn spec_changed(new: &Value, old: &Value) -> bool {
 
 /// kube's `ValidateStatefulSetStatus` (the counters).
 fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    const MSG: &str = "cannot be greater than status.replicas";
     workload::validate_status_counts(
         obj,
         &[
@@ -225,7 +226,12 @@ fn validate_status(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
             "observedGeneration",
             "collisionCount",
         ],
-        &[],
+        &[
+            ("readyReplicas", "replicas", MSG),
+            ("currentReplicas", "replicas", MSG),
+            ("updatedReplicas", "replicas", MSG),
+            ("availableReplicas", "replicas", MSG),
+        ],
     )
 }
 
