@@ -85,6 +85,23 @@ pub fn validate_pod_spec(spec: &Value, path: &str, out: &mut Vec<StatusCause>) {
             out,
         );
     }
+    if spec.get("hostNetwork").and_then(Value::as_bool) == Some(true) {
+        for key in ["containers", "initContainers"] {
+            for (i, c) in arr(spec, key).iter().enumerate() {
+                for (j, p) in arr(c, "ports").iter().enumerate() {
+                    let cp = p.get("containerPort").and_then(Value::as_i64).unwrap_or(0);
+                    let hp = p.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
+                    if hp != cp {
+                        out.push(invalid_json(
+                            &format!("{path}.{key}[{i}].ports[{j}].containerPort"),
+                            &Value::from(cp),
+                            "must match `hostPort` when `hostNetwork` is true",
+                        ));
+                    }
+                }
+            }
+        }
+    }
     let restart = s(spec, "restartPolicy");
     match restart {
         "Always" | "OnFailure" | "Never" => {}
@@ -363,6 +380,18 @@ mod tests {
                 "spec.containers[0].env[1].valueFrom.configMapKeyRef.key: Required value",
                 "spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
             ]
+        );
+    }
+
+    #[test]
+    fn host_network_ports() {
+        let mut c = ok_container();
+        c["ports"] = json!([{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}]);
+        let mut spec = spec_with(json!([c]));
+        spec["hostNetwork"] = json!(true);
+        assert_eq!(
+            errors(spec),
+            vec!["spec.containers[0].ports[0].containerPort: Invalid value: 80: must match `hostPort` when `hostNetwork` is true"]
         );
     }
 
