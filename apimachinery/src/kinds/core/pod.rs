@@ -34,7 +34,7 @@ pub static POD: KindRules = KindRules {
     prepare_create: Some(pod_prepare_create),
     prepare_update: None,
     validate: Some(pod_validate),
-    validate_status: None,
+    validate_status: Some(pod_validate_status),
     columns: podprint::COLUMNS,
 };
 
@@ -260,6 +260,87 @@ fn pod_validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         validate_pod_update(spec, old.get("spec").unwrap_or(&Value::Null), &mut out);
     }
     out
+}
+
+/// Part of kube's `ValidatePodStatusUpdate`: a changed nominated node is a
+/// node name, pod IPs are IPs, and containers that terminated under a
+/// restart policy that will not restart them stay terminated.
+fn pod_validate_status(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    let st = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let nominated = st(obj, "/status/nominatedNodeName");
+    let changed = old.is_none_or(|o| st(o, "/status/nominatedNodeName") != nominated);
+    if changed && !nominated.is_empty() {
+        for msg in crate::validation::is_dns1123_subdomain(&nominated) {
+            out.push(crate::validation::invalid(
+                "status.nominatedNodeName",
+                &nominated,
+                &msg,
+            ));
+        }
+    }
+    let ips = obj.pointer("/status/podIPs").and_then(Value::as_array);
+    for (i, ip) in ips.into_iter().flatten().enumerate() {
+        let ip = ip.get("ip").and_then(Value::as_str).unwrap_or("");
+        if ip.parse::<std::net::IpAddr>().is_err() {
+            out.push(crate::validation::invalid(
+                &format!("status.podIPs[{i}]"),
+                ip,
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            ));
+        }
+    }
+    if let Some(old) = old {
+        let policy = st(old, "/spec/restartPolicy");
+        if policy != "Always" {
+            for key in ["initContainerStatuses", "containerStatuses"] {
+                container_state_transitions(obj, old, key, &policy, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// kube's `ValidateContainerStateTransition`.
+fn container_state_transitions(
+    new: &Value,
+    old: &Value,
+    key: &str,
+    policy: &str,
+    out: &mut Vec<StatusCause>,
+) {
+    fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+        v.get("status")
+            .and_then(|s| s.get(key))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice)
+    }
+    let terminated = |c: &Value| c.pointer("/state/terminated").is_some_and(Value::is_object);
+    let news = list(new, key);
+    for (i, o) in list(old, key).iter().enumerate() {
+        if !terminated(o) {
+            continue;
+        }
+        let code = o
+            .pointer("/state/terminated/exitCode")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if code != 0 && policy == "OnFailure" {
+            continue;
+        }
+        let name = o.get("name");
+        if news.iter().any(|n| n.get("name") == name && !terminated(n)) {
+            out.push(forbidden(
+                &format!("status.{key}[{i}].state"),
+                "may not be transitioned to non-terminated state",
+            ));
+        }
+    }
 }
 
 const UPDATABLE: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
@@ -499,6 +580,30 @@ mod tests {
             cause_to_string(&pod_validate(&raised, Some(&lowered))[0]),
             "spec.activeDeadlineSeconds: Invalid value: 20: must be less than or equal to previous value"
         );
+    }
+
+    #[test]
+    fn status_rules() {
+        let old = json!({"spec": {"restartPolicy": "Never"}, "status": {"containerStatuses": [
+            {"name": "a", "state": {"terminated": {"exitCode": 0}}}]}});
+        let new = json!({"spec": {"restartPolicy": "Never"}, "status": {
+            "nominatedNodeName": "Bad_Node", "podIPs": [{"ip": "10.0.0.300"}],
+            "containerStatuses": [{"name": "a", "state": {"running": {}}}]}});
+        let errs: Vec<String> = pod_validate_status(&new, Some(&old))
+            .iter()
+            .map(cause_to_string)
+            .collect();
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        assert!(errs[0].starts_with(
+            "status.nominatedNodeName: Invalid value: \"Bad_Node\": a lowercase RFC 1123 subdomain"
+        ));
+        assert_eq!(errs[1], "status.podIPs[0]: Invalid value: \"10.0.0.300\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)");
+        assert_eq!(errs[2], "status.containerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state");
+        let mut always = old.clone();
+        always["spec"]["restartPolicy"] = json!("Always");
+        let ok =
+            json!({"status": {"containerStatuses": [{"name": "a", "state": {"running": {}}}]}});
+        assert!(pod_validate_status(&ok, Some(&always)).is_empty());
     }
 
     #[test]
