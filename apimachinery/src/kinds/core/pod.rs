@@ -11,7 +11,8 @@
 //! built-in system classes (and a global default class), the ServiceAccount
 //! admission's token volume
 //! (`kube-api-access-*`) and `automountServiceAccountToken` handling,
-//! pod status validation (`ValidatePodStatusUpdate`), the mutable
+//! most of `ValidatePodStatusUpdate` (conditions, host IPs, dual-stack
+//! pairs, resize and resource claim statuses), the mutable
 //! scheduling directives of gated pods, ephemeral containers and resize
 //! subresources, pod-level resources in the QoS class; the update message
 //! ends with a plain list of the changed fields where kube prints a
