@@ -1,7 +1,7 @@
 //! Jobs (batch/v1): `SetDefaults_Job`, the job strategy's generated
 //! selector and labels, `ValidateJob` and kube's job printer.
 //!
-//! Not implemented: pod failure policy and success policy validation,
+//! Not implemented: pod failure policy rules and success policy validation,
 //! `backoffLimitPerIndex`/`maxFailedIndexes` rules, the Indexed
 //! parallelism cap, `managedBy`, status validation, the update rules
 //! beyond the registry's generic immutable fields (`selector`, `template`,
@@ -307,6 +307,19 @@ pub fn validate_job_spec(spec: &Value, path: &str, out: &mut Vec<StatusCause>) {
             )),
         }
     }
+    let failure_policy = spec.get("podFailurePolicy").is_some_and(|p| !p.is_null());
+    if let Some(prp) = spec.get("podReplacementPolicy").and_then(Value::as_str) {
+        let field = format!("{path}.podReplacementPolicy");
+        if failure_policy && prp != "Failed" {
+            out.push(not_supported(&field, prp, &["Failed"]));
+        } else if prp != "TerminatingOrFailed" && prp != "Failed" {
+            out.push(not_supported(
+                &field,
+                prp,
+                &["TerminatingOrFailed", "Failed"],
+            ));
+        }
+    }
     validate_pod_template(
         spec.get("template").unwrap_or(&Value::Null),
         &format!("{path}.template"),
@@ -319,7 +332,13 @@ pub fn validate_job_spec(spec: &Value, path: &str, out: &mut Vec<StatusCause>) {
         .unwrap_or("")
     {
         "Always" | "" => out.push(required(&rp_path, "valid values: \"OnFailure\", \"Never\"")),
-        "OnFailure" | "Never" => {}
+        "Never" => {}
+        "OnFailure" if failure_policy => out.push(crate::validation::invalid(
+            &rp_path,
+            "OnFailure",
+            "only \"Never\" is supported when podFailurePolicy is specified",
+        )),
+        "OnFailure" => {}
         other => out.push(not_supported(&rp_path, other, &["OnFailure", "Never"])),
     }
 }
@@ -446,6 +465,17 @@ mod tests {
         assert_eq!(errs, vec![
             "spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0",
             "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+        ]);
+        let mut pfp = job();
+        pfp["spec"]["podFailurePolicy"] = json!({"rules": []});
+        pfp["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+        pfp["spec"]["podReplacementPolicy"] = json!("TerminatingOrFailed");
+        defaults(&mut pfp);
+        prepare_create(&mut pfp);
+        let errs: Vec<String> = validate(&pfp, None).iter().map(cause_to_string).collect();
+        assert_eq!(errs, vec![
+            "spec.podReplacementPolicy: Unsupported value: \"TerminatingOrFailed\": supported values: \"Failed\"",
+            "spec.template.spec.restartPolicy: Invalid value: \"OnFailure\": only \"Never\" is supported when podFailurePolicy is specified",
         ]);
         let mut manual = job();
         manual["spec"]["manualSelector"] = json!(true);
