@@ -2,10 +2,10 @@
 //! clients hit: containers (in `container`), volumes (names, one source,
 //! the common sources' required names), restart and DNS policies, the node
 //! selector, hostname/subdomain/nodeName, the service account name,
-//! `activeDeadlineSeconds`.
+//! `activeDeadlineSeconds`, tolerations, host-network ports.
 //!
 //! Not implemented (kube checks them): lifecycle hooks, security contexts,
-//! affinity, tolerations, topology spread constraints, host port
+//! affinity, topology spread constraints, host port
 //! conflicts, most volume sources' own fields, `subPath`, env `fieldRef`
 //! paths, DNS config, overhead, resource names, hugepages, sidecar
 //! (restartable init) container rules, seccomp/AppArmor annotations,
@@ -102,6 +102,9 @@ pub fn validate_pod_spec(spec: &Value, path: &str, out: &mut Vec<StatusCause>) {
             }
         }
     }
+    for (i, t) in arr(spec, "tolerations").iter().enumerate() {
+        validate_toleration(t, &format!("{path}.tolerations[{i}]"), out);
+    }
     let restart = s(spec, "restartPolicy");
     match restart {
         "Always" | "OnFailure" | "Never" => {}
@@ -152,6 +155,69 @@ pub fn validate_pod_spec(spec: &Value, path: &str, out: &mut Vec<StatusCause>) {
                 &inclusive_range_error(1, i64::from(i32::MAX)),
             ));
         }
+    }
+}
+
+/// kube's `ValidateTolerations` for one toleration.
+fn validate_toleration(t: &Value, path: &str, out: &mut Vec<StatusCause>) {
+    let (key, op, value, effect) = (s(t, "key"), s(t, "operator"), s(t, "value"), s(t, "effect"));
+    if !key.is_empty() {
+        for msg in crate::validation::is_qualified_name(key) {
+            out.push(invalid(&format!("{path}.key"), key, &msg));
+        }
+    }
+    let op_path = format!("{path}.operator");
+    if key.is_empty() && op != "Exists" {
+        out.push(invalid(
+            &op_path,
+            op,
+            "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
+        ));
+    }
+    let seconds = t.get("tolerationSeconds").filter(|v| !v.is_null());
+    if seconds.is_some() && effect != "NoExecute" {
+        out.push(invalid(
+            &format!("{path}.effect"),
+            effect,
+            "effect must be 'NoExecute' when `tolerationSeconds` is set",
+        ));
+    }
+    match op {
+        "Equal" | "" => {
+            let errs = crate::validation::is_valid_label_value(value);
+            if !errs.is_empty() {
+                out.push(invalid(&op_path, value, &errs.join(";")));
+            }
+        }
+        "Exists" => {
+            if !value.is_empty() {
+                let q = crate::validation::go_quote;
+                let secs = if seconds.is_some() {
+                    "(*int64)(0xc000000000)"
+                } else {
+                    "(*int64)(nil)"
+                };
+                out.push(crate::validation::invalid_rendered(
+                    &op_path,
+                    &format!(
+                        "core.Toleration{{Key:{}, Operator:{}, Value:{}, Effect:{}, TolerationSeconds:{secs}}}",
+                        q(key),
+                        q(op),
+                        q(value),
+                        q(effect)
+                    ),
+                    "value must be empty when `operator` is 'Exists'",
+                ));
+            }
+        }
+        other => out.push(not_supported(&op_path, other, &["Equal", "Exists"])),
+    }
+    if !effect.is_empty() && !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        out.push(not_supported(
+            &format!("{path}.effect"),
+            effect,
+            &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        ));
     }
 }
 
@@ -392,6 +458,26 @@ mod tests {
         assert_eq!(
             errors(spec),
             vec!["spec.containers[0].ports[0].containerPort: Invalid value: 80: must match `hostPort` when `hostNetwork` is true"]
+        );
+    }
+
+    #[test]
+    fn toleration_errors() {
+        let mut spec = spec_with(json!([ok_container()]));
+        spec["tolerations"] = json!([
+            {"operator": "Exists"},
+            {"key": "k", "operator": "Exists", "value": "v"},
+            {"operator": "Equal", "value": "v"},
+            {"key": "k", "operator": "Equal", "value": "v", "effect": "Sometimes", "tolerationSeconds": 5}
+        ]);
+        assert_eq!(
+            errors(spec),
+            vec![
+                "spec.tolerations[1].operator: Invalid value: core.Toleration{Key:\"k\", Operator:\"Exists\", Value:\"v\", Effect:\"\", TolerationSeconds:(*int64)(nil)}: value must be empty when `operator` is 'Exists'",
+                "spec.tolerations[2].operator: Invalid value: \"Equal\": operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
+                "spec.tolerations[3].effect: Invalid value: \"Sometimes\": effect must be 'NoExecute' when `tolerationSeconds` is set",
+                "spec.tolerations[3].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+            ]
         );
     }
 
