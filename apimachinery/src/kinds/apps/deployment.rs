@@ -23,7 +23,7 @@ use crate::validation::{forbidden, invalid_json, invalid_rendered, nonnegative, 
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
-    prepare_update: None,
+    prepare_update: Some(prepare_update),
     validate: Some(validate),
     validate_status: Some(validate_status),
     columns: &[
@@ -97,6 +97,31 @@ fn defaults(obj: &mut Value) {
     default_field(spec, "revisionHistoryLimit", Value::from(10));
     default_field(spec, "progressDeadlineSeconds", Value::from(600));
     default_template(spec, "template");
+}
+
+/// The deployment strategy's `PrepareForUpdate`: annotation changes bump
+/// the generation too (they are copied to the replica sets); spec changes
+/// are bumped by the generic path already.
+fn prepare_update(new: &mut Value, old: &Value) {
+    let generation = |v: &Value| v.pointer("/metadata/generation").and_then(Value::as_i64);
+    let (og, ng) = (generation(old), generation(new));
+    if ng != og {
+        return;
+    }
+    let same = match (
+        new.pointer("/metadata/annotations")
+            .and_then(Value::as_object),
+        old.pointer("/metadata/annotations")
+            .and_then(Value::as_object),
+    ) {
+        (Some(a), Some(b)) => a == b,
+        (a, b) => a.is_none_or(|m| m.is_empty()) && b.is_none_or(|m| m.is_empty()),
+    };
+    if !same {
+        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.insert("generation".into(), Value::from(og.unwrap_or(0) + 1));
+        }
+    }
 }
 
 fn validate(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
@@ -323,6 +348,20 @@ mod tests {
             "spec.selector: Required value",
             "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`",
         ]);
+    }
+
+    #[test]
+    fn annotation_changes_bump_the_generation() {
+        let old = json!({"metadata": {"generation": 3, "annotations": {"a": "1"}}});
+        let mut same = old.clone();
+        prepare_update(&mut same, &old);
+        assert_eq!(same["metadata"]["generation"], 3);
+        let mut changed = json!({"metadata": {"generation": 3, "annotations": {"a": "2"}}});
+        prepare_update(&mut changed, &old);
+        assert_eq!(changed["metadata"]["generation"], 4);
+        let mut spec_bumped = json!({"metadata": {"generation": 4, "annotations": {"a": "2"}}});
+        prepare_update(&mut spec_bumped, &old);
+        assert_eq!(spec_bumped["metadata"]["generation"], 4);
     }
 
     #[test]
