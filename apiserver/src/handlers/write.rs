@@ -428,15 +428,17 @@ where
                 .into());
             }
         }
+        // Defaults first, as kube applies them when it decodes the body:
+        // the generation compares the defaulted spec with the stored one.
+        if let Some(defaults) = scope.res.rules.defaults {
+            defaults(&mut new);
+        }
         object::prepare_update(
             scope.res,
             &current.value,
             &mut new,
             scope.subresource_name(),
         );
-        if let Some(defaults) = scope.res.rules.defaults {
-            defaults(&mut new);
-        }
         if let Some(prepare) = scope.res.rules.prepare_update {
             if scope.subresource_name() != Some("status") {
                 prepare(&mut new, &current.value);
