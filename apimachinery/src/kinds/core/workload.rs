@@ -393,15 +393,45 @@ fn join_containers(obj: &Value, pod_spec: &str, key: &str) -> Value {
     Value::String(out)
 }
 
-/// The Selector cell of a `LabelSelector` (`LabelSelectorAsSelector`'s
-/// string: empty for no selector).
+/// The Selector cell of a `LabelSelector`: `LabelSelectorAsSelector`'s
+/// string, requirements sorted by key and values sorted (empty for no
+/// selector).
 pub fn selector_cell(obj: &Value, pointer: &str) -> Value {
-    match obj.pointer(pointer) {
-        Some(sel) if !sel.is_null() && !selector_is_empty(sel) => {
-            Value::String(label_selector(Some(sel)))
+    let Some(sel) = obj.pointer(pointer).filter(|s| !s.is_null()) else {
+        return Value::String(String::new());
+    };
+    let mut reqs: Vec<(&str, String)> = Vec::new();
+    if let Some(ml) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in ml {
+            reqs.push((k, format!("{k}={}", v.as_str().unwrap_or(""))));
         }
-        _ => Value::String(String::new()),
     }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let mut values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        values.sort_unstable();
+        values.dedup();
+        let text = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return Value::String(label_selector(Some(sel))),
+        };
+        reqs.push((key, text));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(b.0));
+    let parts: Vec<String> = reqs.into_iter().map(|(_, t)| t).collect();
+    Value::String(parts.join(","))
 }
 
 /// `ready/desired` cells.
@@ -472,6 +502,18 @@ mod tests {
             go_label_selector(&sel),
             "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"t\", Operator:\"NotIn\", Values:[]string{\"a\"}}}}"
         );
+    }
+
+    #[test]
+    fn selector_cells_sort_like_kube() {
+        let obj = json!({"spec": {"selector": {"matchLabels": {"b": "1"},
+            "matchExpressions": [{"key": "a", "operator": "In", "values": ["y", "x"]},
+                                 {"key": "c", "operator": "DoesNotExist"}]}}});
+        assert_eq!(
+            selector_cell(&obj, "/spec/selector"),
+            json!("a in (x,y),b=1,!c")
+        );
+        assert_eq!(selector_cell(&json!({}), "/spec/selector"), json!(""));
     }
 
     #[test]
