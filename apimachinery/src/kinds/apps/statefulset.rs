@@ -182,7 +182,7 @@ fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
             if spec_changed(spec, o.get("spec").unwrap_or(&Value::Null)) {
                 out.push(forbidden(
                     "spec",
-                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
                 ));
             }
         }
@@ -190,11 +190,12 @@ fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     out
 }
 
-const MUTABLE: [&str; 6] = [
+const MUTABLE: [&str; 7] = [
     "replicas",
     "ordinals",
     "template",
     "updateStrategy",
+    "revisionHistoryLimit",
     "persistentVolumeClaimRetentionPolicy",
     "minReadySeconds",
 ];
@@ -288,7 +289,7 @@ mod tests {
             .iter()
             .map(cause_to_string)
             .collect();
-        assert_eq!(errs, vec!["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"]);
+        assert_eq!(errs, vec!["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"]);
         let mut ondelete = sts();
         ondelete["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
         defaults(&mut ondelete);
