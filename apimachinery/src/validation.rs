@@ -490,6 +490,87 @@ pub fn not_supported(field: &str, value: &str, valid: &[&str]) -> StatusCause {
     )
 }
 
+/// `field.Duplicate(field, value)`: `Duplicate value: "x"`.
+pub fn duplicate(field: &str, value: &str) -> StatusCause {
+    StatusCause::new(
+        cause::FIELD_VALUE_DUPLICATE,
+        format!("Duplicate value: {}", go_quote(value)),
+        field,
+    )
+}
+
+/// `field.NotFound(field, value)`: `Not found: "x"`.
+pub fn not_found(field: &str, value: &str) -> StatusCause {
+    StatusCause::new(
+        cause::FIELD_VALUE_NOT_FOUND,
+        format!("Not found: {}", go_quote(value)),
+        field,
+    )
+}
+
+/// kube's `InclusiveRangeError`: `must be between 1 and 65535, inclusive`.
+pub fn inclusive_range_error(lo: i64, hi: i64) -> String {
+    format!("must be between {lo} and {hi}, inclusive")
+}
+
+/// kube's `ValidateNonnegativeField` on an integer at `field` (absent or
+/// not an integer: nothing).
+pub fn nonnegative(field: &str, value: Option<&Value>, out: &mut Vec<StatusCause>) {
+    if let Some(n) = value.and_then(Value::as_i64) {
+        if n < 0 {
+            out.push(invalid_json(
+                field,
+                &Value::from(n),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+}
+
+/// Go's `%#v` of a `map[string]string` (keys sorted, as `fmt` prints
+/// maps): `map[string]string{"a":"1"}`, `map[string]string(nil)` for none.
+pub fn go_string_map(map: Option<&Value>) -> String {
+    let Some(m) = map.and_then(Value::as_object) else {
+        return "map[string]string(nil)".to_string();
+    };
+    let mut keys: Vec<&String> = m.keys().collect();
+    keys.sort();
+    let mut out = String::from("map[string]string{");
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&go_quote(k));
+        out.push(':');
+        out.push_str(&go_quote(m[*k].as_str().unwrap_or("")));
+    }
+    out.push('}');
+    out
+}
+
+/// `field.Invalid` whose bad value is already rendered the Go way (a `%#v`
+/// dump of a struct or map).
+pub fn invalid_rendered(field: &str, rendered: &str, detail: &str) -> StatusCause {
+    StatusCause::new(
+        cause::FIELD_VALUE_INVALID,
+        with_detail(format!("Invalid value: {rendered}"), detail),
+        field,
+    )
+}
+
+/// `field.NotSupported` whose bad value is already rendered the Go way.
+pub fn not_supported_rendered(field: &str, rendered: &str, valid: &[&str]) -> StatusCause {
+    let quoted: Vec<String> = valid.iter().map(|v| go_quote(v)).collect();
+    StatusCause::new(
+        cause::FIELD_VALUE_NOT_SUPPORTED,
+        with_detail(
+            format!("Unsupported value: {rendered}"),
+            &format!("supported values: {}", quoted.join(", ")),
+        ),
+        field,
+    )
+}
+
 /// A JSON value of the wrong type, worded like the OpenAPI schema validation
 /// of kube-apiserver: `Invalid value: "integer": <field> in body must be of
 /// type string: "integer"`.

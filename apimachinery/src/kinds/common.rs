@@ -20,13 +20,11 @@ pub fn object_mut<'a>(
     map: &'a mut Map<String, Value>,
     key: &str,
 ) -> Option<&'a mut Map<String, Value>> {
-    let slot = map
-        .entry(key.to_string())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if slot.is_null() {
-        *slot = Value::Object(Map::new());
+    // Looked up first so that an object already there costs no key copy.
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_string(), Value::Object(Map::new()));
     }
-    slot.as_object_mut()
+    map.get_mut(key).and_then(Value::as_object_mut)
 }
 
 /// The object under `key` when it is present and an object.

@@ -439,10 +439,12 @@ where
                 .into());
             }
         }
-        object::prepare_update(scope.res, &current.value, &mut new, scope.subresource);
+        // Defaults first, as kube applies them when it decodes the body:
+        // the generation compares the defaulted spec with the stored one.
         if let Some(defaults) = scope.res.rules.defaults {
             defaults(&mut new);
         }
+        object::prepare_update(scope.res, &current.value, &mut new, scope.subresource);
         if let Some(prepare) = scope.res.rules.prepare_update {
             if !status_like(scope) {
                 prepare(&mut new, &current.value);

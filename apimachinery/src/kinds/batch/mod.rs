@@ -1,4 +1,5 @@
 //! batch/v1.
 
+pub mod cron;
 pub mod cronjob;
 pub mod job;

@@ -1,13 +1,19 @@
 //! The core (legacy, `v1`) group.
 
 pub mod configmap;
+pub mod container;
 pub mod endpoints;
 pub mod event;
 pub mod namespace;
 pub mod node;
 pub mod pod;
+pub mod podprint;
+pub mod podspec_defaults;
+pub mod podspec_validation;
+pub mod quantity;
 pub mod quota;
 pub mod replicationcontroller;
 pub mod service;
 pub mod serviceaccount;
 pub mod volume;
+pub mod workload;
