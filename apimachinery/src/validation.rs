@@ -527,25 +527,16 @@ pub fn nonnegative(field: &str, value: Option<&Value>, out: &mut Vec<StatusCause
     }
 }
 
-/// Go's `%#v` of a `map[string]string` (keys sorted, as `fmt` prints
-/// maps): `map[string]string{"a":"1"}`, `map[string]string(nil)` for none.
+/// A `map[string]string` as kube's field errors print a bad value:
+/// `json.Marshal` of it, keys sorted (`{"a":"1"}`), `null` for none.
 pub fn go_string_map(map: Option<&Value>) -> String {
-    let Some(m) = map.and_then(Value::as_object) else {
-        return "map[string]string(nil)".to_string();
-    };
-    let mut keys: Vec<&String> = m.keys().collect();
-    keys.sort();
-    let mut out = String::from("map[string]string{");
-    for (i, k) in keys.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
+    match map.and_then(Value::as_object) {
+        None => "null".to_string(),
+        Some(m) => {
+            let sorted: std::collections::BTreeMap<&String, &Value> = m.iter().collect();
+            go_json(&serde_json::json!(sorted))
         }
-        out.push_str(&go_quote(k));
-        out.push(':');
-        out.push_str(&go_quote(m[*k].as_str().unwrap_or("")));
     }
-    out.push('}');
-    out
 }
 
 /// `field.Invalid` whose bad value is already rendered the Go way (a `%#v`

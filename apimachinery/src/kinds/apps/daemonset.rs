@@ -265,8 +265,8 @@ mod tests {
         d["spec"]["template"]["metadata"]["labels"] = json!({"app": "y"});
         let errs: Vec<String> = validate(&d, None).iter().map(cause_to_string).collect();
         assert_eq!(errs, vec![
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"y\"}: `selector` does not match template `labels`",
-            "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{Type:0, IntVal:1, StrVal:\"\"}: may not be set when maxUnavailable is non-zero",
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"y\"}: `selector` does not match template `labels`",
+            "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: may not be set when maxUnavailable is non-zero",
         ]);
         d["status"] = json!({"desiredNumberScheduled": 3, "currentNumberScheduled": 2,
             "numberReady": 1, "updatedNumberScheduled": 2, "numberAvailable": 1});

@@ -327,8 +327,8 @@ mod tests {
         d["spec"]["strategy"]["rollingUpdate"] = json!({"maxUnavailable": 0, "maxSurge": "0%"});
         assert_eq!(errors(&d), vec![
             "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"y\"}: `selector` does not match template `labels`",
-            "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0",
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"y\"}: `selector` does not match template `labels`",
+            "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: 0: may not be 0 when `maxSurge` is 0",
         ]);
         let mut d = deployment();
         defaults(&mut d);
@@ -338,7 +338,7 @@ mod tests {
         d["spec"]["minReadySeconds"] = json!(10);
         assert_eq!(errors(&d), vec![
             "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
-            "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%",
+            "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"150%\": must not be greater than 100%",
             "spec.progressDeadlineSeconds: Invalid value: 5: must be greater than minReadySeconds",
         ]);
         let mut d = deployment();
@@ -346,7 +346,7 @@ mod tests {
         defaults(&mut d);
         assert_eq!(errors(&d), vec![
             "spec.selector: Required value",
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`",
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"x\"}: `selector` does not match template `labels`",
         ]);
     }
 

@@ -160,7 +160,7 @@ mod tests {
         rs["spec"]["template"]["spec"]["activeDeadlineSeconds"] = json!(5);
         let errs: Vec<String> = validate(&rs, None).iter().map(cause_to_string).collect();
         assert_eq!(errs, vec![
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`",
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"x\"}: `selector` does not match template `labels`",
             "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported",
         ]);
         rs["status"] = json!({"replicas": 2, "readyReplicas": 1});

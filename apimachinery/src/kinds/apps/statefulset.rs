@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(errs, vec![
             "spec.podManagementPolicy: Invalid value: \"Random\": must be 'OrderedReady' or 'Parallel'",
             "spec.selector: Required value",
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`",
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"x\"}: `selector` does not match template `labels`",
         ]);
         s["status"] = json!({"readyReplicas": 1});
         let ctx = PrintContext { now: 0 };

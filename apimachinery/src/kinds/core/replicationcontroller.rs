@@ -162,7 +162,7 @@ mod tests {
         defaults(&mut rc);
         let errs: Vec<String> = validate(&rc, None).iter().map(cause_to_string).collect();
         assert_eq!(errs, vec![
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`",
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"x\"}: `selector` does not match template `labels`",
             "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
         ]);
         let errs: Vec<String> = validate(&json!({"spec": {}}), None)

@@ -3,6 +3,7 @@
 //! show it), the selector-against-template check, pod template defaults,
 //! and the Containers/Images/Selector printer cells.
 
+use serde_json::json;
 use serde_json::{Map, Value};
 
 use super::podspec_defaults::default_pod_spec;
@@ -131,42 +132,46 @@ pub fn selector_matches(sel: &Value, labels: Option<&Value>) -> bool {
     true
 }
 
-/// Go's `%#v` of a `metav1.LabelSelector`, as kube's messages print one.
+/// A `metav1.LabelSelector` as kube's field errors print a bad value:
+/// `json.Marshal` of it (`{"matchLabels":{"a":"1"}}`, empty parts left
+/// out, map keys sorted).
 pub fn go_label_selector(sel: &Value) -> String {
-    let mut out = String::from("v1.LabelSelector{MatchLabels:");
-    out.push_str(&go_string_map(sel.get("matchLabels")));
-    out.push_str(", MatchExpressions:");
-    match sel.get("matchExpressions").and_then(Value::as_array) {
-        None => out.push_str("[]v1.LabelSelectorRequirement(nil)"),
-        Some(exprs) => {
-            out.push_str("[]v1.LabelSelectorRequirement{");
-            for (i, e) in exprs.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                let st = |k: &str| go_quote(e.get(k).and_then(Value::as_str).unwrap_or(""));
-                out.push_str(&format!(
-                    "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:",
-                    st("key"),
-                    st("operator")
-                ));
-                match e.get("values").and_then(Value::as_array) {
-                    None => out.push_str("[]string(nil)"),
-                    Some(vs) => {
-                        let items: Vec<String> = vs
-                            .iter()
-                            .map(|v| go_quote(v.as_str().unwrap_or("")))
-                            .collect();
-                        out.push_str(&format!("[]string{{{}}}", items.join(", ")));
-                    }
-                }
-                out.push('}');
-            }
-            out.push('}');
-        }
+    let mut out = serde_json::Map::new();
+    if let Some(m) = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+    {
+        let sorted: std::collections::BTreeMap<&String, &Value> = m.iter().collect();
+        out.insert("matchLabels".into(), json!(sorted));
     }
-    out.push('}');
-    out
+    if let Some(exprs) = sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let exprs: Vec<Value> = exprs
+            .iter()
+            .map(|e| {
+                let mut r = serde_json::Map::new();
+                r.insert("key".into(), e.get("key").cloned().unwrap_or(json!("")));
+                r.insert(
+                    "operator".into(),
+                    e.get("operator").cloned().unwrap_or(json!("")),
+                );
+                if let Some(v) = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .filter(|v| !v.is_empty())
+                {
+                    r.insert("values".into(), Value::Array(v.clone()));
+                }
+                Value::Object(r)
+            })
+            .collect();
+        out.insert("matchExpressions".into(), Value::Array(exprs));
+    }
+    crate::validation::go_json(&Value::Object(out))
 }
 
 /// Status counters that must not be negative (kube's status validation of
@@ -216,18 +221,12 @@ pub fn selector_immutable(new: &Value, old: &Value) -> Option<StatusCause> {
     ))
 }
 
-/// Go's `%#v` of an `intstr.IntOrString` (`Type` 0 for ints, 1 for
-/// strings), as kube's messages print one.
+/// An `intstr.IntOrString` as kube's field errors print a bad value
+/// (`json.Marshal`, which writes the int or the quoted string).
 pub fn go_intstr(v: &Value) -> String {
     match v {
-        Value::String(s) => format!(
-            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
-            go_quote(s)
-        ),
-        other => format!(
-            "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
-            other.as_i64().unwrap_or(0)
-        ),
+        Value::String(s) => go_quote(s),
+        other => other.as_i64().unwrap_or(0).to_string(),
     }
 }
 
@@ -496,11 +495,11 @@ mod tests {
         assert!(!selector_matches(&sel, None));
         assert_eq!(
             go_label_selector(&json!({"matchLabels": {"b": "2", "a": "1"}})),
-            "v1.LabelSelector{MatchLabels:map[string]string{\"a\":\"1\", \"b\":\"2\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}"
+            "{\"matchLabels\":{\"a\":\"1\",\"b\":\"2\"}}"
         );
         assert_eq!(
             go_label_selector(&sel),
-            "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"t\", Operator:\"NotIn\", Values:[]string{\"a\"}}}}"
+            "{\"matchLabels\":{\"app\":\"x\"},\"matchExpressions\":[{\"key\":\"t\",\"operator\":\"NotIn\",\"values\":[\"a\"]}]}"
         );
     }
 
@@ -523,7 +522,7 @@ mod tests {
         let new = json!({"spec": {"selector": {"matchLabels": {"app": "y"}}}});
         assert_eq!(
             crate::validation::cause_to_string(&selector_immutable(&new, &old).unwrap()),
-            "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"y\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"
+            "spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"y\"}}: field is immutable"
         );
     }
 
@@ -535,7 +534,7 @@ mod tests {
         validate_selector_and_template(&spec, "spec", "deployment", "", &mut out);
         assert_eq!(
             crate::validation::cause_to_string(&out[0]),
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"x\"}: `selector` does not match template `labels`"
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"x\"}: `selector` does not match template `labels`"
         );
         out.clear();
         validate_selector_and_template(
@@ -547,14 +546,14 @@ mod tests {
         );
         assert_eq!(
             crate::validation::cause_to_string(&out[0]),
-            "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is invalid for deployment"
+            "spec.selector: Invalid value: {}: empty selector is invalid for deployment"
         );
         out.clear();
         validate_selector_and_template(&json!({}), "spec", "deployment", "", &mut out);
         let msgs: Vec<String> = out.iter().map(crate::validation::cause_to_string).collect();
         assert_eq!(msgs, vec![
             "spec.selector: Required value",
-            "spec.template.metadata.labels: Invalid value: map[string]string(nil): `selector` does not match template `labels`",
+            "spec.template.metadata.labels: Invalid value: null: `selector` does not match template `labels`",
         ]);
     }
 }
