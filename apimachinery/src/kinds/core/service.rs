@@ -12,7 +12,7 @@ use crate::validation as v;
 #[cfg(test)]
 use crate::StatusCause;
 
-mod validate;
+pub(crate) mod validate;
 
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),

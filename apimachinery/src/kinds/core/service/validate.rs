@@ -443,7 +443,7 @@ fn cluster_ips_related(spec: &Map<String, Value>, errs: &mut Vec<StatusCause>) {
 }
 
 /// kube's `ValidateNonSpecialIP`.
-fn non_special_ip(field: &str, ip: &str, errs: &mut Vec<StatusCause>) {
+pub(crate) fn non_special_ip(field: &str, ip: &str, errs: &mut Vec<StatusCause>) {
     let Ok(addr) = ip.parse::<std::net::IpAddr>() else {
         return;
     };
