@@ -20,13 +20,11 @@ pub fn object_mut<'a>(
     map: &'a mut Map<String, Value>,
     key: &str,
 ) -> Option<&'a mut Map<String, Value>> {
-    let slot = map
-        .entry(key.to_string())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if slot.is_null() {
-        *slot = Value::Object(Map::new());
+    // Looked up first so that the common case (present) allocates nothing.
+    if matches!(map.get(key), None | Some(Value::Null)) {
+        map.insert(key.to_string(), Value::Object(Map::new()));
     }
-    slot.as_object_mut()
+    map.get_mut(key).and_then(Value::as_object_mut)
 }
 
 /// The object under `key` when it is present and an object.
@@ -47,6 +45,13 @@ pub fn each_mut<'a>(
         .into_iter()
         .flatten()
         .filter_map(Value::as_object_mut)
+}
+
+/// [`default_field`] for a string value, allocated only when it is set.
+pub fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_string(), Value::String(value.to_string()));
+    }
 }
 
 #[cfg(test)]

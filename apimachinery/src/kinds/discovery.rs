@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use crate::kinds::common::{default_field, each_mut};
+use crate::kinds::common::{default_str, each_mut};
 use crate::kinds::core::service::validate::non_special_ip;
 use crate::kinds::print::{self, column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
@@ -27,8 +27,8 @@ fn defaults(obj: &mut Value) {
         return;
     };
     for port in each_mut(o, "ports") {
-        default_field(port, "name", json!(""));
-        default_field(port, "protocol", json!("TCP"));
+        default_str(port, "name", "");
+        default_str(port, "protocol", "TCP");
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::kinds::common::default_field;
+use crate::kinds::common::default_str;
 use crate::kinds::print::{self, column, Column, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::validation as v;
@@ -25,7 +25,7 @@ const SYSTEM: &[(&str, i64)] = &[
 
 fn defaults(obj: &mut Value) {
     if let Some(o) = obj.as_object_mut() {
-        default_field(o, "preemptionPolicy", json!("PreemptLowerPriority"));
+        default_str(o, "preemptionPolicy", "PreemptLowerPriority");
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::kinds::common::default_field;
+use crate::kinds::common::default_str;
 use crate::kinds::print::{self, column, Column, PrintContext, AGE, NAME_DESCRIPTION};
 use crate::kinds::KindRules;
 use crate::validation as v;
@@ -21,8 +21,8 @@ fn defaults(obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else {
         return;
     };
-    default_field(o, "reclaimPolicy", json!("Delete"));
-    default_field(o, "volumeBindingMode", json!("Immediate"));
+    default_str(o, "reclaimPolicy", "Delete");
+    default_str(o, "volumeBindingMode", "Immediate");
 }
 
 fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {

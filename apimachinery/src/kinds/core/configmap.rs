@@ -5,7 +5,7 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use crate::kinds::common::default_field;
+use crate::kinds::common::default_str;
 use crate::kinds::print::{self, column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::validation as v;
@@ -32,7 +32,7 @@ fn secret_defaults(obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else {
         return;
     };
-    default_field(o, "type", json!("Opaque"));
+    default_str(o, "type", "Opaque");
     // v1's write-only `stringData` overrides `data` keys, base64-encoded.
     if let Some(Value::Object(strings)) = o.remove("stringData") {
         if strings.is_empty() {

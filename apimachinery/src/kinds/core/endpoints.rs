@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::service::str_of;
 use super::service::validate::non_special_ip;
-use crate::kinds::common::{default_field, each_mut};
+use crate::kinds::common::{default_str, each_mut};
 use crate::kinds::print::{column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::validation as v;
@@ -26,7 +26,7 @@ fn defaults(obj: &mut Value) {
     };
     for subset in each_mut(o, "subsets") {
         for port in each_mut(subset, "ports") {
-            default_field(port, "protocol", json!("TCP"));
+            default_str(port, "protocol", "TCP");
         }
     }
 }

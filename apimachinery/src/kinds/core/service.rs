@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::kinds::common::{default_field, object_mut};
+use crate::kinds::common::{default_field, default_str, object_mut};
 use crate::kinds::print::{self, column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::validation as v;
@@ -48,7 +48,7 @@ fn defaults(obj: &mut Value) {
     let Some(spec) = obj.as_object_mut().and_then(|o| object_mut(o, "spec")) else {
         return;
     };
-    default_field(spec, "sessionAffinity", json!("None"));
+    default_str(spec, "sessionAffinity", "None");
     match str_of(spec, "sessionAffinity") {
         "None" => {
             spec.remove("sessionAffinityConfig");
@@ -67,10 +67,10 @@ fn defaults(obj: &mut Value) {
         }
         _ => {}
     }
-    default_field(spec, "type", json!("ClusterIP"));
+    default_str(spec, "type", "ClusterIP");
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-            default_field(p, "protocol", json!("TCP"));
+            default_str(p, "protocol", "TCP");
             let unset = match p.get("targetPort") {
                 None | Some(Value::Null) => true,
                 Some(Value::String(s)) => s.is_empty(),
@@ -95,7 +95,7 @@ fn defaults(obj: &mut Value) {
     let ty_known = matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer");
     let lb = ty == "LoadBalancer";
     if ty_known {
-        default_field(spec, "internalTrafficPolicy", json!("Cluster"));
+        default_str(spec, "internalTrafficPolicy", "Cluster");
     }
     if lb {
         default_field(spec, "allocateLoadBalancerNodePorts", json!(true));
@@ -126,7 +126,7 @@ fn default_ip_families(spec: &mut Map<String, Value>) {
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty());
     if headless && !has_selector(spec) {
-        default_field(spec, "ipFamilyPolicy", json!("RequireDualStack"));
+        default_str(spec, "ipFamilyPolicy", "RequireDualStack");
         if !families_set && str_of(spec, "ipFamilyPolicy") != "SingleStack" {
             spec.insert("ipFamilies".into(), json!(["IPv4", "IPv6"]));
         } else if !families_set {
@@ -134,7 +134,7 @@ fn default_ip_families(spec: &mut Map<String, Value>) {
         }
         return;
     }
-    default_field(spec, "ipFamilyPolicy", json!("SingleStack"));
+    default_str(spec, "ipFamilyPolicy", "SingleStack");
     if !families_set {
         spec.insert("ipFamilies".into(), json!([family]));
     }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::kinds::common::{default_field, object_mut};
+use crate::kinds::common::{default_str, object_mut};
 use crate::kinds::print::{self, column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::validation as v;
@@ -83,7 +83,7 @@ fn pv_defaults(obj: &mut Value) {
         if empty {
             spec.insert("persistentVolumeReclaimPolicy".into(), json!("Retain"));
         }
-        default_field(spec, "volumeMode", json!("Filesystem"));
+        default_str(spec, "volumeMode", "Filesystem");
     }
 }
 
@@ -93,7 +93,7 @@ fn pvc_defaults(obj: &mut Value) {
     };
     phase_pending(o);
     if let Some(spec) = object_mut(o, "spec") {
-        default_field(spec, "volumeMode", json!("Filesystem"));
+        default_str(spec, "volumeMode", "Filesystem");
     }
 }
 

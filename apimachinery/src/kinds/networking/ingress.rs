@@ -290,7 +290,7 @@ fn class_defaults(obj: &mut Value) {
         .and_then(|s| s.get_mut("parameters"))
         .and_then(Value::as_object_mut);
     if let Some(p) = params {
-        crate::kinds::common::default_field(p, "scope", json!("Cluster"));
+        crate::kinds::common::default_str(p, "scope", "Cluster");
     }
 }
 

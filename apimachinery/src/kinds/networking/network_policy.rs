@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::kinds::common::{default_field, each_mut, object_mut};
+use crate::kinds::common::{default_str, each_mut, object_mut};
 use crate::kinds::policy::validate_label_selector;
 use crate::kinds::print::{self, column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
@@ -24,7 +24,7 @@ fn defaults(obj: &mut Value) {
     for dir in ["ingress", "egress"] {
         for rule in each_mut(spec, dir) {
             for port in each_mut(rule, "ports") {
-                default_field(port, "protocol", json!("TCP"));
+                default_str(port, "protocol", "TCP");
             }
         }
     }
