@@ -11,6 +11,7 @@ use crate::StatusCause;
 
 pub static LIMIT_RANGE: KindRules = KindRules {
     defaults: Some(limit_range_defaults),
+    validate: Some(validate_limit_range),
     columns: LIMIT_RANGE_COLUMNS,
     ..KindRules::NONE
 };
@@ -59,6 +60,136 @@ fn limit_range_defaults(obj: &mut Value) {
         fill(item, "defaultRequest", "default");
         fill(item, "defaultRequest", "min");
     }
+}
+
+/// A quantity's value (approximate beyond f64 precision, enough to
+/// compare); `None` when it does not parse.
+pub(crate) fn quantity_value(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    Some(n * factor)
+}
+
+const LIMIT_TYPES: &[&str] = &["Pod", "Container", "PersistentVolumeClaim"];
+
+/// kube's `ValidateLimitRange`: known types, each once, and
+/// min <= defaultRequest <= default <= max per resource.
+fn validate_limit_range(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    let mut errs = Vec::new();
+    let limits = obj.pointer("/spec/limits").and_then(Value::as_array);
+    let mut types = std::collections::HashSet::new();
+    for (i, item) in limits.into_iter().flatten().enumerate() {
+        let p = format!("spec.limits[{i}]");
+        let ty = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let name_errs = v::is_qualified_name(ty);
+        if !name_errs.is_empty() {
+            for msg in name_errs {
+                errs.push(v::invalid(&format!("{p}.type"), ty, &msg));
+            }
+        } else if !ty.contains('/') && !LIMIT_TYPES.contains(&ty) {
+            errs.push(v::invalid(
+                &format!("{p}.type"),
+                ty,
+                "must be a standard limit type or fully qualified",
+            ));
+        }
+        if !types.insert(ty) {
+            errs.push(v::duplicate(&format!("{p}.type"), &v::go_quote(ty)));
+        }
+        let map = |k: &str| item.get(k).and_then(Value::as_object);
+        if ty == "Pod" {
+            for k in ["default", "defaultRequest"] {
+                if map(k).is_some_and(|m| !m.is_empty()) {
+                    errs.push(v::forbidden(
+                        &format!("{p}.{k}"),
+                        "may not be specified when `type` is 'Pod'",
+                    ));
+                }
+            }
+        }
+        let get = |k: &str, r: &str| -> Option<(&str, f64)> {
+            let q = map(k)?.get(r)?.as_str()?;
+            Some((q, quantity_value(q)?))
+        };
+        let mut keys: Vec<&String> = ["max", "min", "default", "defaultRequest"]
+            .iter()
+            .filter_map(|k| map(k))
+            .flat_map(|m| m.keys())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for r in keys {
+            let (min, max) = (get("min", r), get("max", r));
+            let (def, req) = (get("default", r), get("defaultRequest", r));
+            // (path, a, b, names): an error when a > b; the bad value is
+            // the one kube reports.
+            let cases = [
+                ("min", min, max, "min value", "max value", min),
+                (
+                    "defaultRequest",
+                    min,
+                    req,
+                    "min value",
+                    "default request value",
+                    req,
+                ),
+                (
+                    "defaultRequest",
+                    req,
+                    max,
+                    "default request value",
+                    "max value",
+                    req,
+                ),
+                (
+                    "defaultRequest",
+                    req,
+                    def,
+                    "default request value",
+                    "default limit value",
+                    req,
+                ),
+                ("default", min, def, "min value", "default value", min),
+                ("default", def, max, "default value", "max value", max),
+            ];
+            for (field, a, b, a_name, b_name, shown) in cases {
+                if let (Some((aq, av)), Some((bq, bv)), Some((sq, _))) = (a, b, shown) {
+                    if av > bv {
+                        errs.push(v::invalid(
+                            &format!("{p}.{field}[{r}]"),
+                            sq,
+                            &format!("{a_name} {aq} is greater than {b_name} {bq}"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    errs
 }
 
 fn negative(q: &str) -> bool {
@@ -162,6 +293,27 @@ mod tests {
         let again = lr.clone();
         limit_range_defaults(&mut lr);
         assert_eq!(lr, again);
+    }
+
+    #[test]
+    fn limit_range_validation() {
+        let lr = json!({"spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}},
+            {"type": "Container"}, {"type": "Pod", "default": {"cpu": "1"}}, {"type": "Node"}]}});
+        let got: Vec<String> = validate_limit_range(&lr, None)
+            .iter()
+            .map(v::cause_to_string)
+            .collect();
+        assert_eq!(got, vec![
+            "spec.limits[0].min[cpu]: Invalid value: \"2\": min value 2 is greater than max value 1",
+            "spec.limits[1].type: Duplicate value: \"Container\"",
+            "spec.limits[2].default: Forbidden: may not be specified when `type` is 'Pod'",
+            "spec.limits[3].type: Invalid value: \"Node\": must be a standard limit type or fully qualified",
+        ]);
+        assert_eq!(quantity_value("1Gi"), Some(1073741824.0));
+        assert_eq!(quantity_value("500m"), Some(0.5));
+        let ok = json!({"spec": {"limits": [{"type": "Container", "min": {"memory": "1Mi"}, "default": {"memory": "1G"},
+            "defaultRequest": {"memory": "512Mi"}, "max": {"memory": "2Gi"}}]}});
+        assert!(validate_limit_range(&ok, None).is_empty());
     }
 
     #[test]
