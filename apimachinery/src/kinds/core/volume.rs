@@ -246,8 +246,80 @@ fn validate_pvc(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         }
     }
     common_spec(spec, &mut errs);
+    if let Some(old) = old {
+        pvc_update(obj, spec, old, &mut errs);
+    }
     immutable_volume_mode(spec, old, &mut errs);
     errs
+}
+
+fn sub<'a>(m: &'a Map<String, Value>, k: &str) -> Option<&'a Map<String, Value>> {
+    m.get(k).and_then(Value::as_object)
+}
+
+/// Whether two objects are equal but for the keys `skip` accepts.
+fn same_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    skip: impl Fn(&str) -> bool,
+) -> bool {
+    let shown = |m: &Map<String, Value>| m.iter().filter(|(k, v)| !skip(k) && !v.is_null()).count();
+    shown(a) == shown(b)
+        && a.iter()
+            .filter(|(k, v)| !skip(k) && !v.is_null())
+            .all(|(k, v)| b.get(k) == Some(v))
+}
+
+fn opt_same_except(
+    a: Option<&Map<String, Value>>,
+    b: Option<&Map<String, Value>>,
+    skip: impl Fn(&str) -> bool,
+) -> bool {
+    let empty = Map::new();
+    same_except(a.unwrap_or(&empty), b.unwrap_or(&empty), skip)
+}
+
+/// kube's `ValidatePersistentVolumeClaimUpdate`: the spec is fixed but for
+/// the volume name (set once), the storage request of a bound claim (which
+/// may only grow) and the volume attributes class.
+fn pvc_update(obj: &Value, spec: &Map<String, Value>, old: &Value, errs: &mut Vec<StatusCause>) {
+    let empty = Map::new();
+    let old_spec = old.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    let bound = print::str_at(obj, "/status/phase", "") == "Bound";
+    fn storage(s: &Map<String, Value>) -> Option<&str> {
+        s.get("resources")
+            .and_then(|r| r.get("requests"))
+            .and_then(|r| r.get("storage"))
+            .and_then(Value::as_str)
+    }
+    let skip_name = str_of(old_spec, "volumeName").is_empty();
+    let skip = |k: &str| k == "volumeAttributesClassName" || (k == "volumeName" && skip_name);
+    let mut same = same_except(spec, old_spec, |k| skip(k) || (bound && k == "resources"));
+    if same && bound {
+        // A bound claim may change its storage request only.
+        let (new_res, old_res) = (sub(spec, "resources"), sub(old_spec, "resources"));
+        same = opt_same_except(new_res, old_res, |k| k == "requests")
+            && opt_same_except(
+                new_res.and_then(|r| sub(r, "requests")),
+                old_res.and_then(|r| sub(r, "requests")),
+                |k| k == "storage",
+            );
+    }
+    if !same {
+        errs.push(v::forbidden(
+            "spec",
+            "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+        ));
+    }
+    let size = |s: &Map<String, Value>| storage(s).and_then(super::quota::quantity_value);
+    if let (Some(new), Some(before)) = (size(spec), size(old_spec)) {
+        if new < before {
+            errs.push(v::forbidden(
+                "spec.resources.requests.storage",
+                "field can not be less than previous value",
+            ));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -445,6 +517,24 @@ mod tests {
             msgs(validate_pvc(&pvc, None)),
             vec!["spec.resources[storage]: Invalid value: \"0\": must be greater than zero"]
         );
+    }
+
+    #[test]
+    fn pvc_updates() {
+        let old = json!({"spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+            "resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Bound"}});
+        let mut grown = old.clone();
+        grown["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+        grown["spec"]["volumeName"] = json!("pv1");
+        assert!(validate_pvc(&grown, Some(&old)).is_empty());
+        let mut shrunk = old.clone();
+        shrunk["spec"]["resources"]["requests"]["storage"] = json!("500Mi");
+        assert_eq!(msgs(validate_pvc(&shrunk, Some(&old))), vec![
+            "spec.resources.requests.storage: Forbidden: field can not be less than previous value"]);
+        let mut modes = old.clone();
+        modes["spec"]["accessModes"] = json!(["ReadWriteMany"]);
+        assert_eq!(msgs(validate_pvc(&modes, Some(&old))), vec![
+            "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"]);
     }
 
     #[test]
