@@ -139,13 +139,7 @@ fn validate_spec(spec: &Map<String, Value>, errs: &mut Vec<StatusCause>) {
     }
     let mut names = HashSet::new();
     for (i, p) in ports.iter().enumerate() {
-        validate_port(
-            p,
-            ports.len() > 1,
-            &mut names,
-            &format!("spec.ports[{i}]"),
-            errs,
-        );
+        validate_port(p, ports.len() > 1, &mut names, i, errs);
     }
     if let Some(sel) = spec.get("selector") {
         errs.extend(v::validate_labels(sel, "spec.selector"));
@@ -237,23 +231,25 @@ fn validate_spec(spec: &Map<String, Value>, errs: &mut Vec<StatusCause>) {
     traffic_policies(spec, errs);
 }
 
-fn validate_port(
-    p: &Map<String, Value>,
+/// One port; field paths are only formatted for an error (this runs on
+/// every Service write).
+fn validate_port<'a>(
+    p: &'a Map<String, Value>,
     require_name: bool,
-    names: &mut HashSet<String>,
-    path: &str,
+    names: &mut HashSet<&'a str>,
+    i: usize,
     errs: &mut Vec<StatusCause>,
 ) {
+    let path = format_args!("spec.ports[{i}]");
     let name = str_of(p, "name");
     if require_name && name.is_empty() {
         errs.push(v::required(&format!("{path}.name"), ""));
     } else if !name.is_empty() {
-        let field = format!("{path}.name");
         for msg in v::is_dns1123_label(name) {
-            errs.push(v::invalid(&field, name, &msg));
+            errs.push(v::invalid(&format!("{path}.name"), name, &msg));
         }
-        if !names.insert(name.to_string()) {
-            errs.push(v::duplicate(&field, &v::go_quote(name)));
+        if !names.insert(name) {
+            errs.push(v::duplicate(&format!("{path}.name"), &v::go_quote(name)));
         }
     }
     let port = int_of(p, "port");
@@ -274,33 +270,33 @@ fn validate_port(
             PROTOCOLS,
         ));
     }
-    errs.extend(validate_port_num_or_name(
-        p.get("targetPort"),
-        &format!("{path}.targetPort"),
-    ));
+    validate_port_num_or_name(p.get("targetPort"), || format!("{path}.targetPort"), errs);
     if let Some(app) = p.get("appProtocol").and_then(Value::as_str) {
-        let field = format!("{path}.appProtocol");
         for msg in v::is_qualified_name(app) {
-            errs.push(v::invalid(&field, app, &msg));
+            errs.push(v::invalid(&format!("{path}.appProtocol"), app, &msg));
         }
     }
 }
 
 /// kube's `ValidatePortNumOrName` of an int-or-string port.
-pub(crate) fn validate_port_num_or_name(port: Option<&Value>, field: &str) -> Vec<StatusCause> {
+pub(crate) fn validate_port_num_or_name(
+    port: Option<&Value>,
+    field: impl Fn() -> String,
+    errs: &mut Vec<StatusCause>,
+) {
     match port {
-        Some(Value::String(s)) => v::is_valid_port_name(s)
-            .into_iter()
-            .map(|msg| v::invalid(field, s, &msg))
-            .collect(),
+        Some(Value::String(s)) => {
+            for msg in v::is_valid_port_name(s) {
+                errs.push(v::invalid(&field(), s, &msg));
+            }
+        }
         Some(Value::Number(n)) => {
             let n = n.as_i64().unwrap_or(0);
-            v::is_valid_port_num(n)
-                .into_iter()
-                .map(|msg| v::invalid_json(field, &Value::from(n), &msg))
-                .collect()
+            for msg in v::is_valid_port_num(n) {
+                errs.push(v::invalid_json(&field(), &Value::from(n), &msg));
+            }
         }
-        _ => Vec::new(),
+        _ => {}
     }
 }
 
