@@ -73,8 +73,26 @@ pub(crate) fn validate_taints(taints: Option<&Value>, path: &str) -> Vec<StatusC
     errs
 }
 
-fn validate(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     let mut errs = validate_taints(obj.pointer("/spec/taints"), "spec.taints");
+    if let Some(old) = old {
+        // The pod CIDRs and provider ID may only be set once.
+        let before: Vec<&str> = print::strs_at(old, "/spec/podCIDRs").collect();
+        let now: Vec<&str> = print::strs_at(obj, "/spec/podCIDRs").collect();
+        if !before.is_empty() && before != now {
+            errs.push(v::forbidden(
+                "spec.podCIDRs",
+                "node updates may not change podCIDR except from \"\" to valid",
+            ));
+        }
+        let old_id = print::str_at(old, "/spec/providerID", "");
+        if !old_id.is_empty() && old_id != print::str_at(obj, "/spec/providerID", "") {
+            errs.push(v::forbidden(
+                "spec.providerID",
+                "node updates may not change providerID except from \"\" to valid",
+            ));
+        }
+    }
     let cidrs: Vec<&str> = print::strs_at(obj, "/spec/podCIDRs").collect();
     for (i, c) in cidrs.iter().enumerate() {
         errs.extend(v::validate_cidr(&format!("spec.podCIDRs[{i}]"), c));
@@ -185,6 +203,12 @@ mod tests {
             "spec.taints[1]: Duplicate value: core.Taint{Key:\"a\", Value:\"\", Effect:\"NoSchedule\", TimeAdded:<nil>}: taints must be unique by key and effect pair",
             "spec.taints[2].effect: Unsupported value: \"Bad\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
         ]);
+        let old = json!({"spec": {"podCIDRs": ["10.0.0.0/24"]}});
+        let moved = json!({"spec": {"podCIDRs": ["10.0.1.0/24"]}});
+        assert_eq!(
+            v::cause_to_string(&validate(&moved, Some(&old))[0]),
+            "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid"
+        );
         let node = json!({"metadata": {"name": "n", "labels": {"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "x"}},
             "spec": {"unschedulable": true},
             "status": {"conditions": [{"type": "Ready", "status": "True"}],
