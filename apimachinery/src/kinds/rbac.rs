@@ -6,14 +6,14 @@ use serde_json::{json, Map, Value};
 
 use crate::kinds::common::each_mut;
 use crate::kinds::policy::validate_label_selector;
-use crate::kinds::print::{column, Column, PrintContext, AGE, AGE_DESCRIPTION, NAME};
+use crate::kinds::print::{column, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::validation as v;
 use crate::StatusCause;
 
 pub static ROLE: KindRules = KindRules {
     validate: Some(validate_role),
-    columns: ROLE_COLUMNS,
+    // kube has no Role printer: the default (Name, Created At).
     ..KindRules::NONE
 };
 
@@ -26,14 +26,13 @@ pub static ROLE_BINDING: KindRules = KindRules {
 
 pub static CLUSTER_ROLE: KindRules = KindRules {
     validate: Some(validate_cluster_role),
-    columns: ROLE_COLUMNS,
     ..KindRules::NONE
 };
 
 pub static CLUSTER_ROLE_BINDING: KindRules = KindRules {
     defaults: Some(binding_defaults),
     validate: Some(validate_cluster_role_binding),
-    columns: BINDING_COLUMNS,
+    columns: CLUSTER_BINDING_COLUMNS,
     ..KindRules::NONE
 };
 
@@ -242,15 +241,6 @@ fn validate_cluster_role_binding(obj: &Value, old: Option<&Value>) -> Vec<Status
 // ---------------------------------------------------------------------------
 // Printers.
 
-const ROLE_COLUMNS: &[Column] = &[
-    NAME,
-    column("Created At", "date", AGE_DESCRIPTION, 0, |o, _| {
-        o.pointer("/metadata/creationTimestamp")
-            .cloned()
-            .unwrap_or(Value::Null)
-    }),
-];
-
 const BINDING_COLUMNS: &[Column] = &[
     NAME,
     column("Role", "string", "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.", 0, role_ref),
@@ -258,6 +248,15 @@ const BINDING_COLUMNS: &[Column] = &[
     column("Users", "string", "Users in the roleBinding", 1, |o, _| subjects(o, "User")),
     column("Groups", "string", "Groups in the roleBinding", 1, |o, _| subjects(o, "Group")),
     column("ServiceAccounts", "string", "ServiceAccounts in the roleBinding", 1, |o, _| subjects(o, "ServiceAccount")),
+];
+
+const CLUSTER_BINDING_COLUMNS: &[Column] = &[
+    NAME,
+    column("Role", "string", "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.", 0, role_ref),
+    AGE,
+    column("Users", "string", "Users in the clusterRoleBinding", 1, |o, _| subjects(o, "User")),
+    column("Groups", "string", "Groups in the clusterRoleBinding", 1, |o, _| subjects(o, "Group")),
+    column("ServiceAccounts", "string", "ServiceAccounts in the clusterRoleBinding", 1, |o, _| subjects(o, "ServiceAccount")),
 ];
 
 fn role_ref(obj: &Value, _: &PrintContext) -> Value {

@@ -12,7 +12,7 @@ use crate::StatusCause;
 pub static LIMIT_RANGE: KindRules = KindRules {
     defaults: Some(limit_range_defaults),
     validate: Some(validate_limit_range),
-    columns: LIMIT_RANGE_COLUMNS,
+    // kube has no LimitRange printer: the default (Name, Created At).
     ..KindRules::NONE
 };
 
@@ -235,20 +235,11 @@ fn validate_quota(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
     errs
 }
 
-const LIMIT_RANGE_COLUMNS: &[Column] = &[
-    NAME,
-    column("Created At", "date", print::AGE_DESCRIPTION, 0, |o, _| {
-        o.pointer("/metadata/creationTimestamp")
-            .cloned()
-            .unwrap_or(Value::Null)
-    }),
-];
-
 const QUOTA_COLUMNS: &[Column] = &[
     NAME,
-    AGE,
     column("Request", "string", "Request represents a minimum amount of cpu/memory that a container may consume.", 0, |o, _| quota_cell(o, false)),
     column("Limit", "string", "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.", 0, |o, _| quota_cell(o, true)),
+    AGE,
 ];
 
 /// `resource: used/hard, ...` of the status, sorted by resource name; the
@@ -327,9 +318,9 @@ mod tests {
             "used": {"pods": "3"}}});
         let ctx = PrintContext { now: 0 };
         assert_eq!(
-            (QUOTA_COLUMNS[2].cell)(&q, &ctx),
+            (QUOTA_COLUMNS[1].cell)(&q, &ctx),
             json!("cpu: 0/1, pods: 3/10")
         );
-        assert_eq!((QUOTA_COLUMNS[3].cell)(&q, &ctx), json!("limits.cpu: 0/2"));
+        assert_eq!((QUOTA_COLUMNS[2].cell)(&q, &ctx), json!("limits.cpu: 0/2"));
     }
 }
