@@ -328,9 +328,9 @@ fn cluster_ip_cell(obj: &Value, _: &PrintContext) -> Value {
     json!(ip)
 }
 
-/// kube's `loadBalancerStatusStringer`: ingress IPs or hostnames, cut to 13
-/// characters and `...` when longer than 16 (the server prints wide, so
-/// never).
+/// kube's `loadBalancerStatusStringer`: the set (sorted, deduplicated) of
+/// ingress IPs or hostnames; kube cuts it to 16 characters only for
+/// non-wide output, and the server prints wide.
 fn load_balancer_ips(obj: &Value) -> Vec<&str> {
     obj.pointer("/status/loadBalancer/ingress")
         .and_then(Value::as_array)
@@ -347,6 +347,8 @@ fn load_balancer_ips(obj: &Value) -> Vec<&str> {
                 None
             }
         })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
         .collect()
 }
 

@@ -446,6 +446,7 @@ fn address(obj: &Value, _: &PrintContext) -> Value {
     let ingress = obj
         .pointer("/status/loadBalancer/ingress")
         .and_then(Value::as_array);
+    // A set, as kube's `ingressLoadBalancerStatusStringer`: sorted, unique.
     let list: Vec<&str> = ingress
         .into_iter()
         .flatten()
@@ -454,6 +455,8 @@ fn address(obj: &Value, _: &PrintContext) -> Value {
             let host = i.get("hostname").and_then(Value::as_str).unwrap_or("");
             [ip, host].into_iter().find(|s| !s.is_empty())
         })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
         .collect();
     Value::String(list.join(","))
 }
