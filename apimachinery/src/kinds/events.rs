@@ -130,6 +130,19 @@ mod tests {
                 "count: Invalid value: \"\": needs to be unset",
             ]
         );
+        let mut series = ok.clone();
+        series["series"] = json!({"count": 2, "lastObservedTime": "2024-01-01T00:01:00.000000Z"});
+        assert!(validate(&series, Some(&ok)).is_empty());
+        let mut moved = ok.clone();
+        moved["reason"] = json!("Other");
+        let got: Vec<String> = validate(&moved, Some(&ok))
+            .iter()
+            .map(v::cause_to_string)
+            .collect();
+        assert_eq!(
+            got,
+            vec!["reason: Invalid value: \"Other\": field is immutable"]
+        );
         let ctx = PrintContext { now: 0 };
         assert_eq!((COLUMNS[3].cell)(&ok, &ctx), json!("pod/p"));
         assert_eq!((COLUMNS[5].cell)(&ok, &ctx), json!("x.io/c, i"));

@@ -216,3 +216,22 @@ fn columns_print_like_kube() {
     assert_eq!((COLUMNS[3].cell)(&ready, &ctx), json!("1.2.3.4,h"));
     assert_eq!(COLUMNS[6].priority, 1);
 }
+
+#[test]
+fn status_updates_check_load_balancer_ingress() {
+    let old = applied(json!({"spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}));
+    let mut new = old.clone();
+    new["status"] =
+        json!({"loadBalancer": {"ingress": [{"ip": "1.2.3"}, {"hostname": "10.0.0.1"}]}});
+    let got: Vec<String> = validate::validate_status(&new, Some(&old))
+        .iter()
+        .map(v::cause_to_string)
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            "status.loadBalancer.ingress[0].ip: Invalid value: \"1.2.3\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            "status.loadBalancer.ingress[1].hostname: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address",
+        ]
+    );
+}
