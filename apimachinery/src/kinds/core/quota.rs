@@ -192,6 +192,34 @@ fn validate_limit_range(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
     errs
 }
 
+/// kube's `IsStandardQuotaResourceName`.
+fn is_standard_quota_resource(name: &str) -> bool {
+    const STANDARD: &[&str] = &[
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.storage",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "persistentvolumeclaims",
+        "configmaps",
+        "services.nodeports",
+        "services.loadbalancers",
+    ];
+    STANDARD.contains(&name)
+        || name.starts_with("hugepages-")
+        || name.starts_with("requests.hugepages-")
+}
+
 fn negative(q: &str) -> bool {
     q.starts_with('-') && q[1..].chars().any(|c| c.is_ascii_digit() && c != '0')
 }
@@ -207,6 +235,13 @@ fn validate_quota(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
             continue;
         };
         for (k, q) in m {
+            if !k.contains('/') && !is_standard_quota_resource(k) {
+                errs.push(v::invalid(
+                    &format!("{path}[{k}]"),
+                    k,
+                    "must be a standard resource for quota",
+                ));
+            }
             let q = q.as_str().unwrap_or("");
             if negative(q) {
                 errs.push(v::invalid(
@@ -314,6 +349,12 @@ mod tests {
             v::cause_to_string(&validate_quota(&bad, None)[0]),
             "spec.hard[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"
         );
+        let odd = json!({"spec": {"hard": {"widgets": "1", "count/deployments.apps": "2", "requests.hugepages-2Mi": "1Gi"}}});
+        assert_eq!(
+            v::cause_to_string(&validate_quota(&odd, None)[0]),
+            "spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource for quota"
+        );
+        assert_eq!(validate_quota(&odd, None).len(), 1);
         let q = json!({"status": {"hard": {"pods": "10", "limits.cpu": "2", "cpu": "1"},
             "used": {"pods": "3"}}});
         let ctx = PrintContext { now: 0 };
