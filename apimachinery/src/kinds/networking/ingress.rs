@@ -64,13 +64,23 @@ fn backend(b: &Value, path: &str, errs: &mut Vec<StatusCause>) {
             "cannot set both resource and service backends",
         )),
         (Some(r), None) => {
-            let name = r.get("name").and_then(Value::as_str).unwrap_or("");
-            let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
-            if kind.is_empty() {
-                errs.push(v::required(&format!("{path}.resource.kind"), ""));
+            // kube's `validateIngressTypedLocalObjectReference`.
+            let rp = format!("{path}.resource");
+            if let Some(group) = r.get("apiGroup").and_then(Value::as_str) {
+                for msg in v::is_dns1123_subdomain(group) {
+                    errs.push(v::invalid(&format!("{rp}.apiGroup"), group, &msg));
+                }
             }
-            if name.is_empty() {
-                errs.push(v::required(&format!("{path}.resource.name"), ""));
+            for key in ["kind", "name"] {
+                let val = r.get(key).and_then(Value::as_str).unwrap_or("");
+                let field = format!("{rp}.{key}");
+                if val.is_empty() {
+                    errs.push(v::required(&field, &format!("{key} is required")));
+                } else {
+                    for msg in v::is_path_segment_name(val) {
+                        errs.push(v::invalid(&field, val, &msg));
+                    }
+                }
             }
         }
         (None, Some(s)) => {
@@ -518,6 +528,15 @@ mod tests {
             "spec.rules[0].http.paths[2].pathType: Unsupported value: \"Odd\": supported values: \"Exact\", \"ImplementationSpecific\", \"Prefix\"",
             "spec.rules[0].http.paths[2].backend: Invalid value: \"\": cannot set both port name & port number",
         ]);
+    }
+
+    #[test]
+    fn resource_backends() {
+        let ing = json!({"spec": {"defaultBackend": {"resource": {"kind": "Bucket"}}}});
+        assert_eq!(
+            msgs(&ing),
+            vec!["spec.defaultBackend.resource.name: Required value: name is required"]
+        );
     }
 
     #[test]
