@@ -182,19 +182,41 @@ fn validate_pv(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     let spec = obj.get("spec").and_then(Value::as_object).unwrap_or(&empty);
     access_modes(spec, &mut errs, "");
     let capacity = spec.get("capacity").and_then(Value::as_object);
-    match capacity {
-        None => errs.push(v::required("spec.capacity", "")),
-        Some(c) if c.is_empty() => errs.push(v::required("spec.capacity", "")),
-        Some(c) => {
-            if let Some(q) = c.get("storage").and_then(Value::as_str) {
-                if quantity_positive(q) == Some(false) {
-                    errs.push(v::invalid(
-                        "spec.capacity[storage]",
-                        q,
-                        "must be greater than zero",
-                    ));
-                }
+    if capacity.is_none_or(Map::is_empty) {
+        errs.push(v::required("spec.capacity", ""));
+    }
+    if capacity.is_none_or(|c| !c.contains_key("storage") || c.len() > 1) {
+        // kube prints the Go map (`%#v`); its quantities are shown as given.
+        let shown = match capacity {
+            None => "core.ResourceList(nil)".to_string(),
+            Some(c) => {
+                let entries: Vec<String> = c
+                    .iter()
+                    .map(|(k, q)| {
+                        format!(
+                            "{}:{}",
+                            v::go_quote(k),
+                            v::go_quote(q.as_str().unwrap_or(""))
+                        )
+                    })
+                    .collect();
+                format!("core.ResourceList{{{}}}", entries.join(", "))
             }
+        };
+        errs.push(StatusCause::new(
+            crate::status::cause::FIELD_VALUE_NOT_SUPPORTED,
+            format!("Unsupported value: {shown}: supported values: \"storage\""),
+            "spec.capacity",
+        ));
+    }
+    for (r, q) in capacity.into_iter().flatten() {
+        let q = q.as_str().unwrap_or("");
+        if quantity_positive(q) == Some(false) {
+            errs.push(v::invalid(
+                &format!("spec.capacity[{r}]"),
+                q,
+                "must be greater than zero",
+            ));
         }
     }
     let policy = str_of(spec, "persistentVolumeReclaimPolicy");
@@ -233,7 +255,11 @@ fn validate_pvc(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         .get("resources")
         .and_then(|r| r.get("requests"))
         .and_then(|r| r.get("storage"));
+    let data_source = ["dataSource", "dataSourceRef"]
+        .iter()
+        .any(|k| spec.get(*k).is_some_and(|d| !d.is_null()));
     match storage.and_then(Value::as_str) {
+        None if data_source => {}
         None => errs.push(v::required("spec.resources[storage]", "")),
         Some(q) => {
             if quantity_positive(q) == Some(false) {
@@ -502,6 +528,7 @@ mod tests {
             vec![
                 "spec.accessModes: Unsupported value: \"Bad\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\"",
                 "spec.capacity: Required value",
+                "spec.capacity: Unsupported value: core.ResourceList(nil): supported values: \"storage\"",
                 "spec: Required value: must specify a volume type",
             ]
         );
