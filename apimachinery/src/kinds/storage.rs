@@ -67,12 +67,11 @@ fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         )),
     }
     if let Some(old) = old {
-        let norm = |o: &Value| {
+        fn params(o: &Value) -> Option<&Value> {
             o.get("parameters")
                 .filter(|p| p.as_object().is_some_and(|m| !m.is_empty()))
-                .cloned()
-        };
-        if norm(obj) != norm(old) {
+        }
+        if params(obj) != params(old) {
             errs.push(v::forbidden(
                 "parameters",
                 "updates to parameters are forbidden.",

@@ -650,8 +650,7 @@ fn update_load_balancer_class(
         return;
     }
     let (new_c, old_c) = (spec.get("loadBalancerClass"), old.get("loadBalancerClass"));
-    let norm = |c: Option<&Value>| c.filter(|c| !c.is_null()).cloned();
-    if norm(new_c) != norm(old_c) {
+    if new_c.and_then(Value::as_str) != old_c.and_then(Value::as_str) {
         let shown = match new_c.and_then(Value::as_str) {
             Some(s) => v::go_quote(s),
             None => "null".to_string(),
