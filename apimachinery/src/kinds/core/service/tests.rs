@@ -111,6 +111,10 @@ fn invalid_services_get_kube_messages() {
             vec!["spec.type: Unsupported value: \"Foo\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""],
         ),
         (
+            json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}}),
+            vec!["spec.ports[0].nodePort: Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767"],
+        ),
+        (
             json!({"spec": {"type": "ExternalName"}}),
             vec!["spec.externalName: Required value"],
         ),

@@ -15,6 +15,8 @@ const TRAFFIC_POLICIES: &[&str] = &["Cluster", "Local"];
 const IP_FAMILIES: &[&str] = &["IPv4", "IPv6"];
 const IP_FAMILY_POLICIES: &[&str] = &["PreferDualStack", "RequireDualStack", "SingleStack"];
 const MAX_AFFINITY_SECONDS: i64 = 86400;
+/// kube's default `--service-node-port-range`.
+const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 
 fn strs<'a>(m: &'a Map<String, Value>, key: &str) -> Vec<&'a str> {
     m.get(key)
@@ -172,6 +174,14 @@ fn validate_spec(spec: &Map<String, Value>, errs: &mut Vec<StatusCause>) {
     let mut node_ports = HashSet::new();
     for (i, p) in ports.iter().enumerate() {
         let np = int_of(p, "nodePort");
+        if np != 0 && matches!(ty, "NodePort" | "LoadBalancer") && !NODE_PORTS.contains(&np) {
+            // kube's node port allocator refuses it (default range).
+            errs.push(v::invalid_json(
+                &format!("spec.ports[{i}].nodePort"),
+                &Value::from(np),
+                "provided port is not in the valid range. The range of valid ports is 30000-32767",
+            ));
+        }
         if np != 0 && !node_ports.insert((str_of(p, "protocol"), np)) {
             errs.push(v::duplicate(
                 &format!("spec.ports[{i}].nodePort"),
