@@ -228,8 +228,9 @@ fn prepare_update(obj: &mut Value, old: &Value) {
     drop_type_dependent(spec, old_spec);
 }
 
-/// A port without nodePort gets the one of the old port with the same
-/// port number and protocol (or the only old port when there is one).
+/// A port without nodePort gets the one of the old port of the same name,
+/// unless a port of the new spec already uses it (kube's
+/// `patchAllocatedValues`).
 fn carry_node_ports(spec: &mut Map<String, Value>, old_spec: &Map<String, Value>) {
     let Some(old_ports) = old_spec.get("ports").and_then(Value::as_array) else {
         return;
@@ -237,21 +238,20 @@ fn carry_node_ports(spec: &mut Map<String, Value>, old_spec: &Map<String, Value>
     let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
         return;
     };
-    let single = old_ports.len() == 1 && ports.len() == 1;
+    let node_port = |p: &Value| p.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+    let used: Vec<i64> = ports.iter().map(node_port).filter(|n| *n != 0).collect();
     for p in ports.iter_mut().filter_map(Value::as_object_mut) {
         if !missing(p, "nodePort") {
             continue;
         }
-        let found = old_ports.iter().filter_map(Value::as_object).find(|o| {
-            single
-                || (o.get("port") == p.get("port")
-                    && str_of(o, "protocol") == str_of(p, "protocol"))
-        });
-        if let Some(np) = found
-            .and_then(|o| o.get("nodePort"))
-            .filter(|n| !n.is_null())
-        {
-            p.insert("nodePort".into(), np.clone());
+        let name = str_of(p, "name");
+        let old = old_ports
+            .iter()
+            .rfind(|o| o.get("name").and_then(Value::as_str).unwrap_or("") == name)
+            .map(node_port)
+            .unwrap_or(0);
+        if old != 0 && !used.contains(&old) {
+            p.insert("nodePort".into(), Value::from(old));
         }
     }
 }
