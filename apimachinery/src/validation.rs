@@ -711,6 +711,127 @@ pub fn validate_object_name(
     causes
 }
 
+// ---------------------------------------------------------------------------
+// Field checks of the built-in kinds (`pkg/apis/*/validation`).
+
+/// `field.Duplicate(field, value)`; `shown` is the value as kube prints it.
+pub fn duplicate_shown(field: &str, shown: &str) -> StatusCause {
+    StatusCause::new(
+        cause::FIELD_VALUE_DUPLICATE,
+        format!("Duplicate value: {shown}"),
+        field,
+    )
+}
+
+/// A string slice as kube's field errors print a bad value
+/// (`json.Marshal`: `["a","b"]`; `null` for none). `_ty` names the Go
+/// type, which the JSON form does not show.
+pub fn go_slice<'a>(_ty: &str, items: impl IntoIterator<Item = &'a str>) -> String {
+    let items: Vec<&str> = items.into_iter().collect();
+    go_json(&serde_json::json!(items))
+}
+
+/// kube's `IsValidPortNum`.
+pub fn is_valid_port_num(port: i64) -> Vec<String> {
+    if (1..=65535).contains(&port) {
+        Vec::new()
+    } else {
+        vec![inclusive_range_error(1, 65535)]
+    }
+}
+
+/// kube's `IsValidPortName` (an IANA service name).
+pub fn is_valid_port_name(port: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let b = port.as_bytes();
+    if b.len() > 15 {
+        errs.push(max_len_error(15));
+    }
+    if b.is_empty() || !b.iter().all(|&c| is_lower_alnum(c) || c == b'-') {
+        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
+    }
+    if !b.iter().any(u8::is_ascii_lowercase) {
+        errs.push("must contain at least one letter (a-z)".into());
+    }
+    if port.contains("--") {
+        errs.push("must not contain consecutive hyphens".into());
+    }
+    if b.first() == Some(&b'-') || b.last() == Some(&b'-') {
+        errs.push("must not begin or end with a hyphen".into());
+    }
+    errs
+}
+
+/// The message of kube's `IsValidIP`.
+pub const IP_ERROR: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+
+/// Whether `s` is an IP address (IPv4 dotted quad or IPv6).
+pub fn is_ip(s: &str) -> bool {
+    s.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// Whether `s` is an IPv6 address.
+pub fn is_ipv6(s: &str) -> bool {
+    s.parse::<std::net::Ipv6Addr>().is_ok()
+}
+
+/// kube's `IsValidIP` as field errors.
+pub fn validate_ip(field: &str, s: &str) -> Vec<StatusCause> {
+    if is_ip(s) {
+        Vec::new()
+    } else {
+        vec![invalid(field, s, IP_ERROR)]
+    }
+}
+
+/// kube's `IsValidCIDR` as field errors.
+pub fn validate_cidr(field: &str, s: &str) -> Vec<StatusCause> {
+    let ok = s.split_once('/').is_some_and(|(ip, bits)| {
+        let max = if is_ipv6(ip) { 128 } else { 32 };
+        is_ip(ip)
+            && !bits.is_empty()
+            && bits.bytes().all(|b| b.is_ascii_digit())
+            && bits.parse::<u32>().is_ok_and(|n| n <= max)
+    });
+    if ok {
+        Vec::new()
+    } else {
+        vec![invalid(
+            field,
+            s,
+            "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+        )]
+    }
+}
+
+/// kube's `IsConfigMapKey` (keys of ConfigMap and Secret data).
+pub fn is_config_map_key(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if key.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
+    }
+    let b = key.as_bytes();
+    if b.is_empty()
+        || !b
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    {
+        errs.push(regex_error(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+            "[-._a-zA-Z0-9]+",
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    if key == "." {
+        errs.push("must not be '.'".into());
+    } else if key == ".." {
+        errs.push("must not be '..'".into());
+    } else if key.starts_with("..") {
+        errs.push("must not start with '..'".into());
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

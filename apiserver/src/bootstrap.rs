@@ -106,6 +106,12 @@ async fn ensure(
     let name = object::meta_str(&obj, "name").unwrap_or("").to_string();
     let now = object::now();
     object::prepare_create(res, &mut obj, ns, &now);
+    if let Some(defaults) = res.rules.defaults {
+        defaults(&mut obj);
+    }
+    if let Some(prepare) = res.rules.prepare_create {
+        prepare(&mut obj);
+    }
     match state.store.create(&state.key(res, ns, &name), &obj).await {
         Ok(_) | Err(StorageError::AlreadyExists { .. }) => Ok(()),
         Err(e) => Err(e),

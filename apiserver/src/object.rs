@@ -185,21 +185,8 @@ pub fn prepare_create(res: &Resource, obj: &mut Value, namespace: Option<&str>, 
     } else {
         m.remove("generation");
     }
-    if res.group.is_empty() && res.plural == "namespaces" {
-        // A new namespace is Active and carries the namespace finalizer.
-        if let Some(o) = obj.as_object_mut() {
-            o.insert("status".into(), serde_json::json!({"phase": "Active"}));
-            let spec = o.entry("spec").or_insert_with(|| Value::Object(Map::new()));
-            if let Some(spec) = spec.as_object_mut() {
-                spec.insert("finalizers".into(), serde_json::json!(["kubernetes"]));
-            }
-        }
-    }
 }
 
-/// Carries the fields a client may not change from `old` to `new` for an
-/// update of the main resource or a subresource, and bumps `generation` when
-/// anything outside metadata and status changed.
 /// On a write of a status-like subresource, only resourceVersion (the
 /// precondition) and managedFields follow the request's metadata.
 fn carry_request_meta(o: &mut Map<String, Value>, request_meta: Option<Map<String, Value>>) {
@@ -217,6 +204,9 @@ fn carry_request_meta(o: &mut Map<String, Value>, request_meta: Option<Map<Strin
     }
 }
 
+/// Carries the fields a client may not change from `old` to `new` for an
+/// update of the main resource or a subresource, and bumps `generation` when
+/// anything outside metadata and status changed.
 pub fn prepare_update(
     res: &Resource,
     old: &Value,

@@ -98,6 +98,10 @@ pub struct Resource {
     /// Objects expire `--event-ttl` after their last write, through a
     /// shared etcd lease (kube's TTLFunc for events).
     pub ttl_lease: bool,
+    /// A create keeps the client's `status` (kube's Node strategy: the
+    /// kubelet registers its node with status); other kinds with a status
+    /// subresource start without one.
+    pub keep_status_on_create: bool,
     /// What a CustomResourceDefinition says of a resource it defines
     /// (schema, printer columns, versions); `None` for built-in kinds.
     pub custom: Option<&'static crate::crd::CustomInfo>,
@@ -105,12 +109,11 @@ pub struct Resource {
 
 /// A kind's storage steps around a write (kube's `BeginCreate`,
 /// `BeginUpdate`, `AfterDelete`). The generic write path runs
-/// `prepare_update` before validation, `begin_*` after validation and
+/// `begin_*` after validation and
 /// admission (their [`Reservation`](crate::allocator::Reservation) is
 /// committed once the object is stored, or reverted if storing fails), and
 /// `after_delete` once the object is gone from etcd.
 pub struct StorageHooks {
-    pub prepare_update: fn(&mut serde_json::Value, &serde_json::Value),
     pub begin_create: for<'a> fn(
         &'a crate::server::AppState,
         &'a mut serde_json::Value,
@@ -309,6 +312,7 @@ const fn res(
         rules: &KindRules::NONE,
         hooks: None,
         ttl_lease: false,
+        keep_status_on_create: false,
         custom: None,
     }
 }
@@ -401,6 +405,7 @@ pub static RESOURCES: &[Resource] = &[
     },
     Resource {
         short_names: &["no"],
+        keep_status_on_create: true,
         subresources: STATUS,
         field_attrs: NODE_FIELDS,
         rules: &kinds::core::node::RULES,
@@ -612,7 +617,6 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         short_names: &["ev"],
-        name_rule: NameRule::PathSegment,
         rules: &kinds::events::EVENT,
         ttl_lease: true,
         ..res("events.k8s.io", "v1", "Event", "events", "event", true)

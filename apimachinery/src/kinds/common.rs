@@ -47,6 +47,13 @@ pub fn each_mut<'a>(
         .filter_map(Value::as_object_mut)
 }
 
+/// [`default_field`] for a string value, allocated only when it is set.
+pub fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_string(), Value::String(value.to_string()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

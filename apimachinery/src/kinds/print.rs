@@ -178,6 +178,33 @@ pub fn label_map(map: Option<&Value>) -> String {
         .join(",")
 }
 
+/// A column other than Name: `priority` 1 is a `-o wide` column.
+pub const fn column(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+    priority: u8,
+    cell: fn(&Value, &PrintContext) -> Value,
+) -> Column {
+    Column {
+        name,
+        type_,
+        format: "",
+        description,
+        priority,
+        cell,
+    }
+}
+
+/// The strings of the array at `pointer` (absent: none).
+pub fn strs_at<'a>(obj: &'a Value, pointer: &str) -> impl Iterator<Item = &'a str> {
+    obj.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,6 @@ use crate::server::AppState;
 
 /// The Service kind's allocation steps, referenced by its registry row.
 pub static HOOKS: StorageHooks = StorageHooks {
-    prepare_update,
     begin_create: |state, svc, dry_run| begin_create(state, svc, dry_run).boxed(),
     begin_update: |state, svc, old, dry_run| begin_update(state, svc, old, dry_run).boxed(),
     after_delete: |state, svc| release_all(state, svc).boxed(),
@@ -468,113 +467,6 @@ pub async fn release_all(state: &AppState, svc: &Value) {
     super::release(state, &held(svc)).await;
 }
 
-/// Before validation of an update: kube's `patchAllocatedValues` (a client
-/// that leaves out what the server allocated keeps it) and
-/// `dropTypeDependentFields` (a type change that no longer needs a cluster
-/// IP or node ports drops the allocated values the client left as they
-/// were).
-pub fn prepare_update(svc: &mut Value, old: &Value) {
-    let Some(old_spec) = spec(old) else { return };
-    let (old_ip, new_ip) = (needs_cluster_ip(old), needs_cluster_ip(svc));
-    let (old_np, new_np) = (needs_node_ports(old), needs_node_ports(svc));
-    let (old_hc, new_hc) = (needs_health_check(old), needs_health_check(svc));
-    let Some(spec) = spec_mut(svc) else { return };
-    let missing = |s: &Map<String, Value>, f: &str| match s.get(f) {
-        None | Some(Value::Null) => true,
-        Some(Value::String(v)) => v.is_empty(),
-        Some(Value::Array(a)) => a.is_empty(),
-        _ => false,
-    };
-    if old_ip && new_ip {
-        for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if missing(spec, f) && !missing(old_spec, f) {
-                spec.insert(f.into(), old_spec[f].clone());
-            }
-        }
-    }
-    if old_np && new_np {
-        let old_ports = old_spec.get("ports").and_then(Value::as_array);
-        if let (Some(ports), Some(old_ports)) = (
-            spec.get_mut("ports").and_then(Value::as_array_mut),
-            old_ports,
-        ) {
-            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                if p.get("nodePort").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                    continue;
-                }
-                let same = |o: &&Value| {
-                    o.get("port") == p.get("port")
-                        && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-                            == p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-                };
-                if let Some(np) = old_ports
-                    .iter()
-                    .find(same)
-                    .and_then(|o| o.get("nodePort"))
-                    .filter(|v| v.as_u64().unwrap_or(0) != 0)
-                {
-                    p.insert("nodePort".into(), np.clone());
-                }
-            }
-        }
-    }
-    if old_hc && new_hc && missing(spec, "healthCheckNodePort") {
-        if let Some(v) = old_spec.get("healthCheckNodePort") {
-            spec.insert("healthCheckNodePort".into(), v.clone());
-        }
-    }
-    let same = |spec: &Map<String, Value>, f: &str| spec.get(f) == old_spec.get(f);
-    if old_ip && !new_ip && !is_headless_spec(spec) {
-        for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if same(spec, f) {
-                spec.remove(f);
-            }
-        }
-    }
-    if old_np && !new_np {
-        let old_ports = old_spec.get("ports").and_then(Value::as_array);
-        let unchanged = match (spec.get("ports").and_then(Value::as_array), old_ports) {
-            (Some(new), Some(old)) => new.iter().all(|p| {
-                let np = node_port_of(p);
-                np == 0 || old.iter().any(|o| node_port_of(o) == np)
-            }),
-            _ => true,
-        };
-        if unchanged {
-            for p in spec
-                .get_mut("ports")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_object_mut)
-            {
-                p.remove("nodePort");
-            }
-        }
-    }
-    if old_hc && !new_hc && same(spec, "healthCheckNodePort") {
-        spec.remove("healthCheckNodePort");
-    }
-    if svc_type_spec(old_spec) == "LoadBalancer" && svc_type_spec(spec) != "LoadBalancer" {
-        for f in ["allocateLoadBalancerNodePorts", "loadBalancerClass"] {
-            if same(spec, f) {
-                spec.remove(f);
-            }
-        }
-    }
-}
-
-fn svc_type_spec(spec: &Map<String, Value>) -> &str {
-    spec.get("type")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-        .unwrap_or("ClusterIP")
-}
-
-fn is_headless_spec(spec: &Map<String, Value>) -> bool {
-    spec.get("clusterIP").and_then(Value::as_str) == Some("None")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,34 +487,5 @@ mod tests {
         assert!(!needs_cluster_ip(
             &json!({"spec": {"type": "ExternalName"}})
         ));
-    }
-
-    #[test]
-    fn updates_keep_allocated_values_the_client_left_out() {
-        let old = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.9",
-            "clusterIPs": ["10.96.0.9"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
-            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}});
-        let mut new =
-            json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "protocol": "TCP"}]}});
-        prepare_update(&mut new, &old);
-        assert_eq!(new, old);
-    }
-
-    #[test]
-    fn type_changes_drop_what_is_no_longer_needed() {
-        let old = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.9",
-            "clusterIPs": ["10.96.0.9"], "ports": [{"port": 80, "nodePort": 30080}]}});
-        let mut to_cluster_ip = old.clone();
-        to_cluster_ip["spec"]["type"] = json!("ClusterIP");
-        prepare_update(&mut to_cluster_ip, &old);
-        assert_eq!(to_cluster_ip["spec"]["ports"], json!([{"port": 80}]));
-        assert_eq!(to_cluster_ip["spec"]["clusterIP"], json!("10.96.0.9"));
-        let mut to_external = old.clone();
-        to_external["spec"]["type"] = json!("ExternalName");
-        to_external["spec"]["externalName"] = json!("example.com");
-        prepare_update(&mut to_external, &old);
-        assert!(to_external["spec"].get("clusterIP").is_none());
-        assert!(to_external["spec"].get("clusterIPs").is_none());
-        assert_eq!(to_external["spec"]["ports"], json!([{"port": 80}]));
     }
 }

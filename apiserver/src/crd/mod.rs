@@ -597,6 +597,7 @@ fn build_rows(
                 rules: &apimachinery::kinds::KindRules::NONE,
                 hooks: None,
                 ttl_lease: false,
+                keep_status_on_create: false,
                 custom: Some(info),
             }));
             row

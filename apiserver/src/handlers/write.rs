@@ -453,9 +453,6 @@ where
         if let Some(custom) = scope.res.custom {
             custom.prepare(&mut new);
         }
-        if let (Some(hooks), false) = (scope.res.hooks, status_like(scope)) {
-            (hooks.prepare_update)(&mut new, &current.value);
-        }
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         crate::admission::certificate_approval(scope, &new).await?;
@@ -602,7 +599,7 @@ pub async fn create_object(
         .unwrap_or_default();
     object::meta_mut(&mut obj).insert("name".into(), Value::String(first_name.clone()));
     object::prepare_create(scope.res, &mut obj, scope.namespace.as_deref(), now);
-    if scope.res.has_status() && !(scope.res.group.is_empty() && scope.res.plural == "namespaces") {
+    if scope.res.has_status() && !scope.res.keep_status_on_create {
         // Status is the controllers' to write; a create starts without it.
         if let Some(o) = obj.as_object_mut() {
             o.remove("status");
