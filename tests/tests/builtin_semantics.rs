@@ -178,7 +178,7 @@ spec:
         image: nginx:latest
         imagePullPolicy: Never
 "#;
-    s.kubectl_stdin_ok(&["create", "-f", "-"], manifest);
+    s.kubectl_stdin_ok(&["apply", "--server-side", "-f", "-"], manifest);
     let d = s.get_json(&["deployment", "custom"]);
     assert_eq!(d["spec"]["replicas"], 0, "{d}");
     assert_eq!(d["spec"]["revisionHistoryLimit"], 3);
@@ -187,8 +187,8 @@ spec:
     assert_eq!(pod["dnsPolicy"], "Default");
     assert_eq!(pod["terminationGracePeriodSeconds"], 5);
     assert_eq!(pod["containers"][0]["imagePullPolicy"], "Never");
-    // Applying the same manifest again changes nothing: defaults are
-    // stable, so there is no drift.
+    // Applying the same manifest again changes nothing: the defaults are
+    // stable, so a GitOps loop sees no drift.
     let before = d["metadata"]["resourceVersion"].clone();
     s.kubectl_stdin_ok(&["apply", "--server-side", "-f", "-"], manifest);
     let again = s.get_json(&["deployment", "custom"]);

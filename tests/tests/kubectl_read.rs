@@ -181,23 +181,33 @@ fn header(table: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Kinds kube prints without a printer of their own (Roles) get kube's
+/// default Table: NAME and CREATED AT.
 #[tokio::test(flavor = "multi_thread")]
 async fn table_default_columns() {
     let s = server_with_five().await;
-    let cms = s.kubectl_ok(&["get", "configmaps", "-n", "reads"]);
-    assert_eq!(header(&cms), ["NAME", "CREATED AT"], "{cms}");
-    let names: Vec<&str> = cms
+    s.kubectl_ok(&[
+        "create",
+        "role",
+        "reader",
+        "--verb=get",
+        "--resource=pods",
+        "-n",
+        "reads",
+    ]);
+    let roles = s.kubectl_ok(&["get", "roles", "-n", "reads"]);
+    assert_eq!(header(&roles), ["NAME", "CREATED AT"], "{roles}");
+    let names: Vec<&str> = roles
         .lines()
         .skip(1)
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert!(names.contains(&"c1"), "{cms}");
+    assert_eq!(names, ["reader"], "{roles}");
 }
 
 /// kube-apiserver prints each built-in kind with its own columns
 /// (pkg/printers/internalversion); the generic NAME / CREATED AT table is
 /// for kinds without a printer.
-#[ignore = "kube-apiserver's per-kind printer columns are not implemented; tables carry the default Name / Created At columns"]
 #[tokio::test]
 async fn table_columns_per_kind() {
     let s = server_with_five().await;

@@ -329,7 +329,9 @@ async fn patch_merge() {
     let d = s.get_json(&["deployment", "web"]);
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"],
-        json!([{"name": "only", "image": "busybox:1.36"}]),
+        json!([{"name": "only", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File"}]),
         "{d}"
     );
     assert_eq!(d["metadata"]["generation"], 2, "{d}");

@@ -122,11 +122,12 @@ async fn apply_creates_changes_and_prunes() {
     assert_ne!(d["metadata"]["resourceVersion"], rv1);
     assert_eq!(d["metadata"]["generation"], 2);
 
-    // Fields left out of the configuration go: a label, and replicas.
+    // Fields left out of the configuration go: a label, and replicas
+    // (which kube's defaulting then sets back to 1, as it does there).
     apply_ok(&s, &[], &deployment(None, "nginx:1.16.1", false));
     let d = get_deploy(&s);
     assert_eq!(d["metadata"]["labels"], json!({"app": "nginx"}), "{d}");
-    assert!(d["spec"].get("replicas").is_none(), "{d}");
+    assert_eq!(d["spec"]["replicas"], 1, "{d}");
     assert!(!owns_replicas(&d, "kubectl", "Apply"));
 }
 

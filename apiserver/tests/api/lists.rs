@@ -349,14 +349,23 @@ async fn table_output() {
         .as_array()
         .map(|c| c.iter().filter_map(|d| d["name"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(cols, ["Name", "Created At"]);
+    // kube's ConfigMap printer: Name, Data (the number of keys), Age.
+    assert_eq!(cols, ["Name", "Data", "Age"]);
     assert_eq!(t["columnDefinitions"][0]["format"], "name");
-    assert_eq!(t["columnDefinitions"][1]["type"], "date");
+    // (kube declares the Data column a string and fills it with a number)
+    assert_eq!(t["columnDefinitions"][1]["type"], "string");
     let rows = t["rows"].as_array().cloned().unwrap_or_default();
     assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["cells"][0], "a");
     assert_eq!(
-        rows[0]["cells"],
-        json!(["a", a["metadata"]["creationTimestamp"]])
+        rows[0]["cells"][1],
+        a["data"].as_object().map_or(0, |d| d.len())
+    );
+    assert!(
+        rows[0]["cells"][2]
+            .as_str()
+            .is_some_and(|age| age.ends_with('s')),
+        "{t}"
     );
     // The default includeObject is Metadata.
     assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");

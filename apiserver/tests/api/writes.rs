@@ -93,12 +93,21 @@ async fn status_and_main_resource_are_separate() {
         .patch(
             &format!("{path}/status"),
             MERGE,
-            &json!({"status": {"readyReplicas": 2}, "spec": {"replicas": 5}}),
+            &json!({"status": {"replicas": 2, "readyReplicas": 2}, "spec": {"replicas": 5}}),
         )
         .await;
     assert_eq!(r.code, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["status"]["readyReplicas"], 2);
     assert_eq!(r.body["spec"]["replicas"], 2);
+    // kube's status validation: ready replicas never exceed replicas.
+    let r = api
+        .patch(
+            &format!("{path}/status"),
+            MERGE,
+            &json!({"status": {"readyReplicas": 3}}),
+        )
+        .await;
+    assert_eq!(r.code, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
 
     // A stale status write conflicts and changes nothing.
     let current = api.must_get(&path).await;
@@ -370,9 +379,12 @@ async fn strategic_merge_patch_merges_containers_by_name() {
         )
         .await;
     assert_eq!(r2.code, StatusCode::OK, "{}", r2.body);
+    // (with kube's container defaults filled in again)
     assert_eq!(
         r2.body["spec"]["template"]["spec"]["containers"],
-        json!([{"name": "only", "image": "x:1"}])
+        json!([{"name": "only", "image": "x:1", "imagePullPolicy": "IfNotPresent",
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File"}])
     );
 
     // $patch: delete removes one element by its key.
