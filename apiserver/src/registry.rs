@@ -280,7 +280,6 @@ const RC_STATUS_SCALE: &[Subresource] = &[
 ];
 
 const ALL: &[&str] = &["all"];
-const WORKLOAD_IMMUTABLE: &[&str] = &["/spec/selector"];
 
 /// A row of the table with the common defaults filled in.
 const fn res(
@@ -498,7 +497,6 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["deploy"],
         categories: ALL,
         subresources: STATUS_SCALE,
-        immutable: WORKLOAD_IMMUTABLE,
         generation: true,
         rules: &kinds::apps::deployment::RULES,
         ..res(
@@ -515,7 +513,6 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         subresources: STATUS_SCALE,
         field_attrs: REPLICAS_FIELDS,
-        immutable: WORKLOAD_IMMUTABLE,
         generation: true,
         rules: &kinds::apps::replicaset::RULES,
         ..res(
@@ -531,7 +528,6 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["sts"],
         categories: ALL,
         subresources: STATUS_SCALE,
-        immutable: WORKLOAD_IMMUTABLE,
         generation: true,
         rules: &kinds::apps::statefulset::RULES,
         ..res(
@@ -547,7 +543,6 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["ds"],
         categories: ALL,
         subresources: STATUS,
-        immutable: WORKLOAD_IMMUTABLE,
         generation: true,
         rules: &kinds::apps::daemonset::RULES,
         ..res("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true)

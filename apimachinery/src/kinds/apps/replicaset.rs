@@ -99,7 +99,15 @@ fn defaults(obj: &mut Value) {
     default_template(spec, "template");
 }
 
-fn validate(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+    let mut out = validate_object(obj);
+    if let Some(old) = old {
+        out.extend(crate::kinds::core::workload::selector_immutable(obj, old));
+    }
+    out
+}
+
+fn validate_object(obj: &Value) -> Vec<StatusCause> {
     let mut out = Vec::new();
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     nonnegative(

@@ -201,10 +201,8 @@ pub fn validate_status_counts(
 }
 
 /// kube's `ValidateImmutableField` of `spec.selector` (Deployments,
-/// ReplicaSets, DaemonSets, Jobs): `Invalid value: v1.LabelSelector{...}:
-/// field is immutable`. Not called by the kinds' rules while the registry's
-/// generic `immutable` list still holds `/spec/selector` (that check words
-/// the value as JSON); the integrator swaps one for the other.
+/// ReplicaSets, DaemonSets): `Invalid value: {"matchLabels":...}: field is
+/// immutable`, the selector printed as kube marshals it.
 pub fn selector_immutable(new: &Value, old: &Value) -> Option<StatusCause> {
     let (n, o) = (new.pointer("/spec/selector"), old.pointer("/spec/selector"));
     if n == o {
