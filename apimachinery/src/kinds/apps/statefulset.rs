@@ -34,22 +34,8 @@ pub static RULES: KindRules = KindRules {
             cell: |o, _| ratio(o, "/status/readyReplicas", "/spec/replicas"),
         },
         AGE,
-        Column {
-            name: "Containers",
-            type_: "string",
-            format: "",
-            description: workload::CONTAINERS_DESCRIPTION,
-            priority: 1,
-            cell: workload::tpl_containers,
-        },
-        Column {
-            name: "Images",
-            type_: "string",
-            format: "",
-            description: workload::IMAGES_DESCRIPTION,
-            priority: 1,
-            cell: workload::tpl_images,
-        },
+        workload::CONTAINERS,
+        workload::IMAGES,
     ],
 };
 

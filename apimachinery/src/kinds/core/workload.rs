@@ -20,6 +20,26 @@ pub const CONTAINERS_DESCRIPTION: &str = "Names of each container in the templat
 /// kube's description of the Images column.
 pub const IMAGES_DESCRIPTION: &str = "Images referenced by each container in the template.";
 
+/// The `-o wide` Containers column of every workload printer.
+pub const CONTAINERS: crate::kinds::print::Column = crate::kinds::print::Column {
+    name: "Containers",
+    type_: "string",
+    format: "",
+    description: CONTAINERS_DESCRIPTION,
+    priority: 1,
+    cell: tpl_containers,
+};
+
+/// The `-o wide` Images column of every workload printer.
+pub const IMAGES: crate::kinds::print::Column = crate::kinds::print::Column {
+    name: "Images",
+    type_: "string",
+    format: "",
+    description: IMAGES_DESCRIPTION,
+    priority: 1,
+    cell: tpl_images,
+};
+
 /// Defaults the pod spec of the template under `key` of `spec` (e.g. a
 /// Deployment's `spec.template`).
 pub fn default_template(spec: &mut Map<String, Value>, key: &str) {
