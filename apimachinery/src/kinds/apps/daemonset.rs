@@ -18,7 +18,7 @@ use crate::kinds::print::{label_map, Column, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::status::StatusCause;
 use crate::validation::{
-    go_string_map, invalid_rendered, nonnegative, not_supported, not_supported_rendered, required,
+    go_string_map, invalid_rendered, nonnegative, not_supported_rendered, required,
 };
 
 macro_rules! status_column {
@@ -119,28 +119,7 @@ fn validate_object(obj: &Value) -> Vec<StatusCause> {
         "spec.template",
         &mut out,
     );
-    if let Some(ps) = spec.pointer("/template/spec") {
-        let rp = ps
-            .get("restartPolicy")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if rp != "Always" {
-            out.push(not_supported(
-                "spec.template.spec.restartPolicy",
-                rp,
-                &["Always"],
-            ));
-        }
-        if ps
-            .get("activeDeadlineSeconds")
-            .is_some_and(|v| !v.is_null())
-        {
-            out.push(crate::validation::forbidden(
-                "spec.template.spec.activeDeadlineSeconds",
-                "activeDeadlineSeconds in DaemonSet is not Supported",
-            ));
-        }
-    }
+    workload::template_runs_forever(spec, "spec", "DaemonSet", &mut out);
     nonnegative(
         "spec.minReadySeconds",
         spec.get("minReadySeconds"),

@@ -15,7 +15,7 @@ use crate::kinds::core::workload::{self, default_template, ratio};
 use crate::kinds::print::{Column, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::status::StatusCause;
-use crate::validation::{forbidden, invalid, nonnegative, not_supported, required};
+use crate::validation::{forbidden, invalid, nonnegative, required};
 
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
@@ -132,28 +132,7 @@ fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
         "spec.template",
         &mut out,
     );
-    if let Some(ps) = spec.pointer("/template/spec") {
-        let rp = ps
-            .get("restartPolicy")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if rp != "Always" {
-            out.push(not_supported(
-                "spec.template.spec.restartPolicy",
-                rp,
-                &["Always"],
-            ));
-        }
-        if ps
-            .get("activeDeadlineSeconds")
-            .is_some_and(|v| !v.is_null())
-        {
-            out.push(forbidden(
-                "spec.template.spec.activeDeadlineSeconds",
-                "activeDeadlineSeconds in StatefulSet is not Supported",
-            ));
-        }
-    }
+    workload::template_runs_forever(spec, "spec", "StatefulSet", &mut out);
     nonnegative(
         "spec.revisionHistoryLimit",
         spec.get("revisionHistoryLimit"),

@@ -14,10 +14,7 @@ use crate::kinds::core::workload::int_cell;
 use crate::kinds::print::{label_map, Column, PrintContext, AGE, NAME};
 use crate::kinds::KindRules;
 use crate::status::StatusCause;
-use crate::validation::{
-    forbidden, go_string_map, invalid_rendered, nonnegative, not_supported, required,
-    validate_labels,
-};
+use crate::validation::{go_string_map, invalid_rendered, nonnegative, required, validate_labels};
 
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
@@ -108,26 +105,12 @@ fn validate(obj: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
         }
     }
     validate_pod_template(tpl, "spec.template", &mut out);
-    let rp = tpl
-        .pointer("/spec/restartPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if rp != "Always" {
-        out.push(not_supported(
-            "spec.template.spec.restartPolicy",
-            rp,
-            &["Always"],
-        ));
-    }
-    if tpl
-        .pointer("/spec/activeDeadlineSeconds")
-        .is_some_and(|v| !v.is_null())
-    {
-        out.push(forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in ReplicationController is not Supported",
-        ));
-    }
+    crate::kinds::core::workload::template_runs_forever(
+        spec,
+        "spec",
+        "ReplicationController",
+        &mut out,
+    );
     out
 }
 
