@@ -325,6 +325,25 @@ pub async fn eventually<T>(
     }
 }
 
+/// Runs a client script of `tests/clients` (the Python `kubernetes`
+/// package) against `server`, its URL as the only argument; fails the test
+/// with the script's output and the server's log when the script fails.
+pub fn run_python_client(server: &Server, script: &str) {
+    let path = format!("{}/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(&path)
+        .arg(&server.url)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "stdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+}
+
 /// `eventually` for an asynchronous check (an HTTP or etcd request).
 pub async fn eventually_async<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where

@@ -291,17 +291,5 @@ spec:
 #[tokio::test(flavor = "multi_thread")]
 async fn python_client_sees_defaults_and_422s() {
     let server = Server::start().await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/builtin_python.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&server.url)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "stdout:\n{}\nstderr:\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
-    );
+    e2e::run_python_client(&server, "builtin_python.py");
 }

@@ -227,19 +227,7 @@ async fn a_crd_created_on_one_replica_is_served_by_the_other() {
 #[tokio::test(flavor = "multi_thread")]
 async fn python_custom_objects_api() {
     let server = Server::start().await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/crd_python.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&server.url)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "stdout:\n{}\nstderr:\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
-    );
+    e2e::run_python_client(&server, "crd_python.py");
 }
 
 /// A kind declared with the `kube` crate's derive, as operators do.

@@ -272,6 +272,22 @@ async fn node_ports_are_allocated_and_released() {
     assert_eq!(code, 201, "{st}");
 }
 
+/// Creates NodePort Services `svc-<i>` for every `i` of `range` at once,
+/// alternating between `servers`.
+async fn node_port_services(
+    servers: &[&Server],
+    range: std::ops::Range<usize>,
+) -> Vec<(u16, Value)> {
+    let creates = range.map(|i| {
+        let s = servers[i % servers.len()];
+        async move {
+            let spec = json!({"type": "NodePort", "ports": [{"port": 80, "protocol": "TCP"}]});
+            create(s, &format!("svc-{i}"), spec).await
+        }
+    });
+    futures_util::future::join_all(creates).await
+}
+
 /// Two replicas of one cluster create Services at the same time from a
 /// small range: no address and no port is handed out twice.
 #[tokio::test]
@@ -287,18 +303,7 @@ async fn concurrent_creates_through_two_replicas_never_share() {
     let a = Server::start_with_prefix(&etcd, &prefix, &flags).await;
     let b = Server::start_with_prefix(&etcd, &prefix, &flags).await;
     let servers = [&a, &b];
-    let creates = (0..40).map(|i| {
-        let s = servers[i % 2];
-        async move {
-            create(
-                s,
-                &format!("svc-{i}"),
-                json!({"type": "NodePort", "ports": [{"port": 80, "protocol": "TCP"}]}),
-            )
-            .await
-        }
-    });
-    let results = futures_util::future::join_all(creates).await;
+    let results = node_port_services(&servers, 0..40).await;
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
     for (code, svc) in &results {
@@ -318,18 +323,7 @@ async fn concurrent_creates_through_two_replicas_never_share() {
     let (_, list) = get(&a, "/apis/networking.k8s.io/v1/ipaddresses").await;
     assert_eq!(list["items"].as_array().unwrap().len(), 41, "{list}");
     // The port range has 50 ports; 10 are left.
-    let more = (40..52).map(|i| {
-        let s = servers[i % 2];
-        async move {
-            create(
-                s,
-                &format!("svc-{i}"),
-                json!({"type": "NodePort", "ports": [{"port": 80, "protocol": "TCP"}]}),
-            )
-            .await
-        }
-    });
-    let results = futures_util::future::join_all(more).await;
+    let results = node_port_services(&servers, 40..52).await;
     let ok = results.iter().filter(|(c, _)| *c == 201).count();
     assert_eq!(ok, 10, "{results:?}");
     for (code, st) in results.iter().filter(|(c, _)| *c != 201) {
