@@ -402,10 +402,10 @@ mod tests {
     #[test]
     fn immutable_selector() {
         let reg = Registry::builtin();
-        let rs = reg.lookup("apps", "v1", "replicasets").unwrap();
+        let jobs = reg.lookup("batch", "v1", "jobs").unwrap();
         let old = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}}});
         let new = json!({"spec": {"selector": {"matchLabels": {"a": "c"}}}});
-        let errs = immutable_errors(rs, &old, &new);
+        let errs = immutable_errors(jobs, &old, &new);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.selector");
         assert!(errs[0].message.ends_with("field is immutable"));
