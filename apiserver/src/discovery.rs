@@ -1006,9 +1006,16 @@ mod tests {
             &json!({"resource": "pods", "responseKind": {"group": "", "version": "", "kind": "Pod"},
                     "scope": "Namespaced", "singularResource": "pod", "verbs": RESOURCE_VERBS,
                     "shortNames": ["po"], "categories": ["all"],
-                    "subresources": [{"subresource": "status",
-                                      "responseKind": {"group": "", "version": "", "kind": "Pod"},
-                                      "verbs": ["get", "patch", "update"]}]})
+                    "subresources": [
+                        {"subresource": "ephemeralcontainers",
+                         "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                         "verbs": ["get", "patch", "update"]},
+                        {"subresource": "resize",
+                         "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                         "verbs": ["get", "patch", "update"]},
+                        {"subresource": "status",
+                         "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                         "verbs": ["get", "patch", "update"]}]})
         );
 
         let (code, h, doc) = get(ApiPath::Groups, Some(KUBECTL_ACCEPT), None).await;

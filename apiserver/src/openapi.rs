@@ -444,7 +444,15 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
             format!("{}/watch/{}", gv.prefix, r.plural),
         )
     };
-    let item = |path: String, params: Vec<Param>, ops: Vec<Op>| PathItem { path, params, ops };
+    // A path with one operation carries that operation's parameters at the
+    // path level, as kube's OpenAPI builder writes it.
+    let item = |path: String, params: Vec<Param>, mut ops: Vec<Op>| {
+        let params = match ops.as_mut_slice() {
+            [only] => sorted_params(&[params, std::mem::take(&mut only.params)].concat()),
+            _ => params,
+        };
+        PathItem { path, params, ops }
+    };
     let all_namespaces = |prefix: &str, verb: Verb| {
         let all: Vec<Param> = LIST_PARAMS.iter().copied().chain([PRETTY]).collect();
         item(

@@ -337,7 +337,10 @@ pub static RESOURCES: &[Resource] = &[
     // core/v1
     Resource {
         short_names: &["ns"],
-        subresources: STATUS,
+        subresources: &[
+            Subresource::Status,
+            Subresource::Part(&kinds::core::namespace::FINALIZE),
+        ],
         field_attrs: NAMESPACE_FIELDS,
         name_rule: NameRule::Label,
         rules: &kinds::core::namespace::RULES,
@@ -358,7 +361,11 @@ pub static RESOURCES: &[Resource] = &[
         delete_returns_object: true,
         short_names: &["po"],
         categories: ALL,
-        subresources: STATUS,
+        subresources: &[
+            Subresource::Status,
+            Subresource::Part(&kinds::core::pod_parts::EPHEMERAL_CONTAINERS),
+            Subresource::Part(&kinds::core::pod_parts::RESIZE),
+        ],
         field_attrs: POD_FIELDS,
         generation: true,
         rules: &kinds::core::pod::POD,

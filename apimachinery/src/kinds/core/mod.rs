@@ -7,6 +7,7 @@ pub mod event;
 pub mod namespace;
 pub mod node;
 pub mod pod;
+pub mod pod_parts;
 pub mod podprint;
 pub mod podspec_defaults;
 pub mod podspec_validation;

@@ -149,6 +149,39 @@ fn status_cell(obj: &Value, _: &PrintContext) -> Value {
     json!(print::str_at(obj, "/status/phase", ""))
 }
 
+/// `/finalize`: only `spec.finalizers` change (the namespace controller
+/// removes `kubernetes` through it).
+pub static FINALIZE: crate::kinds::Part = crate::kinds::Part {
+    name: "finalize",
+    verbs: &["update"],
+    take: take_finalizers,
+    validate: Some(validate_finalize),
+};
+
+fn take_finalizers(stored: &mut Value, request: &Value) {
+    let fins = request.pointer("/spec/finalizers").cloned();
+    let Some(spec) = stored.as_object_mut().and_then(|o| object_mut(o, "spec")) else {
+        return;
+    };
+    match fins {
+        Some(f) if !f.is_null() => spec.insert("finalizers".into(), f),
+        _ => spec.remove("finalizers"),
+    };
+}
+
+/// kube's `ValidateNamespaceFinalizeUpdate`.
+fn validate_finalize(ns: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
+    ns.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(i, f)| {
+            v::validate_finalizer_name(f.as_str().unwrap_or(""), &format!("spec.finalizers[{i}]"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

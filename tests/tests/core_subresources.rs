@@ -1,0 +1,137 @@
+//! The core subresources that write one part of an object:
+//! `pods/ephemeralcontainers` (`kubectl debug`), `pods/resize` and
+//! `namespaces/finalize`, through kubectl and HTTP.
+
+use e2e::Server;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn kubectl_debug_adds_an_ephemeral_container() {
+    let s = Server::start().await;
+    s.kubectl_ok(&["run", "web", "--image=nginx:1.27"]);
+    let out = s.kubectl(&[
+        "debug",
+        "web",
+        "--image=busybox:1.36",
+        "--target=web",
+        "-c",
+        "dbg",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pod = s.get_json(&["pod", "web"]);
+    let eph = &pod["spec"]["ephemeralContainers"][0];
+    assert_eq!(eph["name"], "dbg", "{pod}");
+    assert_eq!(eph["image"], "busybox:1.36");
+    assert_eq!(eph["targetContainerName"], "web");
+    assert_eq!(
+        eph["terminationMessagePolicy"], "File",
+        "defaults apply: {eph}"
+    );
+
+    // Changing it afterwards is refused with kube's words.
+    let mut changed = pod.clone();
+    changed["spec"]["ephemeralContainers"][0]["image"] = json!("alpine");
+    let r = s
+        .http(
+            "PUT",
+            "/api/v1/namespaces/default/pods/web/ephemeralcontainers",
+            &[("Content-Type", "application/json")],
+            changed.to_string().as_bytes(),
+        )
+        .await
+        .unwrap();
+    let st: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(r.status, 422, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be changed"),
+        "{st}"
+    );
+    // The main resource may not add one (pod updates keep the spec).
+    let r = s
+        .http(
+            "DELETE",
+            "/api/v1/namespaces/default/pods/web/ephemeralcontainers",
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 405, "{}", r.text());
+}
+
+#[tokio::test]
+async fn resize_changes_resources_only() {
+    let s = Server::start().await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "r"},
+        "spec": {"containers": [{"name": "app", "image": "nginx",
+            "resources": {"requests": {"cpu": "100m"}}}]}});
+    s.kubectl_stdin_ok(&["create", "-f", "-"], &pod.to_string());
+    let out = s.kubectl_ok(&[
+        "patch",
+        "pod",
+        "r",
+        "--subresource=resize",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"app","image":"ignored","resources":{"requests":{"cpu":"200m"}}}]}}"#,
+    ]);
+    assert!(out.contains("patched"), "{out}");
+    let p = s.get_json(&["pod", "r"]);
+    let c = &p["spec"]["containers"][0];
+    assert_eq!(c["resources"]["requests"]["cpu"], "200m", "{p}");
+    assert_eq!(c["image"], "nginx", "only resources change: {p}");
+    assert_eq!(p["status"]["qosClass"], "Burstable");
+}
+
+#[tokio::test]
+async fn namespace_finalize_sets_only_the_finalizers() {
+    let s = Server::start().await;
+    s.kubectl_ok(&["create", "namespace", "fin"]);
+    let mut ns = s.get_json(&["namespace", "fin"]);
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]), "{ns}");
+    ns["spec"]["finalizers"] = json!([]);
+    ns["metadata"]["labels"]["sneaky"] = json!("yes");
+    let r = s
+        .http(
+            "PUT",
+            "/api/v1/namespaces/fin/finalize",
+            &[("Content-Type", "application/json")],
+            ns.to_string().as_bytes(),
+        )
+        .await
+        .unwrap();
+    let out: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(r.status, 200, "{out}");
+    assert!(
+        out["spec"]
+            .get("finalizers")
+            .is_none_or(|f| f == &json!([])),
+        "{out}"
+    );
+    assert!(out["metadata"]["labels"].get("sneaky").is_none(), "{out}");
+    // A bad finalizer name is 422; GET on /finalize is 405 (PUT only).
+    let mut ns = out.clone();
+    ns["spec"]["finalizers"] = json!(["not a name"]);
+    let r = s
+        .http(
+            "PUT",
+            "/api/v1/namespaces/fin/finalize",
+            &[("Content-Type", "application/json")],
+            ns.to_string().as_bytes(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    let r = s
+        .http("GET", "/api/v1/namespaces/fin/finalize", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 405, "{}", r.text());
+}
