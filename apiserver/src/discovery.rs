@@ -470,6 +470,12 @@ pub(crate) fn subresource_kind(
     match sub {
         Subresource::Status | Subresource::Part(_) => (r.group, r.version, r.kind),
         Subresource::Scale { .. } => ("autoscaling", "v1", "Scale"),
+        Subresource::Create {
+            group,
+            version,
+            kind,
+            ..
+        } => (group, version, kind),
     }
 }
 

@@ -272,6 +272,17 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
             Some((listener, s.tls))
         }
     };
+    if state.service_accounts.is_none() {
+        // Without the secure port, tokens are still issued (kubectl create
+        // token, TokenRequest) from the key under --data-dir.
+        let (setup_cfg, store) = (cfg.clone(), Arc::clone(&state.store));
+        let sa =
+            tokio::task::spawn_blocking(move || auth::secure::service_accounts(&setup_cfg, store))
+                .await
+                .map_err(|e| StartError::Secure(e.to_string()))?
+                .map_err(StartError::Secure)?;
+        state.service_accounts = Some(sa);
+    }
     state.audit = auditor;
     let state = Arc::new(state.with_limits(limits::Limits::new(
         cfg.max_requests_inflight,

@@ -513,6 +513,7 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
                         "get" => Some(Verb::Read),
                         "patch" => Some(Verb::Patch),
                         "update" => Some(Verb::Replace),
+                        "create" => Some(Verb::Create),
                         _ => None,
                     })
                     .collect::<Vec<_>>(),

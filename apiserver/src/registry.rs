@@ -37,6 +37,15 @@ pub enum Subresource {
     /// A part of the object written on its own (`/approval`,
     /// `/finalize`, ...).
     Part(&'static apimachinery::kinds::Part),
+    /// A create-only subresource answered by its own handler before the
+    /// generic verbs (`serviceaccounts/token`: a TokenRequest), listed in
+    /// discovery and OpenAPI with the kind it takes.
+    Create {
+        name: &'static str,
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+    },
 }
 
 impl Subresource {
@@ -46,6 +55,7 @@ impl Subresource {
         match self {
             Subresource::Status | Subresource::Scale { .. } => &["get", "patch", "update"],
             Subresource::Part(p) => p.verbs,
+            Subresource::Create { .. } => &["create"],
         }
     }
 
@@ -54,6 +64,7 @@ impl Subresource {
             Subresource::Status => "status",
             Subresource::Scale { .. } => "scale",
             Subresource::Part(p) => p.name,
+            Subresource::Create { name, .. } => name,
         }
     }
 }
@@ -382,6 +393,12 @@ pub static RESOURCES: &[Resource] = &[
         ..res("", "v1", "Service", "services", "service", true)
     },
     Resource {
+        subresources: &[Subresource::Create {
+            name: "token",
+            group: "authentication.k8s.io",
+            version: "v1",
+            kind: "TokenRequest",
+        }],
         delete_returns_object: true,
         short_names: &["sa"],
         rules: &kinds::core::serviceaccount::RULES,

@@ -112,6 +112,11 @@ impl Server {
                 (!extra.iter().any(|a| a.starts_with("--secure-listen")))
                     .then_some("--secure-listen=off"),
             )
+            // Keys (service-account signing, PKI) live with the server.
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--data-dir")))
+                    .then(|| format!("--data-dir={}", home.path().join("data").display())),
+            )
             .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))

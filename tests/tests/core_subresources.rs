@@ -135,3 +135,32 @@ async fn namespace_finalize_sets_only_the_finalizers() {
         .unwrap();
     assert_eq!(r.status, 405, "{}", r.text());
 }
+
+/// Tokens are issued without the secure port too (the key is made under
+/// --data-dir), and a TokenReview accepts them.
+#[tokio::test]
+async fn kubectl_create_token_on_the_plain_port() {
+    let s = Server::start().await;
+    s.kubectl_ok(&["create", "serviceaccount", "bot"]);
+    let token = s.kubectl_ok(&["create", "token", "bot"]);
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "not a JWT: {token}");
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token}});
+    let r = s
+        .http(
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            &[("Content-Type", "application/json")],
+            review.to_string().as_bytes(),
+        )
+        .await
+        .unwrap();
+    let out: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(r.status, 201, "{out}");
+    assert_eq!(out["status"]["authenticated"], true, "{out}");
+    assert_eq!(
+        out["status"]["user"]["username"],
+        "system:serviceaccount:default:bot"
+    );
+}

@@ -390,7 +390,7 @@ async fn restart_reuses_the_generated_certificates() {
 }
 
 #[tokio::test]
-async fn secure_port_off_writes_no_pki() {
+async fn secure_port_off_writes_only_the_token_key() {
     // (The plain port refusing non-loopback addresses is in cli.rs.)
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
@@ -403,7 +403,18 @@ async fn secure_port_off_writes_no_pki() {
         ],
     )
     .await;
-    assert!(!data.join("pki").exists());
+    // No CA, serving certificate or admin kubeconfig; only the
+    // service-account signing key, which tokens need on any port.
+    let made: Vec<String> = std::fs::read_dir(data.join("pki"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(made, ["sa.key"], "{made:?}");
+    assert!(!data.join("admin.kubeconfig").exists());
     assert!(server
         .kubectl_ok(&["get", "ns", "-o", "name"])
         .contains("namespace/default"));

@@ -20,7 +20,6 @@ const NOT_YET: &[&str] = &[
     "api/v1 pods/log",
     "api/v1 pods/portforward",
     "api/v1 pods/proxy",
-    "api/v1 serviceaccounts/token",
     "api/v1 services/proxy",
     "apis/autoscaling/v1 horizontalpodautoscalers",
     "apis/autoscaling/v1 horizontalpodautoscalers/status",

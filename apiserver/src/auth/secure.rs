@@ -92,28 +92,7 @@ pub fn setup(
         None => None,
     };
 
-    let signing_path = match &cfg.service_account_signing_key_file {
-        Some(p) => p.clone(),
-        None => pki::ensure_sa_key(&cfg.data_dir)?,
-    };
-    let signing_pem = std::fs::read(&signing_path)
-        .map_err(|e| format!("cannot read {}: {e}", signing_path.display()))?;
-    let signer = jwt::SigningKey::from_pem(&signing_pem)
-        .map_err(|e| format!("{}: {e}", signing_path.display()))?;
-    let mut keys = Vec::new();
-    for f in &cfg.service_account_key_file {
-        let pem = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
-        keys.extend(
-            jwt::verifying_keys_from_pem(&pem).map_err(|e| format!("{}: {e}", f.display()))?,
-        );
-    }
-    let service_accounts = Arc::new(ServiceAccounts::new(
-        signer,
-        keys,
-        cfg.service_account_issuer.clone(),
-        store,
-        &cfg.etcd_prefix,
-    ));
+    let service_accounts = service_accounts(cfg, store)?;
 
     let mut chain: Vec<Arc<dyn Authenticator>> = Vec::new();
     if !client_ca.is_empty() {
@@ -131,4 +110,36 @@ pub fn setup(
         service_accounts,
         admin_kubeconfig,
     })
+}
+
+/// The service-account token issuer and verifier: the signing key of
+/// `--service-account-signing-key-file`, or one made (once) under
+/// `--data-dir`. Used by the secure port's authenticator, and for
+/// `serviceaccounts/token` whether or not the secure port is on.
+pub fn service_accounts(
+    cfg: &crate::config::Config,
+    store: Arc<dyn watchcache::Storage>,
+) -> Result<Arc<ServiceAccounts>, String> {
+    let signing_path = match &cfg.service_account_signing_key_file {
+        Some(p) => p.clone(),
+        None => pki::ensure_sa_key(&cfg.data_dir)?,
+    };
+    let signing_pem = std::fs::read(&signing_path)
+        .map_err(|e| format!("cannot read {}: {e}", signing_path.display()))?;
+    let signer = jwt::SigningKey::from_pem(&signing_pem)
+        .map_err(|e| format!("{}: {e}", signing_path.display()))?;
+    let mut keys = Vec::new();
+    for f in &cfg.service_account_key_file {
+        let pem = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        keys.extend(
+            jwt::verifying_keys_from_pem(&pem).map_err(|e| format!("{}: {e}", f.display()))?,
+        );
+    }
+    Ok(Arc::new(ServiceAccounts::new(
+        signer,
+        keys,
+        cfg.service_account_issuer.clone(),
+        store,
+        &cfg.etcd_prefix,
+    )))
 }
