@@ -97,7 +97,7 @@ async fn ensure(
     plural: &str,
     ns: Option<&str>,
     mut obj: Value,
-) -> Result<(), StorageError> {
+) -> Result<i64, StorageError> {
     let Some(res) = state.registry.lookup(group, "v1", plural) else {
         return Err(StorageError::Internal(format!(
             "{plural} not in the registry"
@@ -112,13 +112,17 @@ async fn ensure(
     if let Some(prepare) = res.rules.prepare_create {
         prepare(&mut obj);
     }
+    // The revision of the write, 0 when the object was already there.
     match state.store.create(&state.key(res, ns, &name), &obj).await {
-        Ok(_) | Err(StorageError::AlreadyExists { .. }) => Ok(()),
+        Ok(o) => Ok(o.revision),
+        Err(StorageError::AlreadyExists { .. }) => Ok(0),
         Err(e) => Err(e),
     }
 }
 
-async fn bootstrap_once(state: &AppState) -> Result<(), StorageError> {
+/// Writes what is missing; answers the newest revisions of the
+/// ClusterRoles and ClusterRoleBindings it wrote (0: none).
+async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
     for ns in SYSTEM_NAMESPACES {
         ensure(state, "", "namespaces", None, namespace(ns)).await?;
     }
@@ -153,13 +157,14 @@ async fn bootstrap_once(state: &AppState) -> Result<(), StorageError> {
         .await?;
     }
     let rbac = apimachinery::rbac::GROUP;
+    let (mut roles, mut bindings) = (0, 0);
     for role in crate::rbac::policy::cluster_roles() {
-        ensure(state, rbac, "clusterroles", None, role).await?;
+        roles = roles.max(ensure(state, rbac, "clusterroles", None, role).await?);
     }
     for binding in crate::rbac::policy::cluster_role_bindings() {
-        ensure(state, rbac, "clusterrolebindings", None, binding).await?;
+        bindings = bindings.max(ensure(state, rbac, "clusterrolebindings", None, binding).await?);
     }
-    Ok(())
+    Ok((roles, bindings))
 }
 
 /// Retries until the bootstrap objects exist, then marks the state ready.
@@ -167,7 +172,18 @@ pub async fn run(state: Arc<AppState>) {
     let mut delay = Duration::from_millis(100);
     loop {
         match bootstrap_once(&state).await {
-            Ok(()) => {
+            Ok((roles, bindings)) => {
+                // Ready only once the RBAC index has applied the roles and
+                // bindings just written, or the first requests after
+                // /readyz passes would be refused by a policy without them.
+                if let Some(rbac) = &state.rbac {
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                    while !rbac.has_seen_cluster_policy(roles, bindings)
+                        && tokio::time::Instant::now() < deadline
+                    {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
                 state.bootstrapped.store(true, Ordering::Release);
                 tracing::info!("bootstrap objects present");
                 return;

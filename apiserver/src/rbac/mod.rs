@@ -96,6 +96,8 @@ pub struct Policy {
     role_bindings: HashMap<String, BTreeMap<String, BindingEntry>>,
     cluster_role_bindings: BTreeMap<String, BindingEntry>,
     synced: [bool; 4],
+    /// The newest revision applied per kind.
+    seen: [i64; 4],
 }
 
 fn meta(obj: &Value, field: &str) -> String {
@@ -387,6 +389,7 @@ impl Feed {
                     (Some(initial), EventType::Bookmark) => {
                         p.clear(kind);
                         for o in initial.drain(..) {
+                            p.seen[kind as usize] = p.seen[kind as usize].max(o.revision);
                             p.put(kind, &o.value, o.revision);
                         }
                         snapshot = None;
@@ -401,10 +404,12 @@ impl Feed {
                     }
                     (Some(_), _) => false,
                     (None, EventType::Added | EventType::Modified) => {
+                        p.seen[kind as usize] = p.seen[kind as usize].max(ev.object.revision);
                         p.put(kind, &ev.object.value, ev.object.revision);
                         true
                     }
                     (None, EventType::Deleted) => {
+                        p.seen[kind as usize] = p.seen[kind as usize].max(ev.object.revision);
                         p.remove(kind, &ev.object.value);
                         true
                     }
@@ -470,6 +475,14 @@ impl Rbac {
 
     pub fn is_synced(&self) -> bool {
         *self.synced.borrow()
+    }
+
+    /// Whether the policy has applied ClusterRoles up to `roles` and
+    /// ClusterRoleBindings up to `bindings` (revisions).
+    pub fn has_seen_cluster_policy(&self, roles: i64, bindings: i64) -> bool {
+        let p = self.read();
+        p.seen[Kind::ClusterRole as usize] >= roles
+            && p.seen[Kind::ClusterRoleBinding as usize] >= bindings
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Policy> {
