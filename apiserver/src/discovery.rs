@@ -1013,6 +1013,9 @@ mod tests {
                     "scope": "Namespaced", "singularResource": "pod", "verbs": RESOURCE_VERBS,
                     "shortNames": ["po"], "categories": ["all"],
                     "subresources": [
+                        {"subresource": "binding",
+                         "responseKind": {"group": "", "version": "", "kind": "Binding"},
+                         "verbs": ["create"]},
                         {"subresource": "ephemeralcontainers",
                          "responseKind": {"group": "", "version": "", "kind": "Pod"},
                          "verbs": ["get", "patch", "update"]},

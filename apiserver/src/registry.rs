@@ -37,14 +37,16 @@ pub enum Subresource {
     /// A part of the object written on its own (`/approval`,
     /// `/finalize`, ...).
     Part(&'static apimachinery::kinds::Part),
-    /// A create-only subresource answered by its own handler before the
-    /// generic verbs (`serviceaccounts/token`: a TokenRequest), listed in
-    /// discovery and OpenAPI with the kind it takes.
+    /// A create-only subresource taking a body of its own kind
+    /// (`pods/binding`: a Binding), answered by `answer` (`None`: a
+    /// handler ahead of the generic verbs answers it, as
+    /// `serviceaccounts/token` is).
     Create {
         name: &'static str,
         group: &'static str,
         version: &'static str,
         kind: &'static str,
+        answer: Option<VirtualCreate>,
     },
 }
 
@@ -374,6 +376,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         subresources: &[
             Subresource::Status,
+            Subresource::Create {
+                name: "binding",
+                group: "",
+                version: "v1",
+                kind: "Binding",
+                answer: Some(crate::handlers::binding::bind),
+            },
             Subresource::Part(&kinds::core::pod_parts::EPHEMERAL_CONTAINERS),
             Subresource::Part(&kinds::core::pod_parts::RESIZE),
         ],
@@ -398,6 +407,7 @@ pub static RESOURCES: &[Resource] = &[
             group: "authentication.k8s.io",
             version: "v1",
             kind: "TokenRequest",
+            answer: None,
         }],
         delete_returns_object: true,
         short_names: &["sa"],
@@ -1072,6 +1082,15 @@ pub static RESOURCES: &[Resource] = &[
         )
     },
     // Virtual kinds: create only, answered by `handlers::review`.
+    // core/v1 bindings: a scheduler's create-only form of pods/binding
+    virtual_kind(
+        "",
+        "Binding",
+        "bindings",
+        "binding",
+        true,
+        crate::handlers::binding::bind,
+    ),
     virtual_kind(
         "authentication.k8s.io",
         "SelfSubjectReview",

@@ -164,3 +164,90 @@ async fn kubectl_create_token_on_the_plain_port() {
         "system:serviceaccount:default:bot"
     );
 }
+
+/// A scheduler binds a Pod once, through `pods/binding` or `bindings`.
+#[tokio::test]
+async fn pods_are_bound_once() {
+    let s = Server::start().await;
+    s.kubectl_ok(&["run", "a", "--image=nginx"]);
+    s.kubectl_ok(&["run", "b", "--image=nginx"]);
+    let binding = |pod: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+               "metadata": {"name": pod, "annotations": {"scheduled-by": "test"}},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        .to_string()
+    };
+    let post = |path: &'static str, body: String| {
+        let s = &s;
+        async move {
+            let r = s
+                .http(
+                    "POST",
+                    path,
+                    &[("Content-Type", "application/json")],
+                    body.as_bytes(),
+                )
+                .await
+                .unwrap();
+            (r.status, serde_json::from_slice::<Value>(&r.body).unwrap())
+        }
+    };
+    let (code, st) = post(
+        "/api/v1/namespaces/default/pods/a/binding",
+        binding("a", "node-1"),
+    )
+    .await;
+    assert_eq!(code, 201, "{st}");
+    assert_eq!(st["status"], "Success", "{st}");
+    let pod = s.get_json(&["pod", "a"]);
+    assert_eq!(pod["spec"]["nodeName"], "node-1", "{pod}");
+    assert_eq!(pod["metadata"]["annotations"]["scheduled-by"], "test");
+    let cond = pod["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(cond["status"], "True", "{pod}");
+
+    // A second binding is a conflict, in kube's words.
+    let (code, st) = post(
+        "/api/v1/namespaces/default/pods/a/binding",
+        binding("a", "node-2"),
+    )
+    .await;
+    assert_eq!(code, 409, "{st}");
+    assert_eq!(
+        st["message"],
+        "Operation cannot be fulfilled on pods/binding \"a\": pod a is already assigned to node \"node-1\""
+    );
+    // The collection form binds by the Binding's name; a bad target is 422.
+    let (code, st) = post("/api/v1/namespaces/default/bindings", binding("b", "")).await;
+    assert_eq!(code, 422, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("target.name: Required value"),
+        "{st}"
+    );
+    let (code, st) = post(
+        "/api/v1/namespaces/default/bindings",
+        binding("b", "node-2"),
+    )
+    .await;
+    assert_eq!(code, 201, "{st}");
+    let wide = s.kubectl_ok(&["get", "pod", "b", "-o", "wide"]);
+    assert!(
+        wide.lines().nth(1).unwrap_or("").contains("node-2"),
+        "{wide}"
+    );
+    // Binding a Pod that does not exist is a 404.
+    let (code, _) = post(
+        "/api/v1/namespaces/default/bindings",
+        binding("ghost", "node-1"),
+    )
+    .await;
+    assert_eq!(code, 404);
+}

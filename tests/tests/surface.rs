@@ -10,11 +10,9 @@ use std::collections::BTreeSet;
 
 /// GA endpoints this server does not serve yet (issue 13).
 const NOT_YET: &[&str] = &[
-    "api/v1 bindings",
     "api/v1 componentstatuses",
     "api/v1 nodes/proxy",
     "api/v1 pods/attach",
-    "api/v1 pods/binding",
     "api/v1 pods/eviction",
     "api/v1 pods/exec",
     "api/v1 pods/log",

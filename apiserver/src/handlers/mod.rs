@@ -3,6 +3,7 @@
 //! shares) and calls the verb's module; errors become Status in `error`.
 
 mod apply;
+pub mod binding;
 mod create;
 mod delete;
 mod get;
@@ -258,11 +259,19 @@ async fn verb(
             Method::GET => "get",
             Method::PUT => "update",
             Method::PATCH => "patch",
+            Method::POST => "create",
             _ => "",
         };
         if !sub.verbs().contains(&wanted) {
             return Err(Status::method_not_allowed().into());
         }
+    }
+    if let Some(Subresource::Create {
+        answer: Some(answer),
+        ..
+    }) = scope.subresource
+    {
+        return create::create_virtual(scope, *answer, read_body(body).await?).await;
     }
     match (method, named) {
         (Method::GET, true) if is_scale => scale::get(scope).await,

@@ -99,6 +99,19 @@ pub fn field_check(
 fn expected_kind(scope: &Scope) -> (&'static str, String) {
     match scope.subresource {
         Some(crate::registry::Subresource::Scale { .. }) => ("Scale", "autoscaling/v1".into()),
+        Some(crate::registry::Subresource::Create {
+            group,
+            version,
+            kind,
+            ..
+        }) => (
+            kind,
+            if group.is_empty() {
+                version.to_string()
+            } else {
+                format!("{group}/{version}")
+            },
+        ),
         _ => (scope.res.kind, scope.res.api_version()),
     }
 }
@@ -108,6 +121,12 @@ fn schema_for(scope: &Scope) -> Option<apimachinery::schema::TypeRef<'static>> {
         Some(crate::registry::Subresource::Scale { .. }) => {
             apimachinery::schema::builtin().by_gvk("autoscaling", "v1", "Scale")
         }
+        Some(crate::registry::Subresource::Create {
+            group,
+            version,
+            kind,
+            ..
+        }) => apimachinery::schema::builtin().by_gvk(group, version, kind),
         _ => scope.res.schema(),
     }
 }
