@@ -383,6 +383,13 @@ pub static RESOURCES: &[Resource] = &[
                 kind: "Binding",
                 answer: Some(crate::handlers::binding::bind),
             },
+            Subresource::Create {
+                name: "eviction",
+                group: "policy",
+                version: "v1",
+                kind: "Eviction",
+                answer: Some(crate::handlers::eviction::evict),
+            },
             Subresource::Part(&kinds::core::pod_parts::EPHEMERAL_CONTAINERS),
             Subresource::Part(&kinds::core::pod_parts::RESIZE),
         ],

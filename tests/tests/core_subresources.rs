@@ -251,3 +251,125 @@ async fn pods_are_bound_once() {
     .await;
     assert_eq!(code, 404);
 }
+
+/// `pods/eviction` honours PodDisruptionBudgets, and `kubectl drain`
+/// evicts what a budget allows.
+#[tokio::test]
+async fn eviction_honours_disruption_budgets() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n",
+    );
+    for (pod, app) in [("free", "free"), ("guarded", "guarded")] {
+        s.kubectl_ok(&["run", pod, "--image=nginx", &format!("--labels=app={app}")]);
+        let bind = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+            "target": {"kind": "Node", "name": "node-1"}});
+        let r = s
+            .http(
+                "POST",
+                &format!("/api/v1/namespaces/default/pods/{pod}/binding"),
+                &[("Content-Type", "application/json")],
+                bind.to_string().as_bytes(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        s.kubectl_ok(&[
+            "patch",
+            "pod",
+            pod,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ]);
+    }
+    s.kubectl_ok(&[
+        "create",
+        "pdb",
+        "guard",
+        "--selector=app=guarded",
+        "--min-available=1",
+    ]);
+    let budget_status = |allowed: i64| {
+        json!({"status": {"observedGeneration": 1, "disruptionsAllowed": allowed,
+            "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}})
+        .to_string()
+    };
+    s.kubectl_ok(&[
+        "patch",
+        "pdb",
+        "guard",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &budget_status(0),
+    ]);
+    let evict = |pod: &'static str| {
+        let s = &s;
+        async move {
+            let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod}, "deleteOptions": {"gracePeriodSeconds": 0}});
+            let r = s
+                .http(
+                    "POST",
+                    &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+                    &[("Content-Type", "application/json")],
+                    body.to_string().as_bytes(),
+                )
+                .await
+                .unwrap();
+            (r.status, serde_json::from_slice::<Value>(&r.body).unwrap())
+        }
+    };
+    let (code, st) = evict("guarded").await;
+    assert_eq!(code, 429, "{st}");
+    assert_eq!(st["reason"], "TooManyRequests");
+    assert_eq!(
+        st["message"],
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_eq!(
+        st["details"]["causes"][0],
+        json!({"reason": "DisruptionBudget",
+               "message": "The disruption budget guard needs 1 healthy pods and has 1 currently"})
+    );
+    s.get_json(&["pod", "guarded"]);
+
+    // Once the budget allows one disruption, the eviction is charged to it.
+    s.kubectl_ok(&[
+        "patch",
+        "pdb",
+        "guard",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &budget_status(1),
+    ]);
+    let (code, st) = evict("guarded").await;
+    assert_eq!(code, 201, "{st}");
+    let (code, _) = s.kubectl_err(&["get", "pod", "guarded"]);
+    assert_eq!(code, 1, "the evicted pod is gone");
+    let pdb = s.get_json(&["pdb", "guard"]);
+    assert_eq!(pdb["status"]["disruptionsAllowed"], 0, "{pdb}");
+    assert!(
+        pdb["status"]["disruptedPods"].get("guarded").is_some(),
+        "{pdb}"
+    );
+
+    // kubectl drain cordons the node and evicts the rest.
+    let out = s.kubectl_ok(&[
+        "drain",
+        "node-1",
+        "--force",
+        "--grace-period=0",
+        "--ignore-daemonsets",
+        "--timeout=60s",
+    ]);
+    assert!(out.contains("node/node-1 drained"), "{out}");
+    let node = s.get_json(&["node", "node-1"]);
+    assert_eq!(node["spec"]["unschedulable"], true, "{node}");
+    let (code, _) = s.kubectl_err(&["get", "pod", "free"]);
+    assert_eq!(code, 1);
+}

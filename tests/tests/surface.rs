@@ -13,7 +13,6 @@ const NOT_YET: &[&str] = &[
     "api/v1 componentstatuses",
     "api/v1 nodes/proxy",
     "api/v1 pods/attach",
-    "api/v1 pods/eviction",
     "api/v1 pods/exec",
     "api/v1 pods/log",
     "api/v1 pods/portforward",

@@ -6,6 +6,7 @@ mod apply;
 pub mod binding;
 mod create;
 mod delete;
+pub mod eviction;
 mod get;
 mod list;
 mod patch;
