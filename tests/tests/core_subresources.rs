@@ -2,8 +2,20 @@
 //! `pods/ephemeralcontainers` (`kubectl debug`), `pods/resize` and
 //! `namespaces/finalize`, through kubectl and HTTP.
 
-use e2e::Server;
+use e2e::{HttpResponse, Server};
 use serde_json::{json, Value};
+
+/// One request with a JSON body.
+async fn send_json(s: &Server, method: &str, path: &str, body: &Value) -> HttpResponse {
+    s.http(
+        method,
+        path,
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    )
+    .await
+    .unwrap()
+}
 
 #[tokio::test]
 async fn kubectl_debug_adds_an_ephemeral_container() {
@@ -35,15 +47,13 @@ async fn kubectl_debug_adds_an_ephemeral_container() {
     // Changing it afterwards is refused with kube's words.
     let mut changed = pod.clone();
     changed["spec"]["ephemeralContainers"][0]["image"] = json!("alpine");
-    let r = s
-        .http(
-            "PUT",
-            "/api/v1/namespaces/default/pods/web/ephemeralcontainers",
-            &[("Content-Type", "application/json")],
-            changed.to_string().as_bytes(),
-        )
-        .await
-        .unwrap();
+    let r = send_json(
+        &s,
+        "PUT",
+        "/api/v1/namespaces/default/pods/web/ephemeralcontainers",
+        &changed,
+    )
+    .await;
     let st: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(r.status, 422, "{st}");
     assert!(
@@ -98,15 +108,7 @@ async fn namespace_finalize_sets_only_the_finalizers() {
     assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]), "{ns}");
     ns["spec"]["finalizers"] = json!([]);
     ns["metadata"]["labels"]["sneaky"] = json!("yes");
-    let r = s
-        .http(
-            "PUT",
-            "/api/v1/namespaces/fin/finalize",
-            &[("Content-Type", "application/json")],
-            ns.to_string().as_bytes(),
-        )
-        .await
-        .unwrap();
+    let r = send_json(&s, "PUT", "/api/v1/namespaces/fin/finalize", &ns).await;
     let out: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(r.status, 200, "{out}");
     assert!(
@@ -119,15 +121,7 @@ async fn namespace_finalize_sets_only_the_finalizers() {
     // A bad finalizer name is 422; GET on /finalize is 405 (PUT only).
     let mut ns = out.clone();
     ns["spec"]["finalizers"] = json!(["not a name"]);
-    let r = s
-        .http(
-            "PUT",
-            "/api/v1/namespaces/fin/finalize",
-            &[("Content-Type", "application/json")],
-            ns.to_string().as_bytes(),
-        )
-        .await
-        .unwrap();
+    let r = send_json(&s, "PUT", "/api/v1/namespaces/fin/finalize", &ns).await;
     assert_eq!(r.status, 422, "{}", r.text());
     let r = s
         .http("GET", "/api/v1/namespaces/fin/finalize", &[], b"")
@@ -147,15 +141,13 @@ async fn kubectl_create_token_on_the_plain_port() {
     assert_eq!(token.split('.').count(), 3, "not a JWT: {token}");
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
         "spec": {"token": token}});
-    let r = s
-        .http(
-            "POST",
-            "/apis/authentication.k8s.io/v1/tokenreviews",
-            &[("Content-Type", "application/json")],
-            review.to_string().as_bytes(),
-        )
-        .await
-        .unwrap();
+    let r = send_json(
+        &s,
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        &review,
+    )
+    .await;
     let out: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(r.status, 201, "{out}");
     assert_eq!(out["status"]["authenticated"], true, "{out}");
@@ -265,15 +257,13 @@ async fn eviction_honours_disruption_budgets() {
         s.kubectl_ok(&["run", pod, "--image=nginx", &format!("--labels=app={app}")]);
         let bind = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
             "target": {"kind": "Node", "name": "node-1"}});
-        let r = s
-            .http(
-                "POST",
-                &format!("/api/v1/namespaces/default/pods/{pod}/binding"),
-                &[("Content-Type", "application/json")],
-                bind.to_string().as_bytes(),
-            )
-            .await
-            .unwrap();
+        let r = send_json(
+            &s,
+            "POST",
+            &format!("/api/v1/namespaces/default/pods/{pod}/binding"),
+            &bind,
+        )
+        .await;
         assert_eq!(r.status, 201, "{}", r.text());
         s.kubectl_ok(&[
             "patch",
@@ -311,15 +301,13 @@ async fn eviction_honours_disruption_budgets() {
         async move {
             let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": pod}, "deleteOptions": {"gracePeriodSeconds": 0}});
-            let r = s
-                .http(
-                    "POST",
-                    &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
-                    &[("Content-Type", "application/json")],
-                    body.to_string().as_bytes(),
-                )
-                .await
-                .unwrap();
+            let r = send_json(
+                s,
+                "POST",
+                &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+                &body,
+            )
+            .await;
             (r.status, serde_json::from_slice::<Value>(&r.body).unwrap())
         }
     };

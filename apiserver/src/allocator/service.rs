@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
+use apimachinery::kinds::core::service as kinds;
 use apimachinery::status::{cause, Status, StatusCause};
 use apimachinery::validation;
 use futures_util::FutureExt;
@@ -54,7 +55,7 @@ fn is_headless(svc: &Value) -> bool {
 }
 
 fn needs_cluster_ip(svc: &Value) -> bool {
-    svc_type(svc) != "ExternalName" && !is_headless(svc)
+    spec(svc).is_none_or(kinds::needs_cluster_ip) && !is_headless(svc)
 }
 
 fn needs_node_ports(svc: &Value) -> bool {
@@ -62,16 +63,7 @@ fn needs_node_ports(svc: &Value) -> bool {
 }
 
 fn should_allocate_node_ports(svc: &Value) -> bool {
-    match svc_type(svc) {
-        "NodePort" => true,
-        "LoadBalancer" => {
-            spec(svc)
-                .and_then(|s| s.get("allocateLoadBalancerNodePorts"))
-                .and_then(Value::as_bool)
-                != Some(false)
-        }
-        _ => false,
-    }
+    spec(svc).is_some_and(kinds::needs_node_ports)
 }
 
 fn needs_health_check(svc: &Value) -> bool {

@@ -111,11 +111,7 @@ fn prepare_update(new: &mut Value, old: &Value) {
 }
 
 fn validate(obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
-    let mut out = validate_object(obj);
-    if let Some(old) = old {
-        out.extend(crate::kinds::core::workload::selector_immutable(obj, old));
-    }
-    out
+    crate::kinds::core::workload::validate_controller(obj, old, validate_object)
 }
 
 fn validate_object(obj: &Value) -> Vec<StatusCause> {

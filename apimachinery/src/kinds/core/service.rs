@@ -168,11 +168,15 @@ fn prepare_create(obj: &mut Value) {
     }
 }
 
-fn needs_cluster_ip(spec: &Map<String, Value>) -> bool {
+/// Whether a Service of this spec has cluster IPs (kube's `needsClusterIP`:
+/// every type but ExternalName; headless Services included).
+pub fn needs_cluster_ip(spec: &Map<String, Value>) -> bool {
     str_of(spec, "type") != "ExternalName"
 }
 
-fn needs_node_ports(spec: &Map<String, Value>) -> bool {
+/// Whether node ports are allocated for a Service of this spec: NodePort,
+/// and LoadBalancer unless `allocateLoadBalancerNodePorts` is false.
+pub fn needs_node_ports(spec: &Map<String, Value>) -> bool {
     match str_of(spec, "type") {
         "NodePort" => true,
         "LoadBalancer" => spec

@@ -220,6 +220,20 @@ pub fn validate_status_counts(
     out
 }
 
+/// A controller's validation: `validate_object`'s causes, and on update
+/// the selector's immutability.
+pub fn validate_controller(
+    obj: &Value,
+    old: Option<&Value>,
+    validate_object: fn(&Value) -> Vec<StatusCause>,
+) -> Vec<StatusCause> {
+    let mut out = validate_object(obj);
+    if let Some(old) = old {
+        out.extend(selector_immutable(obj, old));
+    }
+    out
+}
+
 /// kube's `ValidateImmutableField` of `spec.selector` (Deployments,
 /// ReplicaSets, DaemonSets): `Invalid value: {"matchLabels":...}: field is
 /// immutable`, the selector printed as kube marshals it.
