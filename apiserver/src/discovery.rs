@@ -454,6 +454,9 @@ fn resource_verbs(r: &Resource) -> Vec<&'static str> {
     if r.virtual_create.is_some() {
         return vec!["create"];
     }
+    if r.computed.is_some() {
+        return vec!["get", "list"];
+    }
     RESOURCE_VERBS
         .iter()
         .copied()
@@ -476,6 +479,7 @@ pub(crate) fn subresource_kind(
             kind,
             ..
         } => (group, version, kind),
+        Subresource::Connect(c) => (r.group, r.version, c.kind),
     }
 }
 
@@ -1013,6 +1017,9 @@ mod tests {
                     "scope": "Namespaced", "singularResource": "pod", "verbs": RESOURCE_VERBS,
                     "shortNames": ["po"], "categories": ["all"],
                     "subresources": [
+                        {"subresource": "attach",
+                         "responseKind": {"group": "", "version": "", "kind": "PodAttachOptions"},
+                         "verbs": ["create", "get"]},
                         {"subresource": "binding",
                          "responseKind": {"group": "", "version": "", "kind": "Binding"},
                          "verbs": ["create"]},
@@ -1022,6 +1029,18 @@ mod tests {
                         {"subresource": "eviction",
                          "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
                          "verbs": ["create"]},
+                        {"subresource": "exec",
+                         "responseKind": {"group": "", "version": "", "kind": "PodExecOptions"},
+                         "verbs": ["create", "get"]},
+                        {"subresource": "log",
+                         "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                         "verbs": ["get"]},
+                        {"subresource": "portforward",
+                         "responseKind": {"group": "", "version": "", "kind": "PodPortForwardOptions"},
+                         "verbs": ["create", "get"]},
+                        {"subresource": "proxy",
+                         "responseKind": {"group": "", "version": "", "kind": "PodProxyOptions"},
+                         "verbs": ["create", "delete", "get", "patch", "update"]},
                         {"subresource": "resize",
                          "responseKind": {"group": "", "version": "", "kind": "Pod"},
                          "verbs": ["get", "patch", "update"]},

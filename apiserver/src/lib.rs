@@ -12,6 +12,7 @@ pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod compaction;
+pub mod componentstatus;
 pub mod config;
 pub mod crd;
 pub mod discovery;
@@ -192,6 +193,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         &cfg.listen.to_string(),
     );
     state.observe_etcd(&store);
+    state.etcd_endpoints = endpoints.clone();
     state.services = allocator::ServiceNetwork {
         cidr: cfg.service_cluster_ip_range.trunc(),
         node_ports: cfg.service_node_port_range.clone(),

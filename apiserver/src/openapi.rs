@@ -14,7 +14,7 @@ use crate::discovery::{
     content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
     subresource_kind,
 };
-use crate::registry::{Registry, Resource};
+use crate::registry::{Connect, Registry, Resource, Subresource};
 use crate::server::{AppState, KUBE_MAJOR, KUBE_MINOR};
 use apimachinery::schema::Schema;
 use apimachinery::Status;
@@ -61,6 +61,17 @@ const DISCOVERY_TYPES: &[&str] = &[
     "application/vnd.kubernetes.protobuf",
 ];
 const ANY: &[&str] = &["*/*"];
+/// What the pod log produces: text, or a Status in any object format.
+const LOG_TYPES: &[&str] = &[
+    "text/plain",
+    JSON,
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+];
+/// A response "definition" that stands for `{"type": "string"}` (the body
+/// of a connection or a log), not a `$ref`.
+const STRING_SCHEMA: &str = "<string>";
 const PATCH_TYPES: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -96,6 +107,11 @@ const fn query(name: &'static str, ty: &'static str) -> Param {
 
 const NAME: Param = Param {
     name: "name",
+    location: In::Path,
+    ty: "string",
+};
+const PATH: Param = Param {
+    name: "path",
     location: In::Path,
     ty: "string",
 };
@@ -414,6 +430,40 @@ fn operation(verb: Verb, gv: &GroupVersion, r: &Resource, sub: &str, defs: &Defi
     }
 }
 
+/// The operations of a connect subresource (`pods/exec`, `nodes/proxy`),
+/// or the pod log's read. Their parameters sit on the path.
+fn connect_ops(gv: &GroupVersion, r: &Resource, c: &Connect, suffix: &str) -> Vec<Op> {
+    let ns = if r.namespaced { "Namespaced" } else { "" };
+    let sub = capitalize(c.name);
+    c.methods
+        .iter()
+        .map(|method| {
+            let id = if c.read {
+                format!("read{}{ns}{}{sub}{suffix}", gv.id, r.kind)
+            } else {
+                format!(
+                    "connect{}{}{ns}{}{sub}{suffix}",
+                    gv.id,
+                    capitalize(method),
+                    r.kind
+                )
+            };
+            Op {
+                method,
+                id,
+                tag: gv.tag.clone(),
+                action: Some(if c.read { "get" } else { "connect" }),
+                gvk: Some((r.group, r.version, c.kind)),
+                params: Vec::new(),
+                body: None,
+                consumes: ANY,
+                produces: if c.read { LOG_TYPES } else { ANY },
+                responses: responses(&[200], Some(STRING_SCHEMA)),
+            }
+        })
+        .collect()
+}
+
 /// The paths kube serves for one resource.
 fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
     let gv = GroupVersion::new(r.group, r.version);
@@ -477,6 +527,20 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
         ));
         return items;
     }
+    if r.computed.is_some() {
+        // Computed kinds: list and read, no watch.
+        items.push(item(
+            collection.clone(),
+            params(&[PRETTY]),
+            ops(&[Verb::List], "", &defs),
+        ));
+        items.push(item(
+            format!("{collection}/{{name}}"),
+            params(&[NAME, PRETTY]),
+            ops(&[Verb::Read], "", &defs),
+        ));
+        return items;
+    }
     if r.namespaced {
         items.push(all_namespaces(&gv.prefix, Verb::ListAllNamespaces));
     }
@@ -497,6 +561,25 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
         ops(&object_verbs, "", &defs),
     ));
     for sub in r.subresources {
+        if let Subresource::Connect(c) = sub {
+            let base = format!("{collection}/{{name}}/{}", c.name);
+            let mut extra: Vec<Param> = vec![NAME];
+            extra.extend(c.params.iter().map(|(name, ty)| query(name, ty)));
+            items.push(item(
+                base.clone(),
+                params(&extra),
+                connect_ops(&gv, r, c, ""),
+            ));
+            if c.with_path {
+                extra.insert(0, PATH);
+                items.push(item(
+                    format!("{base}/{{path}}"),
+                    params(&extra),
+                    connect_ops(&gv, r, c, "WithPath"),
+                ));
+            }
+            continue;
+        }
         let (g, v, k) = subresource_kind(r, sub);
         let sub_defs = Definitions {
             object: def(g, v, k),
@@ -675,8 +758,14 @@ fn op_v2(op: &Op) -> Value {
     for (code, definition) in &op.responses {
         let mut r = Map::new();
         r.insert("description".into(), json!(status_name(*code)));
-        if let Some(d) = definition {
-            r.insert("schema".into(), reference(DEFINITIONS_REF, d));
+        match definition.as_deref() {
+            Some(STRING_SCHEMA) => {
+                r.insert("schema".into(), json!({"type": "string"}));
+            }
+            Some(d) => {
+                r.insert("schema".into(), reference(DEFINITIONS_REF, d));
+            }
+            None => {}
         }
         rs.insert(code.to_string(), Value::Object(r));
     }
@@ -687,7 +776,11 @@ fn op_v2(op: &Op) -> Value {
 }
 
 fn content_v3(types: &[&str], definition: &str) -> Value {
-    let schema = reference(SCHEMAS_REF, definition);
+    let schema = if definition == STRING_SCHEMA {
+        json!({"type": "string"})
+    } else {
+        reference(SCHEMAS_REF, definition)
+    };
     Value::Object(
         types
             .iter()
@@ -1581,7 +1674,10 @@ mod tests {
             };
             return match segs.get(2) {
                 None => true,
-                Some(sub) => segs.len() == 3 && r.subresource(sub).is_some(),
+                Some(sub) => {
+                    (segs.len() == 3 || segs.len() == 4 && segs[3] == "{path}")
+                        && r.subresource(sub).is_some()
+                }
             };
         }
         false

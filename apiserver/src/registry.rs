@@ -6,6 +6,7 @@
 
 use apimachinery::kinds::{self, KindRules};
 use apimachinery::read::FieldAttr;
+use apimachinery::Status;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -48,6 +49,56 @@ pub enum Subresource {
         kind: &'static str,
         answer: Option<VirtualCreate>,
     },
+    /// A subresource kube answers by connecting to a kubelet (or to a
+    /// Service's endpoints): `pods/exec`, `pods/log`, `nodes/proxy`, ...
+    Connect(&'static Connect),
+}
+
+/// A subresource kube answers by connecting elsewhere (kube's
+/// `rest.Connecter`, and the pod log's `GetterWithOptions`). This server
+/// has no kubelets: `answer` says so in a Status, after the checks kube
+/// makes before it would connect.
+#[derive(Debug)]
+pub struct Connect {
+    pub name: &'static str,
+    /// The options kind discovery and OpenAPI name (`PodExecOptions`).
+    pub kind: &'static str,
+    /// The verbs discovery lists (RBAC checks them per HTTP method).
+    pub verbs: &'static [&'static str],
+    /// The HTTP methods served, lower case.
+    pub methods: &'static [&'static str],
+    /// The query parameters of the options kind: name and OpenAPI type.
+    pub params: &'static [(&'static str, &'static str)],
+    /// Also served with a trailing path (`proxy/{path}`).
+    pub with_path: bool,
+    /// A read of the parent (kube's `get` action: `pods/log`) rather than
+    /// a `connect`.
+    pub read: bool,
+    pub answer: ConnectAnswer,
+}
+
+/// The answer of a [`Connect`] subresource: gets the request's method and
+/// the path after the subresource (`proxy/{path}`).
+pub type ConnectAnswer = for<'a> fn(
+    &'a crate::handlers::Scope,
+    &'a axum::http::Method,
+    Option<&'a str>,
+) -> futures_util::future::BoxFuture<
+    'a,
+    crate::error::Result<axum::response::Response>,
+>;
+
+/// A resource whose objects are computed when asked for, never stored
+/// (`componentstatuses`): get and list only.
+#[derive(Debug)]
+pub struct Computed {
+    pub list: for<'a> fn(
+        &'a crate::server::AppState,
+    ) -> futures_util::future::BoxFuture<'a, Vec<serde_json::Value>>,
+    /// The answer to a GET of a name `list` does not have.
+    pub not_found: fn(&str) -> Status,
+    /// A warning sent with every answer (a deprecated kind).
+    pub warning: Option<&'static str>,
 }
 
 impl Subresource {
@@ -58,6 +109,7 @@ impl Subresource {
             Subresource::Status | Subresource::Scale { .. } => &["get", "patch", "update"],
             Subresource::Part(p) => p.verbs,
             Subresource::Create { .. } => &["create"],
+            Subresource::Connect(c) => c.verbs,
         }
     }
 
@@ -67,6 +119,7 @@ impl Subresource {
             Subresource::Scale { .. } => "scale",
             Subresource::Part(p) => p.name,
             Subresource::Create { name, .. } => name,
+            Subresource::Connect(c) => c.name,
         }
     }
 }
@@ -98,6 +151,9 @@ pub struct Resource {
     /// A virtual kind (access reviews, token reviews): create only, never
     /// stored, answered by this function (see [`VirtualCreate`]).
     pub virtual_create: Option<VirtualCreate>,
+    /// A computed kind (component statuses): get and list only, answered
+    /// by [`Computed`].
+    pub computed: Option<&'static Computed>,
     /// A finalizer the server adds when deletion of such an object starts,
     /// for a controller of this server to remove once its clean-up is done
     /// (CRDs: kube's `customresourcecleanup.apiextensions.k8s.io`).
@@ -320,6 +376,7 @@ const fn res(
         create_on_update: false,
         delete_returns_object: false,
         virtual_create: None,
+        computed: None,
         delete_finalizer: None,
         rules: &KindRules::NONE,
         hooks: None,
@@ -360,6 +417,19 @@ pub static RESOURCES: &[Resource] = &[
         ..res("", "v1", "Namespace", "namespaces", "namespace", false)
     },
     Resource {
+        short_names: &["cs"],
+        computed: Some(&crate::componentstatus::COMPONENT_STATUSES),
+        rules: &kinds::core::componentstatus::RULES,
+        ..res(
+            "",
+            "v1",
+            "ComponentStatus",
+            "componentstatuses",
+            "componentstatus",
+            false,
+        )
+    },
+    Resource {
         short_names: &["cm"],
         rules: &kinds::core::configmap::CONFIG_MAP,
         ..res("", "v1", "ConfigMap", "configmaps", "configmap", true)
@@ -392,6 +462,11 @@ pub static RESOURCES: &[Resource] = &[
             },
             Subresource::Part(&kinds::core::pod_parts::EPHEMERAL_CONTAINERS),
             Subresource::Part(&kinds::core::pod_parts::RESIZE),
+            Subresource::Connect(&crate::handlers::connect::POD_LOG),
+            Subresource::Connect(&crate::handlers::connect::POD_EXEC),
+            Subresource::Connect(&crate::handlers::connect::POD_ATTACH),
+            Subresource::Connect(&crate::handlers::connect::POD_PORTFORWARD),
+            Subresource::Connect(&crate::handlers::connect::POD_PROXY),
         ],
         field_attrs: POD_FIELDS,
         generation: true,
@@ -402,7 +477,10 @@ pub static RESOURCES: &[Resource] = &[
         delete_returns_object: true,
         short_names: &["svc"],
         categories: ALL,
-        subresources: STATUS,
+        subresources: &[
+            Subresource::Status,
+            Subresource::Connect(&crate::handlers::connect::SERVICE_PROXY),
+        ],
         name_rule: NameRule::Label,
         rules: &kinds::core::service::RULES,
         hooks: Some(&crate::allocator::service::HOOKS),
@@ -446,7 +524,10 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         short_names: &["no"],
         keep_status_on_create: true,
-        subresources: STATUS,
+        subresources: &[
+            Subresource::Status,
+            Subresource::Connect(&crate::handlers::connect::NODE_PROXY),
+        ],
         field_attrs: NODE_FIELDS,
         rules: &kinds::core::node::RULES,
         ..res("", "v1", "Node", "nodes", "node", false)

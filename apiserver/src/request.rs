@@ -28,6 +28,8 @@ pub struct ResourceRequest {
     pub subresource: Option<String>,
     /// The deprecated `/watch/` path prefix was used.
     pub watch_prefix: bool,
+    /// The path after a `proxy` subresource (`.../proxy/{path}`).
+    pub subpath: Option<String>,
 }
 
 /// Subresources of a namespace reached as `/namespaces/{name}/{sub}`.
@@ -95,7 +97,10 @@ pub fn parse(path: &str) -> Option<ApiPath> {
         }
     }
     if rest.len() > 3 {
-        return None;
+        if rest[2] != "proxy" {
+            return None;
+        }
+        req.subpath = Some(rest[3..].join("/"));
     }
     req.resource = rest[0].clone();
     req.name = rest.get(1).cloned();
@@ -168,6 +173,16 @@ mod tests {
         let r = res("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aadmin");
         assert_eq!(r.name.as_deref(), Some("system:admin"));
         assert_eq!(parse("/api/v1/namespaces/a/pods/b/status/extra"), None);
+        // Only a proxy takes a path of its own.
+        let r = res("/api/v1/namespaces/a/pods/b/proxy/metrics/x");
+        assert_eq!(r.subresource.as_deref(), Some("proxy"));
+        assert_eq!(r.subpath.as_deref(), Some("metrics/x"));
+        let r = res("/api/v1/nodes/n1/proxy/stats");
+        assert_eq!(
+            (r.name.as_deref(), r.subpath.as_deref()),
+            (Some("n1"), Some("stats"))
+        );
+        assert_eq!(res("/api/v1/nodes/n1/proxy").subpath, None);
     }
 
     proptest! {

@@ -244,10 +244,14 @@ pub fn object(scope: &Scope, code: StatusCode, obj: &Value) -> Response {
 
 fn list_meta(result: &ListResult) -> Value {
     let mut m = Map::new();
-    m.insert(
-        "resourceVersion".into(),
-        Value::String(result.revision.to_string()),
-    );
+    // Revision 0: a computed list, read from no store (kube's lists of
+    // computed kinds carry no resourceVersion).
+    if result.revision != 0 {
+        m.insert(
+            "resourceVersion".into(),
+            Value::String(result.revision.to_string()),
+        );
+    }
     if let Some(c) = &result.continue_token {
         m.insert("continue".into(), Value::String(c.clone()));
     }

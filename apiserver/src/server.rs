@@ -59,6 +59,9 @@ pub struct AppState {
     pub services: crate::allocator::ServiceNetwork,
     /// Event lifetime (`--event-ttl`), through shared etcd leases.
     pub event_ttl: crate::event_ttl::EventLeases,
+    /// The etcd members this server talks to (`componentstatuses` probes
+    /// each one).
+    pub etcd_endpoints: Vec<String>,
 }
 
 impl AppState {
@@ -92,6 +95,7 @@ impl AppState {
             audit: None,
             services: Default::default(),
             event_ttl: Default::default(),
+            etcd_endpoints: Vec::new(),
         }
     }
 

@@ -593,6 +593,7 @@ fn build_rows(
                 create_on_update: false,
                 delete_returns_object: true,
                 virtual_create: None,
+                computed: None,
                 delete_finalizer: None,
                 rules: &apimachinery::kinds::KindRules::NONE,
                 hooks: None,

@@ -4,6 +4,8 @@
 
 mod apply;
 pub mod binding;
+mod computed;
+pub mod connect;
 mod create;
 mod delete;
 pub mod eviction;
@@ -187,6 +189,13 @@ async fn resource(
     if subresource.is_some() && r.name.is_none() {
         return Err(Status::path_not_found().into());
     }
+    let connect = match subresource {
+        Some(Subresource::Connect(c)) => Some(*c),
+        _ => None,
+    };
+    if r.subpath.is_some() && !connect.is_some_and(|c| c.with_path) {
+        return Err(Status::path_not_found().into());
+    }
     let query = query::parse(raw_query)?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let is_list = r.name.is_none() && method == Method::GET;
@@ -198,6 +207,13 @@ async fn resource(
                 && query.get("watch") != Some("0"));
     let out = if watching {
         media::negotiate_watch(accept)?
+    } else if connect.is_some() {
+        // A connection's answer is not an object: whatever the client
+        // accepts, its errors are JSON Status.
+        match media::negotiate(accept, false) {
+            Ok(n) => n,
+            Err(_) => media::negotiate(None, false)?,
+        }
     } else {
         media::negotiate(accept, is_list)?
     };
@@ -221,6 +237,15 @@ async fn resource(
         user,
     };
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
+    if let Some(c) = connect {
+        if !connect::serves(c, &method) {
+            return Err(Status::method_not_allowed().into());
+        }
+        return (c.answer)(&scope, &method, r.subpath.as_deref()).await;
+    }
+    if let Some(c) = res.computed {
+        return computed::serve(&scope, c, &method, r.name.is_some()).await;
+    }
     if let Some(answer) = res.virtual_create {
         return match (method, r.name.is_some()) {
             (Method::POST, false) => {

@@ -1,5 +1,6 @@
 //! The core (legacy, `v1`) group.
 
+pub mod componentstatus;
 pub mod configmap;
 pub mod container;
 pub mod endpoints;
