@@ -47,6 +47,14 @@ async fn component_statuses_report_etcd() {
         .split_whitespace()
         .collect();
     assert_eq!(row, ["etcd-0", "Healthy", "ok"], "{text}");
+    // No scheduler runs beside this server: kube lists it unhealthy, with
+    // the connection error.
+    assert!(
+        text.lines().any(|l| l.starts_with("scheduler")
+            && l.contains("Unhealthy")
+            && l.contains("127.0.0.1:10259")),
+        "{text}"
+    );
     assert!(
         stderr(&out).contains("v1 ComponentStatus is deprecated in v1.19+"),
         "{}",
@@ -58,13 +66,22 @@ async fn component_statuses_report_etcd() {
     let list: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(list["kind"], "ComponentStatusList");
     assert_eq!(list["metadata"], json!({}), "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["scheduler", "controller-manager", "etcd-0"]);
     assert_eq!(
-        list["items"][0],
+        list["items"][2],
         json!({"kind": "ComponentStatus", "apiVersion": "v1", "metadata": {"name": "etcd-0"},
                "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]})
     );
     let cs = s.get_json(&["cs", "etcd-0"]);
     assert_eq!(cs["conditions"][0]["status"], "True", "{cs}");
+    let cs = s.get_json(&["cs", "scheduler"]);
+    assert_eq!(cs["conditions"][0]["status"], "False", "{cs}");
     // A field selector filters, as kube's predicate does.
     let r = send(
         &s,
@@ -77,8 +94,8 @@ async fn component_statuses_report_etcd() {
     assert_eq!(list["items"], json!([]), "{list}");
 
     // kube's plain error for a name it does not probe is a 500.
-    let st = status(&s, "GET", "/api/v1/componentstatuses/scheduler", 500).await;
-    assert_eq!(st["message"], "Component not found: scheduler");
+    let st = status(&s, "GET", "/api/v1/componentstatuses/etcd-1", 500).await;
+    assert_eq!(st["message"], "Component not found: etcd-1");
     status(&s, "POST", "/api/v1/componentstatuses", 405).await;
     status(&s, "DELETE", "/api/v1/componentstatuses/etcd-0", 405).await;
     let st = status(&s, "GET", "/api/v1/componentstatuses?watch=true", 405).await;
