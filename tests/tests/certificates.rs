@@ -13,7 +13,7 @@ const CERTIFICATE: &str =
 
 fn manifest(name: &str, signer: &str) -> String {
     format!(
-        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\nspec:\n  request: {}\n  signerName: {signer}\n  expirationSeconds: 86400\n  usages: [client auth]\n",
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\nspec:\n  request: {}\n  signerName: {signer}\n  expirationSeconds: 86400\n  usages: [client auth]\n  username: mallory\n  groups: [forged]\n",
         REQUEST.trim()
     )
 }
@@ -51,6 +51,14 @@ async fn kubectl_certificate_approve_deny_and_issue() {
     assert_eq!(row[0], "one", "{out}");
     assert_eq!(row[2], "example.com/signer");
     assert_eq!(row.last().unwrap(), "Pending");
+    // The request records who made it, whatever the client wrote there.
+    let me = s.kubectl_ok(&["auth", "whoami", "-o", "json"]);
+    let me: serde_json::Value = serde_json::from_str(&me).unwrap();
+    let me = &me["status"]["userInfo"];
+    assert_eq!(row[3], me["username"].as_str().unwrap(), "{out}");
+    let spec = &s.get_json(&["csr", "one"])["spec"];
+    assert_eq!(spec["username"], me["username"], "{spec}");
+    assert_eq!(spec["groups"], me["groups"], "{spec}");
 
     let out = s.kubectl_ok(&["certificate", "approve", "one"]);
     assert_eq!(

@@ -42,6 +42,9 @@ pub type Defaults = fn(&mut Value);
 pub type PrepareCreate = fn(&mut Value);
 /// The strategy's `PrepareForUpdate`: gets the new object and the stored one.
 pub type PrepareUpdate = fn(&mut Value, &Value);
+/// The part of `PrepareForCreate` that reads the request's user (a
+/// CertificateSigningRequest records who asked).
+pub type PrepareCreateAs = fn(&mut Value, &crate::auth::UserInfo);
 /// Validation: the causes of a 422 Invalid (none: valid). `old` is `None` on
 /// create and the stored object on update.
 pub type Validate = fn(&Value, Option<&Value>) -> Vec<StatusCause>;
@@ -67,6 +70,7 @@ pub struct Part {
 pub struct KindRules {
     pub defaults: Option<Defaults>,
     pub prepare_create: Option<PrepareCreate>,
+    pub prepare_create_as: Option<PrepareCreateAs>,
     pub prepare_update: Option<PrepareUpdate>,
     /// Validation of writes to the object itself (create, update, patch,
     /// apply).
@@ -83,6 +87,7 @@ impl KindRules {
     pub const NONE: KindRules = KindRules {
         defaults: None,
         prepare_create: None,
+        prepare_create_as: None,
         prepare_update: None,
         validate: None,
         validate_status: None,

@@ -630,6 +630,9 @@ pub async fn create_object(
     if let Some(prepare) = scope.res.rules.prepare_create {
         prepare(&mut obj);
     }
+    if let Some(prepare) = scope.res.rules.prepare_create_as {
+        prepare(&mut obj, &scope.user);
+    }
     if let Some(custom) = scope.res.custom {
         custom.prepare(&mut obj);
     }

@@ -11,6 +11,7 @@ use crate::validation::{nonnegative, required};
 pub static RULES: KindRules = KindRules {
     defaults: None,
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: None,

@@ -37,6 +37,7 @@ macro_rules! status_column {
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: Some(validate_status),

@@ -23,6 +23,7 @@ use crate::validation::{forbidden, invalid_json, invalid_rendered, nonnegative, 
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: Some(prepare_update),
     validate: Some(validate),
     validate_status: Some(validate_status),

@@ -65,6 +65,7 @@ pub(crate) use replica_columns;
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: Some(validate_status),

@@ -20,6 +20,7 @@ use crate::validation::{forbidden, invalid, nonnegative, required};
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: Some(validate_status),

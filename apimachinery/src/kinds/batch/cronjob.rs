@@ -26,6 +26,7 @@ const POD_SPEC: &str = "/spec/jobTemplate/spec/template/spec";
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: None,

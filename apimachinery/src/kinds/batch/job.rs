@@ -28,6 +28,7 @@ const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: Some(prepare_create),
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: None,

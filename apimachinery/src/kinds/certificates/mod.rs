@@ -19,12 +19,40 @@ use crate::validation::{
 };
 
 pub static CERTIFICATE_SIGNING_REQUEST: KindRules = KindRules {
+    prepare_create_as: Some(record_requester),
     prepare_update: Some(keep_spec_and_status),
     validate: Some(validate),
     validate_status: Some(validate_status),
     columns: COLUMNS,
     ..KindRules::NONE
 };
+
+/// kube's CSR PrepareForCreate: the requester's name, uid, groups and
+/// extra replace whatever the client wrote, and a request never starts
+/// approved.
+fn record_requester(obj: &mut Value, user: &crate::auth::UserInfo) {
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        for k in ["username", "uid", "groups", "extra"] {
+            spec.remove(k);
+        }
+        if !user.username.is_empty() {
+            spec.insert("username".into(), Value::String(user.username.clone()));
+        }
+        if !user.uid.is_empty() {
+            spec.insert("uid".into(), Value::String(user.uid.clone()));
+        }
+        if !user.groups.is_empty() {
+            spec.insert("groups".into(), serde_json::json!(user.groups));
+        }
+        if !user.extra.is_empty() {
+            spec.insert("extra".into(), serde_json::json!(user.extra));
+        }
+    }
+    o.remove("status");
+}
 
 /// `/approval`: only the conditions change, and none is removed.
 pub static APPROVAL: crate::kinds::Part = crate::kinds::Part {

@@ -170,3 +170,25 @@ fn condition_column() {
         json!("60m")
     );
 }
+
+#[test]
+fn a_request_records_its_requester() {
+    let mut obj = csr(json!({"username": "mallory", "groups": ["forged"], "uid": "x"}));
+    obj["status"] = json!({"conditions": [{"type": "Approved", "status": "True"}]});
+    let user = crate::auth::UserInfo {
+        username: "jane".into(),
+        uid: "".into(),
+        groups: vec!["devs".into(), "system:authenticated".into()],
+        extra: [("scopes".to_string(), vec!["a".to_string()])].into(),
+    };
+    (CERTIFICATE_SIGNING_REQUEST.prepare_create_as.unwrap())(&mut obj, &user);
+    let spec = &obj["spec"];
+    assert_eq!(spec["username"], "jane");
+    assert_eq!(spec["groups"], json!(["devs", "system:authenticated"]));
+    assert_eq!(spec["extra"], json!({"scopes": ["a"]}));
+    assert!(spec.get("uid").is_none(), "{spec}");
+    assert!(
+        obj.get("status").is_none(),
+        "a request never starts approved"
+    );
+}

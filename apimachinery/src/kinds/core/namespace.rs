@@ -13,6 +13,7 @@ use crate::StatusCause;
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: Some(prepare_create),
+    prepare_create_as: None,
     prepare_update: Some(prepare_update),
     validate: Some(validate),
     validate_status: Some(validate_status),

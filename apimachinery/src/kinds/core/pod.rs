@@ -33,6 +33,7 @@ use crate::validation::{forbidden, invalid_json, required};
 pub static POD: KindRules = KindRules {
     defaults: Some(pod_defaults),
     prepare_create: Some(pod_prepare_create),
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(pod_validate),
     validate_status: Some(pod_validate_status),
@@ -42,6 +43,7 @@ pub static POD: KindRules = KindRules {
 pub static POD_TEMPLATE: KindRules = KindRules {
     defaults: Some(pod_template_defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(pod_template_validate),
     validate_status: None,

@@ -19,6 +19,7 @@ use crate::validation::{go_string_map, invalid_rendered, nonnegative, required, 
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: None,
+    prepare_create_as: None,
     prepare_update: None,
     validate: Some(validate),
     validate_status: Some(crate::kinds::apps::replicaset::validate_status),

@@ -17,6 +17,7 @@ pub(crate) mod validate;
 pub static RULES: KindRules = KindRules {
     defaults: Some(defaults),
     prepare_create: Some(prepare_create),
+    prepare_create_as: None,
     prepare_update: Some(prepare_update),
     validate: Some(validate::validate),
     validate_status: Some(validate::validate_status),
