@@ -945,6 +945,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         generation: true,
         subresources: STATUS,
+        rules: &kinds::flowcontrol::FLOW_SCHEMA,
         ..res(
             "flowcontrol.apiserver.k8s.io",
             "v1",
@@ -957,6 +958,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         generation: true,
         subresources: STATUS,
+        rules: &kinds::flowcontrol::PRIORITY_LEVEL_CONFIGURATION,
         ..res(
             "flowcontrol.apiserver.k8s.io",
             "v1",

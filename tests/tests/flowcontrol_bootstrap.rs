@@ -144,15 +144,60 @@ async fn a_fresh_server_has_kubes_bootstrap_configuration() {
         json!([{"kind": "ServiceAccount", "serviceAccount": {"namespace": "kube-system", "name": "*"}}])
     );
 
-    // kubectl lists them all.
+    // kubectl lists them all, with kube's columns.
     let out = s.kubectl_ok(&["get", "flowschemas"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "PRIORITYLEVEL",
+            "MATCHINGPRECEDENCE",
+            "DISTINGUISHERMETHOD",
+            "AGE",
+            "MISSINGPL"
+        ]
+    );
+    let row = |out: &str, name: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .find(|cells| cells.first().map(String::as_str) == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{out}"))
+    };
     for name in SCHEMAS {
-        assert!(
-            out.lines()
-                .any(|l| l.split_whitespace().next() == Some(name)),
-            "{name} missing:\n{out}"
-        );
+        row(&out, name);
     }
+    let catch_all = row(&out, "catch-all");
+    assert_eq!(
+        catch_all[..4],
+        ["catch-all", "catch-all", "10000", "ByUser"]
+    );
+    assert_eq!(
+        row(&out, "probes")[..4],
+        ["probes", "exempt", "2", "<none>"]
+    );
+    let out = s.kubectl_ok(&["get", "prioritylevelconfigurations"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "TYPE",
+            "NOMINALCONCURRENCYSHARES",
+            "QUEUES",
+            "HANDSIZE",
+            "QUEUELENGTHLIMIT",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        row(&out, "exempt")[..6],
+        ["exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"]
+    );
+    assert_eq!(
+        row(&out, "global-default")[..6],
+        ["global-default", "Limited", "20", "128", "6", "50"]
+    );
     let out = s.kubectl_ok(&["get", "prioritylevelconfigurations", "-o", "name"]);
     let mut printed: Vec<&str> = out.lines().map(str::trim).collect();
     printed.sort();
