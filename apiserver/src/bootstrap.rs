@@ -1,10 +1,12 @@
 //! Objects every cluster has from the start: the system namespaces, the
-//! `default/kubernetes` Service and the default RBAC roles and bindings
-//! (`rbac::policy`). Created once (idempotently) by whichever
+//! `default/kubernetes` Service, the default RBAC roles and bindings
+//! (`rbac::policy`) and the API Priority and Fairness configuration
+//! (`flowcontrol_bootstrap`). Created once (idempotently) by whichever
 //! replica gets there first; readyz waits for it.
 
 use crate::object;
 use crate::server::AppState;
+use apimachinery::read::Freshness;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -120,6 +122,41 @@ async fn ensure(
     }
 }
 
+/// Creates a FlowSchema or PriorityLevelConfiguration of kube's bootstrap
+/// configuration, or, when one of that name is stored, revises it by
+/// kube's ensurer rule (`flowcontrol_bootstrap::revise`). A concurrent
+/// write wins (kube's ensurer gives way too); a concurrent delete leaves
+/// the object to the next start.
+async fn ensure_flowcontrol(
+    state: &AppState,
+    plural: &str,
+    boot: crate::flowcontrol_bootstrap::Bootstrap,
+) -> Result<(), StorageError> {
+    let group = crate::flowcontrol_bootstrap::GROUP;
+    if ensure(state, group, plural, None, boot.object.clone()).await? != 0 {
+        return Ok(());
+    }
+    let Some(res) = state.registry.lookup(group, "v1", plural) else {
+        return Ok(());
+    };
+    let name = object::meta_str(&boot.object, "name").unwrap_or("");
+    let key = state.key(res, None, name);
+    let Some(current) = state.store.get(&key, Freshness::MostRecent).await? else {
+        return Ok(());
+    };
+    let Some(mut revised) =
+        crate::flowcontrol_bootstrap::revise(&current.value, &boot.object, boot.mandatory)
+    else {
+        return Ok(());
+    };
+    object::prepare_update(res, &current.value, &mut revised, None);
+    object::meta_mut(&mut revised).remove("resourceVersion");
+    match state.store.update(&key, &revised, current.revision).await {
+        Ok(_) | Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes what is missing; answers the newest revisions of the
 /// ClusterRoles and ClusterRoleBindings it wrote (0: none).
 async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
@@ -155,6 +192,13 @@ async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
             service,
         )
         .await?;
+    }
+    // Levels first, so a schema never names a level that is not there.
+    for level in crate::flowcontrol_bootstrap::priority_levels() {
+        ensure_flowcontrol(state, "prioritylevelconfigurations", level).await?;
+    }
+    for schema in crate::flowcontrol_bootstrap::flow_schemas() {
+        ensure_flowcontrol(state, "flowschemas", schema).await?;
     }
     let rbac = apimachinery::rbac::GROUP;
     let (mut roles, mut bindings) = (0, 0);

@@ -20,6 +20,7 @@ pub mod encryption;
 pub mod error;
 pub mod etcd_process;
 pub mod event_ttl;
+pub mod flowcontrol_bootstrap;
 pub mod handlers;
 pub mod health;
 pub mod leader;

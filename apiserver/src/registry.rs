@@ -1026,6 +1026,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         generation: true,
         subresources: STATUS,
+        rules: &kinds::flowcontrol::FLOW_SCHEMA,
         ..res(
             "flowcontrol.apiserver.k8s.io",
             "v1",
@@ -1038,6 +1039,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         generation: true,
         subresources: STATUS,
+        rules: &kinds::flowcontrol::PRIORITY_LEVEL_CONFIGURATION,
         ..res(
             "flowcontrol.apiserver.k8s.io",
             "v1",

@@ -28,6 +28,7 @@ pub mod coordination;
 pub mod core;
 pub mod discovery;
 pub mod events;
+pub mod flowcontrol;
 pub mod networking;
 pub mod policy;
 pub mod rbac;
