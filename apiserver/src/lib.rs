@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod compaction;
 pub mod config;
+pub mod conversion;
 pub mod crd;
 pub mod discovery;
 pub mod encryption;

@@ -18,8 +18,6 @@ const NOT_YET: &[&str] = &[
     "api/v1 pods/portforward",
     "api/v1 pods/proxy",
     "api/v1 services/proxy",
-    "apis/autoscaling/v1 horizontalpodautoscalers",
-    "apis/autoscaling/v1 horizontalpodautoscalers/status",
 ];
 
 async fn get(s: &Server, path: &str) -> Value {
