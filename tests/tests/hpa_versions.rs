@@ -240,4 +240,16 @@ async fn kubectl_prints_v1_like_v2() {
     }
     let v1 = s.get_json(&["horizontalpodautoscalers.v1.autoscaling", "web"]);
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50, "{v1}");
+
+    // Server-side apply in v1.
+    s.kubectl_stdin_ok(
+        &["apply", "--server-side", "-f", "-"],
+        &json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"scaleTargetRef": target(), "maxReplicas": 5, "targetCPUUtilizationPercentage": 65}})
+        .to_string(),
+    );
+    let v2 = s.get_json(&["horizontalpodautoscalers.v2.autoscaling", "web"]);
+    assert_eq!(v2["spec"]["maxReplicas"], 5, "{v2}");
+    assert_eq!(v2["spec"]["metrics"], json!([cpu(65)]), "{v2}");
 }
