@@ -171,6 +171,35 @@ async fn v1_and_v2_serve_one_object() {
     assert!(st1["metadata"]["annotations"][CURRENT]
         .as_str()
         .is_some_and(|a| a.contains(r#""currentAverageUtilization":42"#)));
+
+    // What v1 keeps in annotations is status too: a v1 update without them
+    // keeps the stored status (conditions written through v2 here).
+    let mut st2 = a2.clone();
+    st2["status"]["conditions"] = json!([{"type": "AbleToScale", "status": "True",
+        "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "ReadyForNewScale"}]);
+    let (code, upd) = send(&s, "PUT", &format!("{V2}/a/status"), &st2).await;
+    assert_eq!(code, 200, "{upd}");
+    let mut plain = get(&s, &format!("{V1}/a")).await;
+    plain["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    plain["spec"]["maxReplicas"] = json!(8);
+    let (code, upd) = send(&s, "PUT", &format!("{V1}/a"), &plain).await;
+    assert_eq!(code, 200, "{upd}");
+    let a2 = get(&s, &format!("{V2}/a")).await;
+    assert_eq!(a2["spec"]["maxReplicas"], 8);
+    assert_eq!(
+        a2["status"]["conditions"], st2["status"]["conditions"],
+        "{a2}"
+    );
+    // kube's v1 MetricStatus has a non-optional currentAverageValue: its
+    // zero value comes back from the annotation.
+    assert_eq!(
+        a2["status"]["currentMetrics"][0]["resource"]["current"],
+        json!({"averageValue": "0", "averageUtilization": 42})
+    );
+    assert_eq!(a2["metadata"]["generation"], 2, "{a2}");
 }
 
 #[tokio::test]

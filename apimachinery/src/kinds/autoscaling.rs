@@ -26,6 +26,7 @@ pub static HORIZONTAL_POD_AUTOSCALER: KindRules = KindRules {
 /// and kube's one printer, fed the v2 form.
 pub static HORIZONTAL_POD_AUTOSCALER_V1: KindRules = KindRules {
     defaults: Some(defaults_v1),
+    prepare_update: Some(prepare_update_v1),
     validate: Some(validate_v1),
     columns: COLUMNS_V1,
     ..KindRules::NONE
@@ -64,6 +65,33 @@ const ROUND_TRIP: [&str; 4] = [
 fn defaults_v1(obj: &mut Value) {
     if let Some(spec) = obj.as_object_mut().and_then(|o| object_mut(o, "spec")) {
         default_field(spec, "minReplicas", json!(1));
+    }
+}
+
+/// kube's `PrepareForUpdate` runs on the converted object: the status is
+/// the stored one and the generation moves when the v2 spec changed. In v1
+/// form part of both lives in annotations, so this carries the status
+/// annotations over from the stored object (the generic step keeps the
+/// `status` field) and compares the specs as v2 has them (a change of the
+/// metrics or behavior annotation alone is a spec change).
+fn prepare_update_v1(new: &mut Value, old: &Value) {
+    let old_ann = annotations(old);
+    let mut ann = annotations(new);
+    for k in [METRIC_STATUSES_ANNOTATION, CONDITIONS_ANNOTATION] {
+        match old_ann.get(k) {
+            Some(v) => ann.insert(k.to_string(), v.clone()),
+            None => ann.remove(k),
+        };
+    }
+    if let Some(o) = new.as_object_mut() {
+        set_annotations(o, ann);
+    }
+    let Some(g) = old.pointer("/metadata/generation").and_then(Value::as_i64) else {
+        return;
+    };
+    let changed = convert(old, V2).get("spec") != convert(new, V2).get("spec");
+    if let Some(meta) = new.pointer_mut("/metadata").and_then(Value::as_object_mut) {
+        meta.insert("generation".into(), json!(g + i64::from(changed)));
     }
 }
 
@@ -1282,5 +1310,25 @@ mod tests {
                 json!(3)
             ]
         );
+    }
+
+    #[test]
+    fn v1_updates_keep_the_status_and_count_annotated_spec_changes() {
+        let mut stored = v2_hpa();
+        defaults(&mut stored);
+        stored["metadata"]["generation"] = json!(3);
+        let old = to_v1(&stored);
+        // A client's object without the round-trip annotations.
+        let mut new = old.clone();
+        new["metadata"]["annotations"] = json!({"team": "a"});
+        new["metadata"]["generation"] = json!(3);
+        prepare_update_v1(&mut new, &old);
+        let back = convert(&new, "autoscaling/v2");
+        assert_eq!(back["status"], stored["status"]);
+        // The memory metric went with its annotation: a spec change.
+        assert_eq!(new["metadata"]["generation"], 4);
+        let mut same = old.clone();
+        prepare_update_v1(&mut same, &old);
+        assert_eq!(same["metadata"]["generation"], 3);
     }
 }
