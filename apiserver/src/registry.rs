@@ -1377,6 +1377,25 @@ mod tests {
     }
 
     #[test]
+    fn converted_rows_share_storage_with_their_storage_version() {
+        for r in RESOURCES {
+            let Some(conv) = r.conversion else { continue };
+            let storage = RESOURCES
+                .iter()
+                .find(|s| s.kind == r.kind && s.api_version() == conv.storage_version)
+                .unwrap_or_else(|| panic!("no {} row for {}", conv.storage_version, r.kind));
+            assert_eq!(r.storage_segment(), storage.storage_segment());
+            assert!(std::ptr::eq(storage.conversion.unwrap(), conv));
+        }
+        let reg = Registry::builtin();
+        let v1 = reg
+            .lookup("autoscaling", "v1", "horizontalpodautoscalers")
+            .unwrap();
+        assert_eq!(v1.storage_segment(), "autoscaling/horizontalpodautoscalers");
+        assert!(v1.converts() && v1.has_status());
+    }
+
+    #[test]
     fn lookup_and_groups() {
         let reg = Registry::builtin();
         let d = reg.lookup("apps", "v1", "deployments").unwrap();
