@@ -870,7 +870,8 @@ mod tests {
         assert_eq!(
             doc["groups"][5],
             json!({"name": "autoscaling",
-                   "versions": [{"groupVersion": "autoscaling/v2", "version": "v2"}],
+                   "versions": [{"groupVersion": "autoscaling/v2", "version": "v2"},
+                                {"groupVersion": "autoscaling/v1", "version": "v1"}],
                    "preferredVersion": {"groupVersion": "autoscaling/v2", "version": "v2"}})
         );
     }

@@ -14,6 +14,7 @@ pub mod bootstrap;
 pub mod compaction;
 pub mod componentstatus;
 pub mod config;
+pub mod conversion;
 pub mod crd;
 pub mod discovery;
 pub mod encryption;

@@ -174,6 +174,10 @@ pub struct Resource {
     /// What a CustomResourceDefinition says of a resource it defines
     /// (schema, printer columns, versions); `None` for built-in kinds.
     pub custom: Option<&'static crate::crd::CustomInfo>,
+    /// A built-in kind served in several versions: its storage version and
+    /// the conversion between them (`crate::conversion`). Every row of the
+    /// kind names the same one and shares the storage segment.
+    pub conversion: Option<&'static apimachinery::kinds::Conversion>,
 }
 
 /// A kind's storage steps around a write (kube's `BeginCreate`,
@@ -252,6 +256,13 @@ impl Resource {
 
     pub fn subresource(&self, name: &str) -> Option<&'static Subresource> {
         self.subresources.iter().find(|s| s.name() == name)
+    }
+
+    /// Whether objects may be stored in another version than the one this
+    /// row serves (or need defaults on read): reads go through
+    /// [`crate::conversion`].
+    pub fn converts(&self) -> bool {
+        self.custom.is_some() || self.conversion.is_some()
     }
 
     pub fn has_status(&self) -> bool {
@@ -383,6 +394,7 @@ const fn res(
         ttl_lease: false,
         keep_status_on_create: false,
         custom: None,
+        conversion: None,
     }
 }
 
@@ -829,16 +841,34 @@ pub static RESOURCES: &[Resource] = &[
             true,
         )
     },
-    // autoscaling/v2
+    // autoscaling/v2 (storage) and autoscaling/v1: one kind, one key
+    // segment, converted on the way in and out.
     Resource {
         short_names: &["hpa"],
         categories: ALL,
         subresources: STATUS,
         generation: true,
         rules: &kinds::autoscaling::HORIZONTAL_POD_AUTOSCALER,
+        conversion: Some(&kinds::autoscaling::HORIZONTAL_POD_AUTOSCALER_CONVERSION),
         ..res(
             "autoscaling",
             "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            "horizontalpodautoscaler",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["hpa"],
+        categories: ALL,
+        subresources: STATUS,
+        generation: true,
+        rules: &kinds::autoscaling::HORIZONTAL_POD_AUTOSCALER_V1,
+        conversion: Some(&kinds::autoscaling::HORIZONTAL_POD_AUTOSCALER_CONVERSION),
+        ..res(
+            "autoscaling",
+            "v1",
             "HorizontalPodAutoscaler",
             "horizontalpodautoscalers",
             "horizontalpodautoscaler",
@@ -1427,6 +1457,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn converted_rows_share_storage_with_their_storage_version() {
+        for r in RESOURCES {
+            let Some(conv) = r.conversion else { continue };
+            let storage = RESOURCES
+                .iter()
+                .find(|s| s.kind == r.kind && s.api_version() == conv.storage_version)
+                .unwrap_or_else(|| panic!("no {} row for {}", conv.storage_version, r.kind));
+            assert_eq!(r.storage_segment(), storage.storage_segment());
+            assert!(std::ptr::eq(storage.conversion.unwrap(), conv));
+        }
+        let reg = Registry::builtin();
+        let v1 = reg
+            .lookup("autoscaling", "v1", "horizontalpodautoscalers")
+            .unwrap();
+        assert_eq!(v1.storage_segment(), "autoscaling/horizontalpodautoscalers");
+        assert!(v1.converts() && v1.has_status());
     }
 
     #[test]

@@ -65,6 +65,19 @@ pub struct Part {
     pub validate: Option<Validate>,
 }
 
+/// How a built-in kind served in more than one version moves between them
+/// (kube's scheme conversions): objects are stored in `storage_version`
+/// and every served version converts to and from it. `convert` is pure: it
+/// gets an object in any served version and the wanted `apiVersion`, and
+/// returns the object in that version (defaults of the storage version
+/// applied when converting to it, as kube's decoder applies them).
+#[derive(Debug)]
+pub struct Conversion {
+    /// The `apiVersion` objects are stored in (`autoscaling/v2`).
+    pub storage_version: &'static str,
+    pub convert: fn(&Value, &str) -> Value,
+}
+
 /// Everything a kind does beyond its schema. `KindRules::NONE` is the value
 /// of a kind that has no rules of its own.
 #[derive(Debug)]

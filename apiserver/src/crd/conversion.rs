@@ -1,19 +1,16 @@
-//! Versions of a custom resource. Objects are stored in the CRD's storage
-//! version and served in the requested one. Strategy `None` changes only
-//! `apiVersion`; strategy `Webhook` sends a `ConversionReview`
-//! (apiextensions.k8s.io/v1) to the CRD's webhook over HTTPS and checks its
-//! answer as kube does. Every path that moves an object between versions
-//! goes through here: the write path (request → storage version, and the
-//! stored object → request version for read-modify-write), GET, LIST,
-//! WATCH and the answers of writes.
+//! How custom resources move between versions (the paths that call this go
+//! through [`crate::conversion`], which serves built-in kinds too).
+//! Strategy `None` changes only `apiVersion`; strategy `Webhook` sends a
+//! `ConversionReview` (apiextensions.k8s.io/v1) to the CRD's webhook over
+//! HTTPS and checks its answer as kube does.
 
 use super::CustomInfo;
+use crate::conversion::needs;
 use crate::error::{ApiError, Result};
 use crate::registry::Resource;
 use crate::webhook::Webhook;
 use apimachinery::Status;
 use serde_json::{json, Value};
-use std::borrow::Cow;
 use std::time::Duration;
 
 /// kube's default conversion webhook timeout.
@@ -49,11 +46,6 @@ pub fn webhook_of(spec: &Value) -> Option<std::result::Result<Webhook, String>> 
     Some(Webhook::new(&url, ca.as_deref(), DEFAULT_TIMEOUT).map_err(|e| e.to_string()))
 }
 
-fn needs(obj: &Value, kind: &str, api_version: &str) -> bool {
-    obj.get("kind").and_then(Value::as_str) == Some(kind)
-        && obj.get("apiVersion").and_then(Value::as_str) != Some(api_version)
-}
-
 fn set_api_version(obj: &mut Value, api_version: &str) {
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(api_version.to_string()));
@@ -62,7 +54,7 @@ fn set_api_version(obj: &mut Value, api_version: &str) {
 
 /// `objs` in `api_version` (only those of the resource's kind in another
 /// version change).
-async fn convert_all(
+pub(crate) async fn convert_all(
     res: &Resource,
     info: &CustomInfo,
     objs: &mut [Value],
@@ -180,67 +172,5 @@ fn check_converted(
             return Err(format!("invalid metadata: metadata.{k} must not change"));
         }
     }
-    Ok(())
-}
-
-/// `obj` (as stored) as the request sees it: in the version of `res`, with
-/// the schema's defaults applied (kube defaults on read too).
-pub async fn for_request<'a>(res: &Resource, obj: &'a Value) -> Result<Cow<'a, Value>> {
-    let Some(info) = res.custom else {
-        return Ok(Cow::Borrowed(obj));
-    };
-    let want = res.api_version();
-    let convert = needs(obj, res.kind, &want);
-    let default =
-        obj.get("kind").and_then(Value::as_str) == Some(res.kind) && info.would_default(obj);
-    if !convert && !default {
-        return Ok(Cow::Borrowed(obj));
-    }
-    let mut one = [obj.clone()];
-    if convert {
-        convert_all(res, info, &mut one, &want).await?;
-    }
-    let [mut v] = one;
-    if default {
-        info.apply_defaults(&mut v);
-    }
-    Ok(Cow::Owned(v))
-}
-
-/// Many stored objects as the request sees them ([`for_request`]), in one
-/// webhook call.
-pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> {
-    let Some(info) = res.custom else {
-        return Ok(());
-    };
-    convert_all(res, info, objs, &res.api_version()).await?;
-    for o in objs.iter_mut() {
-        if info.would_default(o) {
-            info.apply_defaults(o);
-        }
-    }
-    Ok(())
-}
-
-/// Whether any of `objs` would change on its way to the request.
-pub fn any_needs<'a>(res: &Resource, mut objs: impl Iterator<Item = &'a Value>) -> bool {
-    let Some(info) = res.custom else { return false };
-    let want = res.api_version();
-    objs.any(|o| needs(o, res.kind, &want) || info.would_default(o))
-}
-
-/// `obj` (in the request's version) in the storage version.
-pub async fn for_storage(res: &Resource, obj: &mut Value) -> Result<()> {
-    let Some(info) = res.custom else {
-        return Ok(());
-    };
-    let want = format!("{}/{}", res.group, info.storage_version);
-    if !needs(obj, res.kind, &want) {
-        return Ok(());
-    }
-    let mut one = [std::mem::take(obj)];
-    convert_all(res, info, &mut one, &want).await?;
-    let [v] = one;
-    *obj = v;
     Ok(())
 }

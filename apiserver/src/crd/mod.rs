@@ -600,6 +600,7 @@ fn build_rows(
                 ttl_lease: false,
                 keep_status_on_create: false,
                 custom: Some(info),
+                conversion: None,
             }));
             row
         })

@@ -54,14 +54,15 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         .list(&scope.collection_prefix(), &opts)
         .await
         .map_err(|e| scope.storage_err(e))?;
-    if scope.res.custom.is_some()
-        && crate::crd::conversion::any_needs(scope.res, result.items.iter().map(|o| &*o.value))
+    if scope.res.converts()
+        && crate::conversion::any_needs(scope.res, result.items.iter().map(|o| &*o.value))
     {
-        // Custom resources stored in another version (one conversion call
-        // for the page), or missing defaults added to their schema since.
+        // Objects stored in another version (one conversion call for the
+        // page), or custom resources missing defaults added to their
+        // schema since.
         let mut values: Vec<serde_json::Value> =
             result.items.iter().map(|o| (*o.value).clone()).collect();
-        crate::crd::conversion::list_for_request(scope.res, &mut values).await?;
+        crate::conversion::list_for_request(scope.res, &mut values).await?;
         result.items = values
             .into_iter()
             .zip(&result.items)

@@ -42,7 +42,7 @@ pub(crate) async fn object_response(
     code: axum::http::StatusCode,
     obj: &serde_json::Value,
 ) -> Result<Response> {
-    let obj = crate::crd::conversion::for_request(scope.res, obj).await?;
+    let obj = crate::conversion::for_request(scope.res, obj).await?;
     Ok(crate::response::object(scope, code, &obj))
 }
 

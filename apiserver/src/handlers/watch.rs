@@ -310,12 +310,12 @@ impl WatchBody {
                     self.reached = self.reached.max(event.object.revision);
                 }
                 let res = self.encoder.res;
-                if res.custom.is_some() {
-                    // A custom resource stored in another version is
-                    // converted (a webhook failure ends the watch with the
-                    // error) and missing defaults are applied.
+                if res.converts() {
+                    // An object stored in another version is converted (a
+                    // webhook failure ends the watch with the error) and a
+                    // custom resource's missing defaults are applied.
                     let converted =
-                        match crate::crd::conversion::for_request(res, &event.object.value).await {
+                        match crate::conversion::for_request(res, &event.object.value).await {
                             // Unchanged: the shared encoding serves.
                             Ok(std::borrow::Cow::Borrowed(_)) => {
                                 return Some(self.encoder.event(&event))

@@ -392,13 +392,14 @@ where
             .get(&key, freshness)
             .await
             .map_err(|e| scope.storage_err(e))?;
-        // A custom resource stored in another version is modified in the
-        // request's.
-        let current = match current {
+        // An object stored in another version is modified in the
+        // request's; `stored` is what a no-op write is compared with.
+        let stored = current;
+        let current = match &stored {
             Some(o) => Some(
-                match crate::crd::conversion::for_request(scope.res, &o.value).await? {
+                match crate::conversion::for_request(scope.res, &o.value).await? {
                     std::borrow::Cow::Owned(v) => Object::new(Arc::new(v), o.revision),
-                    std::borrow::Cow::Borrowed(_) => o,
+                    std::borrow::Cow::Borrowed(_) => o.clone(),
                 },
             ),
             None => None,
@@ -476,11 +477,14 @@ where
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         crate::admission::certificate_approval(scope, &new).await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
-        crate::crd::conversion::for_storage(scope.res, &mut new).await?;
+        crate::conversion::for_storage(scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
-        if (params.dry_run || *current.value == new_with_rv(&new, current.revision)) && !quorum {
+        // `new` is in the storage version now: compared with the stored form.
+        let stored = stored.as_ref().unwrap_or(&current);
+        let unchanged = *stored.value == new_with_rv(&new, current.revision);
+        if (params.dry_run || unchanged) && !quorum {
             // Answers that do not write must not rest on a stale copy.
             quorum = true;
             continue;
@@ -505,13 +509,13 @@ where
                 created: false,
             });
         }
-        if *current.value == new_with_rv(&new, current.revision)
+        if *stored.value == new_with_rv(&new, current.revision)
             && !scope.state.store.is_stale(&key).await.unwrap_or(false)
         {
             // A no-op write does not bump the resourceVersion (unless the
             // stored form is stale: encrypted with a rotated-out key).
             return Ok(Updated {
-                object: (*current.value).clone(),
+                object: (*stored.value).clone(),
                 created: false,
             });
         }
@@ -640,7 +644,7 @@ pub async fn create_object(
     crate::rbac::admit(scope, &obj, None).await?;
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
-    crate::crd::conversion::for_storage(scope.res, &mut obj).await?;
+    crate::conversion::for_storage(scope.res, &mut obj).await?;
     let reservation = match scope.res.hooks {
         Some(hooks) => Some((hooks.begin_create)(&scope.state, &mut obj, params.dry_run).await?),
         None => None,

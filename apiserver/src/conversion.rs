@@ -1,0 +1,106 @@
+//! Kinds served in more than one version. Objects are stored in one
+//! version and served in the one a request names: a built-in kind converts
+//! through the pure function its registry row declares
+//! ([`apimachinery::kinds::Conversion`], e.g. autoscaling/v1 and v2
+//! HorizontalPodAutoscalers), a custom resource through its CRD's
+//! strategy ([`crate::crd::conversion`]). Every path that moves an object
+//! between versions goes through here: the write path (request → storage
+//! version, and the stored object → request version for read-modify-write),
+//! GET, LIST, WATCH and the answers of writes.
+
+use crate::error::Result;
+use crate::registry::Resource;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// Whether `obj` is of `kind` in a version other than `api_version`.
+pub(crate) fn needs(obj: &Value, kind: &str, api_version: &str) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some(kind)
+        && obj.get("apiVersion").and_then(Value::as_str) != Some(api_version)
+}
+
+/// `obj` (as stored) as the request sees it: in the version of `res`, and
+/// for a custom resource with the schema's defaults applied (kube defaults
+/// on read too).
+pub async fn for_request<'a>(res: &Resource, obj: &'a Value) -> Result<Cow<'a, Value>> {
+    let want = res.api_version();
+    if let Some(conv) = res.conversion {
+        return Ok(if needs(obj, res.kind, &want) {
+            Cow::Owned((conv.convert)(obj, &want))
+        } else {
+            Cow::Borrowed(obj)
+        });
+    }
+    let Some(info) = res.custom else {
+        return Ok(Cow::Borrowed(obj));
+    };
+    let convert = needs(obj, res.kind, &want);
+    let default =
+        obj.get("kind").and_then(Value::as_str) == Some(res.kind) && info.would_default(obj);
+    if !convert && !default {
+        return Ok(Cow::Borrowed(obj));
+    }
+    let mut one = [obj.clone()];
+    if convert {
+        crate::crd::conversion::convert_all(res, info, &mut one, &want).await?;
+    }
+    let [mut v] = one;
+    if default {
+        info.apply_defaults(&mut v);
+    }
+    Ok(Cow::Owned(v))
+}
+
+/// Many stored objects as the request sees them ([`for_request`]), in one
+/// webhook call for a custom resource.
+pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> {
+    let want = res.api_version();
+    if let Some(conv) = res.conversion {
+        for o in objs.iter_mut().filter(|o| needs(o, res.kind, &want)) {
+            *o = (conv.convert)(o, &want);
+        }
+        return Ok(());
+    }
+    let Some(info) = res.custom else {
+        return Ok(());
+    };
+    crate::crd::conversion::convert_all(res, info, objs, &want).await?;
+    for o in objs.iter_mut() {
+        if info.would_default(o) {
+            info.apply_defaults(o);
+        }
+    }
+    Ok(())
+}
+
+/// Whether any of `objs` would change on its way to the request.
+pub fn any_needs<'a>(res: &Resource, mut objs: impl Iterator<Item = &'a Value>) -> bool {
+    let want = res.api_version();
+    if res.conversion.is_some() {
+        return objs.any(|o| needs(o, res.kind, &want));
+    }
+    let Some(info) = res.custom else { return false };
+    objs.any(|o| needs(o, res.kind, &want) || info.would_default(o))
+}
+
+/// `obj` (in the request's version) in the storage version.
+pub async fn for_storage(res: &Resource, obj: &mut Value) -> Result<()> {
+    if let Some(conv) = res.conversion {
+        if needs(obj, res.kind, conv.storage_version) {
+            *obj = (conv.convert)(obj, conv.storage_version);
+        }
+        return Ok(());
+    }
+    let Some(info) = res.custom else {
+        return Ok(());
+    };
+    let want = format!("{}/{}", res.group, info.storage_version);
+    if !needs(obj, res.kind, &want) {
+        return Ok(());
+    }
+    let mut one = [std::mem::take(obj)];
+    crate::crd::conversion::convert_all(res, info, &mut one, &want).await?;
+    let [v] = one;
+    *obj = v;
+    Ok(())
+}
