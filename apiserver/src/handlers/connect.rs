@@ -53,12 +53,38 @@ pub static POD_LOG: Connect = Connect {
     answer: |s, _, _| log(s).boxed(),
 };
 
-pub static POD_EXEC: Connect = Connect {
-    name: "exec",
-    kind: "PodExecOptions",
-    verbs: STREAM_VERBS,
-    methods: STREAM_METHODS,
-    params: &[
+/// A streaming subresource (`exec`, `attach`, `portforward`): GET or POST,
+/// the options in the query.
+const fn streaming(
+    name: &'static str,
+    kind: &'static str,
+    params: &'static [(&'static str, &'static str)],
+    answer: crate::registry::ConnectAnswer,
+) -> Connect {
+    Connect {
+        name,
+        kind,
+        verbs: STREAM_VERBS,
+        methods: STREAM_METHODS,
+        params,
+        with_path: false,
+        read: false,
+        answer,
+    }
+}
+
+const ATTACH_PARAMS: &[(&str, &str)] = &[
+    ("container", "string"),
+    ("stderr", "boolean"),
+    ("stdin", "boolean"),
+    ("stdout", "boolean"),
+    ("tty", "boolean"),
+];
+
+pub static POD_EXEC: Connect = streaming(
+    "exec",
+    "PodExecOptions",
+    &[
         ("command", "string"),
         ("container", "string"),
         ("stderr", "boolean"),
@@ -66,71 +92,39 @@ pub static POD_EXEC: Connect = Connect {
         ("stdout", "boolean"),
         ("tty", "boolean"),
     ],
-    with_path: false,
-    read: false,
-    answer: |s, _, _| stream(s, "exec").boxed(),
-};
+    |s, _, _| stream(s, "exec").boxed(),
+);
 
-pub static POD_ATTACH: Connect = Connect {
-    name: "attach",
-    kind: "PodAttachOptions",
-    verbs: STREAM_VERBS,
-    methods: STREAM_METHODS,
-    params: &[
-        ("container", "string"),
-        ("stderr", "boolean"),
-        ("stdin", "boolean"),
-        ("stdout", "boolean"),
-        ("tty", "boolean"),
-    ],
-    with_path: false,
-    read: false,
-    answer: |s, _, _| stream(s, "attach").boxed(),
-};
+pub static POD_ATTACH: Connect =
+    streaming("attach", "PodAttachOptions", ATTACH_PARAMS, |s, _, _| {
+        stream(s, "attach").boxed()
+    });
 
-pub static POD_PORTFORWARD: Connect = Connect {
-    name: "portforward",
-    kind: "PodPortForwardOptions",
-    verbs: STREAM_VERBS,
-    methods: STREAM_METHODS,
-    params: &[("ports", "integer")],
-    with_path: false,
-    read: false,
-    answer: |s, _, _| stream(s, "portforward").boxed(),
-};
+pub static POD_PORTFORWARD: Connect = streaming(
+    "portforward",
+    "PodPortForwardOptions",
+    &[("ports", "integer")],
+    |s, _, _| stream(s, "portforward").boxed(),
+);
 
-pub static POD_PROXY: Connect = Connect {
-    name: "proxy",
-    kind: "PodProxyOptions",
-    verbs: PROXY_VERBS,
-    methods: PROXY_METHODS,
-    params: &[("path", "string")],
-    with_path: true,
-    read: false,
-    answer: |s, _, _| pod_proxy(s).boxed(),
-};
+/// A `proxy` subresource: every method, a trailing path.
+const fn proxy(kind: &'static str, answer: crate::registry::ConnectAnswer) -> Connect {
+    Connect {
+        name: "proxy",
+        kind,
+        verbs: PROXY_VERBS,
+        methods: PROXY_METHODS,
+        params: &[("path", "string")],
+        with_path: true,
+        read: false,
+        answer,
+    }
+}
 
-pub static NODE_PROXY: Connect = Connect {
-    name: "proxy",
-    kind: "NodeProxyOptions",
-    verbs: PROXY_VERBS,
-    methods: PROXY_METHODS,
-    params: &[("path", "string")],
-    with_path: true,
-    read: false,
-    answer: |s, _, _| node_proxy(s).boxed(),
-};
-
-pub static SERVICE_PROXY: Connect = Connect {
-    name: "proxy",
-    kind: "ServiceProxyOptions",
-    verbs: PROXY_VERBS,
-    methods: PROXY_METHODS,
-    params: &[("path", "string")],
-    with_path: true,
-    read: false,
-    answer: |s, _, _| service_proxy(s).boxed(),
-};
+pub static POD_PROXY: Connect = proxy("PodProxyOptions", |s, _, _| pod_proxy(s).boxed());
+pub static NODE_PROXY: Connect = proxy("NodeProxyOptions", |s, _, _| node_proxy(s).boxed());
+pub static SERVICE_PROXY: Connect =
+    proxy("ServiceProxyOptions", |s, _, _| service_proxy(s).boxed());
 
 /// Whether `method` is one `c` serves.
 pub fn serves(c: &Connect, method: &Method) -> bool {
