@@ -982,6 +982,10 @@ fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
     if let Some(Value::Object(meta)) = stored.get_mut("metadata") {
         meta.shift_remove("resourceVersion");
     }
+    // Stored in the order kube-apiserver writes the object in, once per
+    // write: every read, list and watch event then serves these bytes (and
+    // the cache the value decoded from them) without reordering.
+    k8s_proto::order_object(&mut stored);
     let data = serde_json::to_vec(&stored)
         .map_err(|e| StorageError::Internal(format!("cannot encode object: {e}")))?;
     Ok((data, stored))
