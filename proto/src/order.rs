@@ -58,9 +58,25 @@ struct Slot {
     kind: Kind,
 }
 
-/// Every message's JSON keys in write order, embedded structs inlined.
+/// One message's JSON keys in write order, embedded structs inlined, and
+/// their indexes sorted by name for lookup.
+struct Layout {
+    slots: Vec<Slot>,
+    by_name: Vec<(&'static str, usize)>,
+}
+
+impl Layout {
+    fn find(&self, key: &str) -> Option<usize> {
+        self.by_name
+            .binary_search_by(|(n, _)| (*n).cmp(key))
+            .ok()
+            .map(|i| self.by_name[i].1)
+    }
+}
+
+/// Every message's layout.
 struct Layouts {
-    by_message: Vec<Vec<Slot>>,
+    by_message: Vec<Layout>,
     object_meta: Option<usize>,
 }
 
@@ -72,7 +88,10 @@ fn layouts() -> Option<&'static Layouts> {
             .map(|i| {
                 let mut slots = Vec::new();
                 flatten(t, i, &mut slots, 0);
-                slots
+                let mut by_name: Vec<(&'static str, usize)> =
+                    slots.iter().enumerate().map(|(i, s)| (s.name, i)).collect();
+                by_name.sort_by_key(|e| e.0);
+                Layout { slots, by_name }
             })
             .collect();
         Some(Layouts {
@@ -160,7 +179,9 @@ fn order_typed_without_idl(m: &mut Map<String, Value>) {
         "metadata" => 2,
         _ => 3,
     };
-    reorder(m, |k| rank(k));
+    if !in_order(m, rank) {
+        rebuild(m, rank);
+    }
     if let (Some(Value::Object(meta)), Ok(t), Some(l)) = (m.get_mut("metadata"), table(), layouts())
     {
         if let Some(i) = l.object_meta {
@@ -169,28 +190,25 @@ fn order_typed_without_idl(m: &mut Map<String, Value>) {
     }
 }
 
-/// Stable-sorts the entries of `m` by `rank`, rebuilding the map only when
-/// they are out of order.
-fn reorder(m: &mut Map<String, Value>, rank: impl Fn(&str) -> usize) {
-    let mut last = 0;
-    let mut sorted = true;
-    for k in m.keys() {
-        let r = rank(k);
-        if r < last {
-            sorted = false;
-            break;
-        }
-        last = r;
-    }
-    if sorted {
-        return;
-    }
-    let mut entries: Vec<(usize, String, Value)> = std::mem::take(m)
+/// Stable-sorts the entries of `m` by `rank`.
+fn rebuild(m: &mut Map<String, Value>, rank: impl Fn(&str) -> usize) {
+    let mut entries: Vec<(usize, (String, Value))> = std::mem::take(m)
         .into_iter()
-        .map(|(k, v)| (rank(&k), k, v))
+        .map(|(k, v)| (rank(&k), (k, v)))
         .collect();
     entries.sort_by_key(|e| e.0);
-    m.extend(entries.into_iter().map(|(_, k, v)| (k, v)));
+    m.extend(entries.into_iter().map(|(_, kv)| kv));
+}
+
+/// Whether `rank` is non-decreasing over the keys of `m`.
+fn in_order(m: &Map<String, Value>, rank: impl Fn(&str) -> usize) -> bool {
+    let mut last = 0;
+    m.keys().all(|k| {
+        let r = rank(k);
+        let ok = r >= last;
+        last = r;
+        ok
+    })
 }
 
 fn order_message(
@@ -204,22 +222,32 @@ fn order_message(
     if depth > MAX_DEPTH {
         return;
     }
-    let Some(slots) = l.by_message.get(msg) else {
+    let Some(layout) = l.by_message.get(msg) else {
         return;
     };
-    let find = |k: &str| slots.iter().position(|s| s.name == k);
     // kind and apiVersion (TypeMeta) before the message's own fields;
     // unknown keys after them.
     let offset = if top { 2 } else { 0 };
-    reorder(m, |k| match (top, k) {
+    let rank = |k: &str| match (top, k) {
         (true, "kind") => 0,
         (true, "apiVersion") => 1,
-        _ => find(k).map_or(usize::MAX, |i| i + offset),
-    });
+        _ => layout.find(k).map_or(usize::MAX, |i| i + offset),
+    };
+    // One pass orders the values and checks the keys; the map itself is
+    // rebuilt only when its keys are out of order (a PUT of what a GET
+    // returned is not).
+    let mut last = 0;
+    let mut sorted = true;
     for (k, v) in m.iter_mut() {
-        if let Some(i) = find(k) {
-            order_value(t, l, slots[i].kind, v, depth + 1);
+        let r = rank(k);
+        sorted &= r >= last;
+        last = r;
+        if let Some(slot) = r.checked_sub(offset).and_then(|i| layout.slots.get(i)) {
+            order_value(t, l, slot.kind, v, depth + 1);
         }
+    }
+    if !sorted {
+        rebuild(m, rank);
     }
 }
 
