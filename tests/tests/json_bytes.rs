@@ -39,6 +39,17 @@ async fn built_in_objects_lists_and_status_in_kube_order() {
     );
     assert!(created.ends_with("}\n"), "{created:?}");
 
+    // A dry run is not stored, and answered in the same order.
+    let dry = body.replace(r#""name":"order""#, r#""name":"dry""#);
+    let (code, answered) = call(&s, "POST", &format!("{cms}?dryRun=All"), &dry).await;
+    assert_eq!(code, 201, "{answered}");
+    assert!(
+        answered.starts_with(
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"dry","namespace":"default","uid":""#
+        ),
+        "{answered}"
+    );
+
     let (code, got) = call(&s, "GET", &format!("{cms}/order"), "").await;
     assert_eq!(code, 200, "{got}");
     assert!(
