@@ -131,7 +131,9 @@ fn storage_status(err: &StorageError, gr: GroupResource<'static>, name: &str) ->
 /// Serializes a Status as the response body with its code and headers.
 pub fn status_response(status: &Status) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = serde_json::to_vec(status).unwrap_or_default();
+    let mut body = serde_json::to_vec(status).unwrap_or_default();
+    // As kube's JSON encoder writes it.
+    body.push(b'\n');
     let mut resp = (code, body).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

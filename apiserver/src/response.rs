@@ -38,12 +38,18 @@ pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Vec<u8> {
         Format::Yaml => serde_yaml_ng::to_string(&sorted_keys(v))
             .map(String::into_bytes)
             .unwrap_or_default(),
-        _ if pretty => {
-            let mut b = serde_json::to_vec_pretty(v).unwrap_or_default();
+        // kube's JSON encoder (`json.NewEncoder(w).Encode`, or its
+        // 2-space indent for `?pretty`) ends every body with a newline.
+        _ => {
+            let mut b = if pretty {
+                serde_json::to_vec_pretty(v)
+            } else {
+                serde_json::to_vec(v)
+            }
+            .unwrap_or_default();
             b.push(b'\n');
             b
         }
-        _ => serde_json::to_vec(v).unwrap_or_default(),
     }
 }
 
@@ -315,6 +321,8 @@ pub fn compact_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
     // Sized up front: growing by doubling would copy a 20 MiB list about
     // twice over and fault in up to twice its size.
     let items_len: usize = items.iter().map(|o| o.json().len() + 1).sum();
+    // Envelope: kind, apiVersion, metadata, items (kube's List order), and
+    // the encoder's trailing newline.
     let mut out = Vec::with_capacity(256 + items_len);
     out.extend_from_slice(b"{\"kind\":");
     let _ = serde_json::to_writer(&mut out, &res.list_kind());
@@ -329,7 +337,7 @@ pub fn compact_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
         }
         out.extend_from_slice(item.json());
     }
-    out.extend_from_slice(b"]}");
+    out.extend_from_slice(b"]}\n");
     out
 }
 

@@ -45,6 +45,7 @@ mod encode;
 mod envelope;
 mod error;
 mod gvk;
+mod order;
 mod table;
 mod timefmt;
 mod wire;
@@ -57,6 +58,7 @@ pub use envelope::{
 };
 pub use error::ProtoError;
 pub use gvk::message_for;
+pub use order::{order_as, order_object, set_resource_version, OBJECT_META_ORDER};
 
 /// The prefix of every Kubernetes protobuf body.
 pub const MAGIC: &[u8] = b"k8s\0";

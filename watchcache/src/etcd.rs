@@ -982,6 +982,10 @@ fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
     if let Some(Value::Object(meta)) = stored.get_mut("metadata") {
         meta.shift_remove("resourceVersion");
     }
+    // Stored in the order kube-apiserver writes the object in, once per
+    // write: every read, list and watch event then serves these bytes (and
+    // the cache the value decoded from them) without reordering.
+    k8s_proto::order_object(&mut stored);
     let data = serde_json::to_vec(&stored)
         .map_err(|e| StorageError::Internal(format!("cannot encode object: {e}")))?;
     Ok((data, stored))
@@ -989,6 +993,14 @@ fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
 
 /// The stored value of `kv` (through its transformer), without a
 /// resourceVersion.
+///
+/// Not reordered: everything this server stores is already in kube's
+/// order (`encode_value`), and so are custom resources kube-apiserver
+/// itself wrote (sorted JSON; its built-in objects are protobuf, which
+/// this store does not read). Only values written by versions of this
+/// server before the order was kept come back in their client's order,
+/// until their next write; reordering every read for them would tax every
+/// LIST from etcd and every cache fill for a one-off migration.
 fn decode_value(transformers: &Transformers, kv: &KeyValue) -> Result<Value> {
     let data = transformers.read(kv.key(), kv.value())?;
     serde_json::from_slice(&data).map_err(|e| StorageError::Corrupt {

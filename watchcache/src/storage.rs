@@ -81,10 +81,8 @@ fn set_resource_version(value: &mut Value, revision: Revision) {
             .entry("metadata")
             .or_insert_with(|| Value::Object(serde_json::Map::new()));
         if let Value::Object(meta) = meta {
-            meta.insert(
-                "resourceVersion".into(),
-                Value::String(revision.to_string()),
-            );
+            // Where kube writes it (not appended): after `uid`.
+            k8s_proto::set_resource_version(meta, revision.to_string());
         }
     }
 }

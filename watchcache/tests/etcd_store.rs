@@ -9,7 +9,7 @@ use watchcache::testing::TestEtcd;
 use watchcache::{Storage, StorageError, WatchOptions};
 
 #[tokio::test]
-async fn stored_value_is_compact_json_without_resource_version() {
+async fn stored_value_is_compact_json_in_kube_order_without_resource_version() {
     let etcd = TestEtcd::shared().await;
     let store = etcd.store().await;
     let key = format!("{}a", unique_prefix("stored"));
@@ -24,7 +24,8 @@ async fn stored_value_is_compact_json_without_resource_version() {
     let raw = String::from_utf8(kv.value().to_vec()).expect("utf-8");
     assert_eq!(
         raw,
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"default","labels":{"app":"web"}},"data":{"value":"1"}}"#
+        r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"default","labels":{"app":"web"}},"data":{"value":"1"}}"#,
+        "stored in kube's key order"
     );
     assert_eq!(
         created.value["metadata"]["resourceVersion"],

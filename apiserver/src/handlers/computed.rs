@@ -20,10 +20,12 @@ pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) ->
     }
     let resp = if named {
         let items = (c.list)(&scope.state).await;
-        let obj = items
+        let mut obj = items
             .into_iter()
             .find(|o| crate::object::name(o) == Some(scope.name()))
             .ok_or_else(|| (c.not_found)(scope.name()))?;
+        // Computed, never stored: ordered as kube writes its Go type.
+        k8s_proto::order_object(&mut obj);
         response::object(scope, StatusCode::OK, &obj)
     } else {
         let params = query::list_params(&scope.query)?;
@@ -42,7 +44,10 @@ pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) ->
             .await
             .into_iter()
             .filter(|o| predicate.matches(o))
-            .map(|o| Object::new(Arc::new(o), 0))
+            .map(|mut o| {
+                k8s_proto::order_object(&mut o);
+                Object::new(Arc::new(o), 0)
+            })
             .collect();
         let result = ListResult {
             items,

@@ -29,7 +29,9 @@ pub async fn create_virtual(
     if let Some(ns) = &scope.namespace {
         object::meta_mut(&mut obj).insert("namespace".into(), ns.clone().into());
     }
-    let answered = answer(scope, obj).await?;
+    let mut answered = answer(scope, obj).await?;
+    // Never stored, so ordered here: kube writes it from its Go type.
+    k8s_proto::order_object(&mut answered);
     let resp = response::object(scope, StatusCode::CREATED, &answered);
     Ok(response::with_warnings(resp, &warnings))
 }

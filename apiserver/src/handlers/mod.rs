@@ -42,7 +42,14 @@ pub(crate) async fn object_response(
     code: axum::http::StatusCode,
     obj: &serde_json::Value,
 ) -> Result<Response> {
-    let obj = crate::conversion::for_request(scope.res, obj).await?;
+    let obj = match crate::conversion::for_request(scope.res, obj).await? {
+        std::borrow::Cow::Borrowed(stored) => std::borrow::Cow::Borrowed(stored),
+        // Converted for this request: in the requested version's order.
+        std::borrow::Cow::Owned(mut converted) => {
+            k8s_proto::order_object(&mut converted);
+            std::borrow::Cow::Owned(converted)
+        }
+    };
     Ok(crate::response::object(scope, code, &obj))
 }
 

@@ -498,11 +498,10 @@ where
             None => None,
         };
         if params.dry_run {
+            // Answered as if stored: in kube's order, as storage writes it.
+            k8s_proto::order_object(&mut new);
             if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.insert(
-                    "resourceVersion".into(),
-                    Value::String(current.revision.to_string()),
-                );
+                k8s_proto::set_resource_version(m, current.revision.to_string());
             }
             return Ok(Updated {
                 object: new,
@@ -686,6 +685,8 @@ async fn store_new(
         if taken.is_some() {
             return Err(Status::already_exists(scope.res.group_resource(), &first_name).into());
         }
+        // Answered as if stored: in kube's order, as storage writes it.
+        k8s_proto::order_object(&mut obj);
         return Ok(obj);
     }
     let attempts = if retry_prefix.is_some() { 8 } else { 1 };
