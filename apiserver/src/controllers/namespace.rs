@@ -101,8 +101,9 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     let empty = round
         .as_ref()
         .is_none_or(|r| r.remaining.is_empty() && r.errors.is_empty());
-    if let Some(r) = &round {
-        set_status(&mut next, r, &object::now());
+    match &round {
+        Some(r) => set_status(&mut next, r, &object::now()),
+        None => set_phase(&mut next),
     }
     if empty {
         let left: Vec<Value> = spec_finalizers(ns)
@@ -344,10 +345,9 @@ pub fn conditions(round: &Round, now: &str) -> Vec<Value> {
     ]
 }
 
-/// Sets phase Terminating and the deletion conditions on `ns`, keeping a
-/// condition's lastTransitionTime while its status stays the same, and any
-/// condition of another type.
-fn set_status(ns: &mut Value, round: &Round, now: &str) {
+/// Sets phase Terminating on `ns` (a namespace being deleted is
+/// Terminating whoever holds it).
+fn set_phase(ns: &mut Value) {
     let Some(obj) = ns.as_object_mut() else {
         return;
     };
@@ -357,10 +357,19 @@ fn set_status(ns: &mut Value, round: &Round, now: &str) {
     if !status.is_object() {
         *status = Value::Object(Map::new());
     }
-    let Some(status) = status.as_object_mut() else {
+    if let Some(s) = status.as_object_mut() {
+        s.insert("phase".into(), Value::String("Terminating".into()));
+    }
+}
+
+/// Sets phase Terminating and the deletion conditions on `ns`, keeping a
+/// condition's lastTransitionTime while its status stays the same, and any
+/// condition of another type.
+fn set_status(ns: &mut Value, round: &Round, now: &str) {
+    set_phase(ns);
+    let Some(status) = ns.get_mut("status").and_then(Value::as_object_mut) else {
         return;
     };
-    status.insert("phase".into(), Value::String("Terminating".into()));
     let old: Vec<Value> = status
         .get("conditions")
         .and_then(Value::as_array)
@@ -389,4 +398,58 @@ fn set_status(ns: &mut Value, round: &Round, now: &str) {
         .collect();
     all.extend(fresh);
     status.insert("conditions".into(), Value::Array(all));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of<'a>(ns: &'a Value, t: &str) -> &'a Value {
+        ns["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+            .unwrap_or_else(|| panic!("no {t} in {ns}"))
+    }
+
+    #[test]
+    fn conditions_say_what_holds_the_namespace_and_keep_their_transition_time() {
+        let mut ns = json!({
+            "metadata": {"name": "x", "deletionTimestamp": "t0"},
+            "status": {"phase": "Active", "conditions": [
+                {"type": "SomethingElse", "status": "True"},
+            ]},
+        });
+        let mut round = Round::default();
+        round.remaining.insert("configmaps.".into(), 2);
+        round.finalizers.insert("example.com/a".into(), 1);
+        set_status(&mut ns, &round, "t1");
+        assert_eq!(ns["status"]["phase"], "Terminating");
+        let fin = of(&ns, "NamespaceFinalizersRemaining");
+        assert_eq!(fin["status"], "True");
+        assert_eq!(
+            fin["message"],
+            "Some content in the namespace has finalizers remaining: example.com/a in 1 resource instances"
+        );
+        assert_eq!(
+            of(&ns, "NamespaceContentRemaining")["message"],
+            "Some resources are remaining: configmaps. has 2 resource instances"
+        );
+        assert_eq!(
+            of(&ns, "NamespaceDeletionContentFailure")["status"],
+            "False"
+        );
+        // Another controller's condition stays.
+        of(&ns, "SomethingElse");
+
+        // Same status later: the transition time stays; a change moves it.
+        round.remaining.clear();
+        set_status(&mut ns, &round, "t2");
+        let fin = of(&ns, "NamespaceFinalizersRemaining");
+        assert_eq!(fin["lastTransitionTime"], "t1");
+        let rem = of(&ns, "NamespaceContentRemaining");
+        assert_eq!(rem["status"], "False");
+        assert_eq!(rem["reason"], "ContentRemoved");
+        assert_eq!(rem["lastTransitionTime"], "t2");
+        assert_eq!(ns["status"]["conditions"].as_array().map(Vec::len), Some(6));
+    }
 }
