@@ -30,7 +30,7 @@ pub mod serviceaccount;
 
 use crate::server::AppState;
 use futures_util::future::BoxFuture;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use queue::{Backoff, WorkQueue};
 use serde_json::Value;
 use std::sync::Arc;
@@ -172,7 +172,14 @@ async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<Wor
 async fn work(state: &Arc<AppState>, c: &Arc<Controller>, queue: Arc<WorkQueue>) {
     loop {
         let key = queue.get().await;
-        match (c.reconcile)(Arc::clone(state), key.clone()).await {
+        // A panic in one reconcile is a failure of that key, not the end
+        // of the controller.
+        let run = std::panic::AssertUnwindSafe((c.reconcile)(Arc::clone(state), key.clone()));
+        let result = run
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err("reconcile panicked".into()));
+        match result {
             Ok(Next::Done) => queue.forget(&key),
             Ok(Next::After(d)) => {
                 queue.forget(&key);
