@@ -3,7 +3,8 @@
 //! waiting on its objects' finalizers with kube's conditions; the
 //! namespaces kube keeps cannot be deleted; every namespace gets the
 //! `default` ServiceAccount and, when the server has a CA, the
-//! `kube-root-ca.crt` ConfigMap; with two replicas only the leader works.
+//! `kube-root-ca.crt` ConfigMap; with two replicas only the leader works,
+//! and a new leader finishes a deletion the old one left mid-way.
 
 use e2e::{eventually, eventually_async, free_port, stderr, unique_prefix, Server};
 use serde_json::Value;
@@ -371,4 +372,59 @@ async fn with_two_replicas_only_the_leader_works_and_both_converge() {
         1,
         "one replica leads: {busy:?}"
     );
+}
+
+/// Whether `s` runs the controllers (only the leader has their queues).
+async fn leads(s: &Server) -> bool {
+    e2e::http_get(s.addr(), "/metrics")
+        .await
+        .is_ok_and(|m| series(&m, "workqueue_adds_total", "namespace").is_some())
+}
+
+#[tokio::test]
+async fn a_new_leader_finishes_a_deletion_the_old_one_started() {
+    let etcd = TestEtcd::shared().await;
+    let prefix = unique_prefix();
+    let a = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    let b = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    a.kubectl_ok(&["create", "namespace", "handover"]);
+    a.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  namespace: handover\n  finalizers: [example.com/hold]\n",
+    );
+    for i in 0..20 {
+        a.kubectl_ok(&["create", "configmap", &format!("c{i}"), "-n", "handover"]);
+    }
+    a.kubectl_ok(&["delete", "namespace", "handover", "--wait=false"]);
+    eventually("the deletion to be under way", SETTLE, || {
+        let ns = a.get_json(&["namespace", "handover"]);
+        ns["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "NamespaceFinalizersRemaining" && c["status"] == "True")
+            .then_some(())
+    })
+    .await;
+    // Stop the leader mid-work; the other replica takes over.
+    let (mut leader, survivor) = if leads(&a).await { (a, b) } else { (b, a) };
+    leader.kill();
+    survivor.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "keep",
+        "-n",
+        "handover",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    // The lease (15s) must lapse before the survivor leads.
+    eventually(
+        "the survivor to finish the deletion",
+        Duration::from_secs(60),
+        || gone(&survivor, &["get", "namespace", "handover"]).then_some(()),
+    )
+    .await;
+    assert!(items_in(&survivor, "configmaps", "handover").is_empty());
+    assert!(leads(&survivor).await);
 }
