@@ -14,6 +14,7 @@ pub mod bootstrap;
 pub mod compaction;
 pub mod componentstatus;
 pub mod config;
+pub mod controllers;
 pub mod conversion;
 pub mod crd;
 pub mod discovery;
@@ -269,6 +270,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
             state.authenticator = Some(Arc::clone(&s.authenticator));
             state.anonymous_auth = cfg.anonymous_auth;
             state.service_accounts = Some(Arc::clone(&s.service_accounts));
+            state.root_ca = s.ca_pem.clone();
             if let Some(k) = &s.admin_kubeconfig {
                 tracing::info!(kubeconfig = %k.display(), "wrote the admin kubeconfig");
             }
@@ -297,6 +299,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
+    let controllers = controllers::start_all(&state, Some(leadership.subscribe()));
     tracing::info!(listen = %cfg.listen, "serving");
     let app = server::router(Arc::clone(&state));
     let secure = secure.map(|(l, tls)| (l, tls, server::secure_router(Arc::clone(&state))));
@@ -305,6 +308,9 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         c.abort();
     }
     crds.abort();
+    for c in controllers {
+        c.abort();
+    }
     // Hand leadership over at once rather than after the lease's TTL (but
     // never hold the exit up for an unreachable etcd).
     let _ = tokio::time::timeout(Duration::from_secs(2), leadership.resign()).await;

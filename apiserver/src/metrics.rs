@@ -164,6 +164,14 @@ fn wants_watch(query: Option<&str>) -> bool {
     })
 }
 
+/// One controller's work queue metrics.
+#[derive(Clone)]
+pub struct QueueMetrics {
+    pub depth: IntGauge,
+    pub adds: IntCounter,
+    pub retries: IntCounter,
+}
+
 /// The server's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -185,6 +193,9 @@ pub struct Metrics {
     etcd: EtcdRequestMetrics,
     audit_events: IntCounter,
     audit_errors: IntCounterVec,
+    workqueue_depth: IntGaugeVec,
+    workqueue_adds: IntCounterVec,
+    workqueue_retries: IntCounterVec,
     /// Serializes scrape-time counter updates (never held across `.await`).
     refresh: std::sync::Mutex<()>,
 }
@@ -356,9 +367,37 @@ impl Metrics {
                 "Counter of audit events that failed to be audited properly (plugin: \"buffered\" for a full queue, \"log\" for write errors).",
                 &["plugin"],
             )?,
+            workqueue_depth: gauge_vec(
+                &r,
+                "workqueue_depth",
+                "Keys waiting in a controller's work queue.",
+                &["name"],
+            )?,
+            workqueue_adds: counter_vec(
+                &r,
+                "workqueue_adds_total",
+                "Keys added to a controller's work queue.",
+                &["name"],
+            )?,
+            workqueue_retries: counter_vec(
+                &r,
+                "workqueue_retries_total",
+                "Keys a controller's work queue took back for a rate-limited retry.",
+                &["name"],
+            )?,
             registry: r,
             refresh: std::sync::Mutex::new(()),
         })
+    }
+
+    /// The work queue metrics of the controller `name` (kube's
+    /// `workqueue_*` with label `name`).
+    pub fn queue(&self, name: &str) -> QueueMetrics {
+        QueueMetrics {
+            depth: self.workqueue_depth.with_label_values(&[name]),
+            adds: self.workqueue_adds.with_label_values(&[name]),
+            retries: self.workqueue_retries.with_label_values(&[name]),
+        }
     }
 
     /// Counts the events one watch response sends (kube's labels: the

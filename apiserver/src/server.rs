@@ -62,6 +62,10 @@ pub struct AppState {
     /// The etcd members this server talks to (`componentstatuses` probes
     /// each one).
     pub etcd_endpoints: Vec<String>,
+    /// The cluster CA (PEM) that in-cluster clients verify this server
+    /// with, when the server made its own (published in every namespace
+    /// as `kube-root-ca.crt`).
+    pub root_ca: Option<String>,
 }
 
 impl AppState {
@@ -96,6 +100,7 @@ impl AppState {
             services: Default::default(),
             event_ttl: Default::default(),
             etcd_endpoints: Vec::new(),
+            root_ca: None,
         }
     }
 

@@ -17,6 +17,9 @@ pub struct Secure {
     pub service_accounts: Arc<ServiceAccounts>,
     /// `data_dir/admin.kubeconfig`, when the server made its own CA.
     pub admin_kubeconfig: Option<PathBuf>,
+    /// The CA (PEM) that issued the serving certificate, when the server
+    /// made it.
+    pub ca_pem: Option<String>,
 }
 
 /// The names the generated serving certificate is for.
@@ -69,6 +72,7 @@ pub fn setup(
     };
     let tls = Arc::new(tls::server_config(chain, key, &client_ca)?);
 
+    let mut ca_pem = None;
     let admin_kubeconfig = match &generated {
         Some(g) => {
             let host = if addr.ip().is_unspecified() || addr.ip().is_loopback() {
@@ -83,6 +87,7 @@ pub fn setup(
             };
             let ca = std::fs::read_to_string(&g.ca_cert)
                 .map_err(|e| format!("{}: {e}", g.ca_cert.display()))?;
+            ca_pem = Some(ca.clone());
             Some(pki::write_admin_kubeconfig(
                 &cfg.data_dir,
                 &ca,
@@ -109,6 +114,7 @@ pub fn setup(
         authenticator: Arc::new(Union(chain)),
         service_accounts,
         admin_kubeconfig,
+        ca_pem,
     })
 }
 

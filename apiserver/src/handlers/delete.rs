@@ -12,7 +12,6 @@ use apimachinery::Status;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
-use std::sync::Arc;
 use watchcache::{ListOptions, Object, StorageError};
 
 const MAX_RETRIES: usize = 16;
@@ -114,12 +113,9 @@ async fn delete_one(
     if params.dry_run {
         return Ok(Outcome::Pending(v));
     }
+    // A namespace's content is deleted by the namespace controller
+    // (`controllers::namespace`), which then finalizes it.
     let updated = scope.state.store.update(key, &v, current.revision).await?;
-    if is_namespace(scope) {
-        let state = Arc::clone(&scope.state);
-        let name = object::meta_str(&v, "name").unwrap_or("").to_string();
-        tokio::spawn(write::namespace_finalizer(state, name));
-    }
     Ok(Outcome::Pending((*updated.value).clone()))
 }
 

@@ -16,7 +16,7 @@ pub mod review;
 mod scale;
 mod update;
 mod watch;
-mod write;
+pub mod write;
 
 use crate::error::{status_response, ApiError, Result};
 use crate::registry::{Resource, Subresource};
@@ -32,8 +32,6 @@ use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-
-pub use write::namespace_finalizer;
 
 /// Responds with one object, in the request's version (a custom resource
 /// stored in another version is converted first).

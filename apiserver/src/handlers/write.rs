@@ -20,7 +20,6 @@ use apimachinery::Status;
 use axum::http::header;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 use watchcache::{Object, StorageError};
 
 /// How many times an unconditional read-modify-write retries on conflict.
@@ -518,7 +517,9 @@ where
                 created: false,
             });
         }
-        let finalized = object::is_deleting(&new) && object::finalizers(&new).is_empty();
+        let finalized = object::is_deleting(&new)
+            && object::finalizers(&new).is_empty()
+            && !holds_namespace_finalizers(scope, &new);
         let result = if finalized {
             // The last finalizer is gone: the object goes.
             scope
@@ -574,6 +575,14 @@ where
         Status::CONFLICT_MODIFIED,
     )
     .into())
+}
+
+/// A namespace being deleted also waits on `spec.finalizers` (the
+/// namespace controller's `kubernetes` first of all).
+fn holds_namespace_finalizers(scope: &Scope, ns: &Value) -> bool {
+    scope.res.group.is_empty()
+        && scope.res.plural == "namespaces"
+        && !object::strings(ns.pointer("/spec/finalizers")).is_empty()
 }
 
 fn new_with_rv(v: &Value, rv: i64) -> Value {
@@ -721,122 +730,6 @@ async fn store_new(
 pub async fn after_delete(state: &AppState, res: &Resource, obj: &Value) {
     if let Some(hooks) = res.hooks {
         (hooks.after_delete)(state, obj).await;
-    }
-}
-
-/// Deletes everything in a terminating namespace, then the namespace itself.
-/// Runs in the background after a namespace delete; objects that carry
-/// finalizers are marked for deletion and waited for.
-pub async fn namespace_finalizer(state: Arc<AppState>, ns: String) {
-    let Some(namespaces) = state.registry.lookup("", "v1", "namespaces") else {
-        return;
-    };
-    let mut delay = Duration::from_millis(100);
-    for _ in 0..600 {
-        match drain_namespace(&state, &ns).await {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(namespace = %ns, error = %e, "namespace cleanup failed; retrying")
-            }
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
-    // Drop the namespace's spec finalizer, then the object if nothing else
-    // holds it.
-    let key = state.key(namespaces, None, &ns);
-    for _ in 0..MAX_CONFLICT_RETRIES {
-        let current = match state.store.get(&key, Freshness::MostRecent).await {
-            Ok(Some(c)) => c,
-            _ => return,
-        };
-        let mut v = (*current.value).clone();
-        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.insert("finalizers".into(), Value::Array(vec![]));
-        }
-        let r = if object::finalizers(&v).is_empty() {
-            state
-                .store
-                .delete(&key, Some(current.revision))
-                .await
-                .map(|_| ())
-        } else {
-            state
-                .store
-                .update(&key, &v, current.revision)
-                .await
-                .map(|_| ())
-        };
-        match r {
-            Ok(()) => return,
-            Err(StorageError::Conflict { .. }) => continue,
-            Err(e) => {
-                tracing::warn!(namespace = %ns, error = %e, "cannot finalize namespace");
-                return;
-            }
-        }
-    }
-}
-
-/// One pass over every namespaced resource; true when nothing is left.
-async fn drain_namespace(state: &Arc<AppState>, ns: &str) -> Result<bool, StorageError> {
-    let mut empty = true;
-    for res in state
-        .registry
-        .all()
-        .iter()
-        .filter(|r| r.namespaced && r.virtual_create.is_none())
-    {
-        let prefix = state.collection_prefix(res, Some(ns));
-        let opts = watchcache::ListOptions {
-            freshness: Freshness::MostRecent,
-            limit: None,
-            continue_from: None,
-            predicate: Default::default(),
-        };
-        let list = state.store.list(&prefix, &opts).await?;
-        for item in list.items {
-            empty = false;
-            delete_or_mark(state, res, &item).await?;
-        }
-    }
-    Ok(empty)
-}
-
-async fn delete_or_mark(
-    state: &Arc<AppState>,
-    res: &'static Resource,
-    item: &Object,
-) -> Result<(), StorageError> {
-    let ns = object::meta_str(&item.value, "namespace");
-    let name = object::meta_str(&item.value, "name").unwrap_or("");
-    let key = state.key(res, ns, name);
-    let r = if object::finalizers(&item.value).is_empty() {
-        match state.store.delete(&key, Some(item.revision)).await {
-            Ok(gone) => {
-                after_delete(state, res, &gone.value).await;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    } else if !object::is_deleting(&item.value) {
-        let mut v = (*item.value).clone();
-        let m = object::meta_mut(&mut v);
-        m.insert("deletionTimestamp".into(), Value::String(object::now()));
-        m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-        m.remove("resourceVersion");
-        state
-            .store
-            .update(&key, &v, item.revision)
-            .await
-            .map(|_| ())
-    } else {
-        Ok(())
-    };
-    match r {
-        Ok(()) | Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => Ok(()),
-        Err(e) => Err(e),
     }
 }
 

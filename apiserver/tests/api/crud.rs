@@ -282,11 +282,31 @@ async fn create_in_a_missing_namespace_is_not_found() {
     );
 }
 
+/// The namespace controller on `api`'s state (as `run` starts it); it
+/// stops when the handle is dropped.
+fn namespace_controller(api: &Api) -> AbortOnDrop {
+    let c = apiserver::controllers::namespace::controller(&api.state);
+    AbortOnDrop(apiserver::controllers::start(
+        std::sync::Arc::clone(&api.state),
+        None,
+        c,
+    ))
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A namespace held in Terminating by an object with a finalizer refuses new
 /// content with 403; once the finalizer goes, the namespace goes.
 #[tokio::test]
 async fn terminating_namespace_refuses_new_content() {
     let api = Api::new("terminating").await;
+    let _controller = namespace_controller(&api);
     let ns = api.namespace("closing").await;
     let coll = format!("/api/v1/namespaces/{ns}/configmaps");
     let mut held = configmap("held", &[]);
@@ -352,6 +372,7 @@ async fn terminating_namespace_refuses_new_content() {
 #[tokio::test]
 async fn namespace_delete_removes_its_content_then_itself() {
     let api = Api::new("nsdelete").await;
+    let _controller = namespace_controller(&api);
     let ns = api.namespace("doomed").await;
     let coll = format!("/api/v1/namespaces/{ns}/configmaps");
     api.create(&coll, &configmap("a", &[])).await;

@@ -1,0 +1,200 @@
+//! The server's own control loops (kube-controller-manager's, for a control
+//! plane without nodes), on one shape:
+//!
+//! - **Leader-gated.** A controller runs only on the elected replica; when
+//!   this replica loses the lease, its run (watches, queue, workers) is
+//!   dropped, and when it wins again it starts over.
+//! - **Fed by the store's watch.** Each [`Source`] is a watch on one
+//!   collection through `state.store` (the watch cache when it is on), with
+//!   initial events: opening it is the full resync, served from the cache
+//!   rather than a LIST of etcd per controller. An event's object maps to a
+//!   queue key (`key_of`), usually a namespace name.
+//! - **Level-triggered.** A key says only "look here"; `reconcile` reads the
+//!   current state and converges it, so a resync, a restart or a change of
+//!   leader mid-work simply redoes what is left.
+//! - **A bounded, deduplicated work queue** ([`queue::WorkQueue`]) with
+//!   per-key exponential back-off on failure and `requeue after` for work
+//!   that waits on others (finalizers), and kube's `workqueue_depth`,
+//!   `workqueue_adds_total`, `workqueue_retries_total` metrics (label
+//!   `name`).
+//!
+//! The controllers: [`namespace`] (namespace deletion), and
+//! [`serviceaccount`] (the `default` ServiceAccount and the
+//! `kube-root-ca.crt` ConfigMap of every namespace). Loops that follow
+//! several kinds (a garbage collector's graph) fit the same shape: one
+//! source per collection, the registry read at resync.
+
+pub mod namespace;
+pub mod queue;
+pub mod serviceaccount;
+
+use crate::server::AppState;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use queue::{Backoff, WorkQueue};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use watchcache::{EventType, WatchOptions};
+
+/// One collection a controller follows.
+pub struct Source {
+    /// The store key prefix of the collection (`state.collection_prefix`).
+    pub prefix: String,
+    /// The queue key an object of the collection stands for (`None`: not
+    /// of interest).
+    pub key_of: fn(&Value) -> Option<String>,
+}
+
+/// What a successful reconcile asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Converged (until the next event).
+    Done,
+    /// Look again after this long (waiting on someone else's work, which
+    /// the controller's sources do not follow).
+    After(Duration),
+}
+
+pub type Reconcile =
+    Arc<dyn Fn(Arc<AppState>, String) -> BoxFuture<'static, Result<Next, String>> + Send + Sync>;
+
+/// A controller: its name (the metrics' label), what it follows, and what
+/// it does with one key.
+pub struct Controller {
+    pub name: &'static str,
+    pub sources: Vec<Source>,
+    pub reconcile: Reconcile,
+    pub workers: usize,
+    pub capacity: usize,
+    pub backoff: Backoff,
+}
+
+/// Starts every controller of this server on `state`; `leader` tells
+/// whether this replica leads (`None`: it always does).
+pub fn start_all(
+    state: &Arc<AppState>,
+    leader: Option<watch::Receiver<bool>>,
+) -> Vec<tokio::task::AbortHandle> {
+    let mut all = vec![namespace::controller(state)];
+    all.extend(serviceaccount::controllers(state));
+    all.into_iter()
+        .map(|c| start(Arc::clone(state), leader.clone(), c))
+        .collect()
+}
+
+/// Runs `c` whenever this replica leads.
+pub fn start(
+    state: Arc<AppState>,
+    leader: Option<watch::Receiver<bool>>,
+    c: Controller,
+) -> tokio::task::AbortHandle {
+    tokio::spawn(run(state, leader, Arc::new(c))).abort_handle()
+}
+
+async fn run(state: Arc<AppState>, leader: Option<watch::Receiver<bool>>, c: Arc<Controller>) {
+    // Without an election this replica always leads (the sender lives as
+    // long as the loop).
+    let (_always, always) = watch::channel(true);
+    let mut leader = leader.unwrap_or(always);
+    loop {
+        if leader.wait_for(|l| *l).await.is_err() {
+            // The election is gone (shutdown): do nothing more.
+            return;
+        }
+        tracing::info!(controller = c.name, "leading: controller starts");
+        tokio::select! {
+            () = lead(&state, &c) => {}
+            r = leader.wait_for(|l| !*l) => {
+                if r.is_err() {
+                    return;
+                }
+                tracing::info!(controller = c.name, "no longer leading: controller stops");
+            }
+        }
+    }
+}
+
+/// One term as leader: the sources feed a fresh queue, the workers drain
+/// it. Never ends by itself.
+async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
+    let metrics = state.metrics.as_ref().map(|m| m.queue(c.name));
+    let queue = Arc::new(WorkQueue::new(c.capacity, c.backoff, metrics));
+    let feeds = futures_util::future::join_all(
+        c.sources
+            .iter()
+            .map(|s| feed(state, c.name, s, Arc::clone(&queue))),
+    );
+    let workers = futures_util::future::join_all(
+        (0..c.workers.max(1)).map(|_| work(state, c, Arc::clone(&queue))),
+    );
+    futures_util::future::join(feeds, workers).await;
+}
+
+/// Follows one source forever: every object seen (the initial snapshot,
+/// then each change) queues its key. A broken watch is re-opened, which
+/// resyncs.
+async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<WorkQueue>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let opts = WatchOptions {
+            initial_events: true,
+            ..WatchOptions::default()
+        };
+        match state.store.watch(&source.prefix, opts).await {
+            Ok(mut stream) => {
+                while let Some(ev) = stream.next().await {
+                    match ev {
+                        Ok(ev) if ev.kind == EventType::Bookmark => {}
+                        Ok(ev) => {
+                            delay = Duration::from_millis(100);
+                            if let Some(key) = (source.key_of)(&ev.object.value) {
+                                queue.add(&key).await;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(controller = name, error = %e, "watch failed; resyncing");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(controller = name, error = %e, "cannot watch; retrying");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn work(state: &Arc<AppState>, c: &Arc<Controller>, queue: Arc<WorkQueue>) {
+    loop {
+        let key = queue.get().await;
+        // A panic in one reconcile is a failure of that key, not the end
+        // of the controller.
+        let run = std::panic::AssertUnwindSafe((c.reconcile)(Arc::clone(state), key.clone()));
+        let result = run
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err("reconcile panicked".into()));
+        match result {
+            Ok(Next::Done) => queue.forget(&key),
+            Ok(Next::After(d)) => {
+                queue.forget(&key);
+                queue.add_after(&key, d);
+            }
+            Err(e) => {
+                tracing::warn!(controller = c.name, key = %key, error = %e, "reconcile failed; retrying");
+                queue.add_rate_limited(&key);
+            }
+        }
+        queue.done(&key);
+    }
+}
+
+/// The name of an object.
+pub fn name_key(v: &Value) -> Option<String> {
+    crate::object::name(v).map(str::to_string)
+}
