@@ -413,9 +413,13 @@ impl Metrics {
     /// The observer that records the etcd requests of a store whose keys
     /// live under `prefix`, labelled with the resource each key belongs to.
     pub fn etcd_observer(&self, resources: &Resources, prefix: &str) -> EtcdMetrics {
+        // Rows sharing storage (versions of one kind, events.k8s.io Events
+        // in core's) are labelled by the first, the storage row.
+        let mut seen = std::collections::HashSet::new();
         let segments = resources
             .all()
             .iter()
+            .filter(|r| seen.insert(r.storage_segment()))
             .map(|r| {
                 (
                     r.storage_segment(),
@@ -799,10 +803,13 @@ mod tests {
             ("apps", "deployments")
         );
         assert_eq!(of("/registry/events/ns/e"), ("", "events"));
+        // Rows sharing storage count once, as the storage row: the two
+        // HPA versions, and events.k8s.io Events (stored with core's).
         assert_eq!(
-            of("/registry/events.k8s.io/events/ns/e"),
-            ("events.k8s.io", "events")
+            of("/registry/autoscaling/horizontalpodautoscalers/ns/h"),
+            ("autoscaling", "horizontalpodautoscalers")
         );
+        assert_eq!(of("/registry/events.k8s.io/events/ns/e"), ("", ""));
         // The whole prefix, coordination keys, probes: no resource.
         assert_eq!(of("/registry/"), ("", ""));
         assert_eq!(of("/registry/compact_rev_key"), ("", ""));

@@ -272,11 +272,17 @@ impl Resource {
     /// The etcd key segment of this resource under the storage prefix:
     /// `pods` for the core group, `apps/deployments` otherwise, so kinds of
     /// the same plural in different groups never share keys.
+    /// A kind stored in another group's version (events.k8s.io Events,
+    /// stored as core/v1 Events) is stored under that group's segment.
     pub fn storage_segment(&self) -> String {
-        if self.group.is_empty() {
+        let group = match self.conversion {
+            Some(c) => c.storage_version.rsplit_once('/').map_or("", |(g, _)| g),
+            None => self.group,
+        };
+        if group.is_empty() {
             self.plural.to_string()
         } else {
-            format!("{}/{}", self.group, self.plural)
+            format!("{group}/{}", self.plural)
         }
     }
 
@@ -531,6 +537,7 @@ pub static RESOURCES: &[Resource] = &[
         name_rule: NameRule::PathSegment,
         rules: &kinds::core::event::RULES,
         ttl_lease: true,
+        conversion: Some(&kinds::events::EVENT_CONVERSION),
         ..res("", "v1", "Event", "events", "event", true)
     },
     Resource {
@@ -748,6 +755,7 @@ pub static RESOURCES: &[Resource] = &[
         short_names: &["ev"],
         rules: &kinds::events::EVENT,
         ttl_lease: true,
+        conversion: Some(&kinds::events::EVENT_CONVERSION),
         ..res("events.k8s.io", "v1", "Event", "events", "event", true)
     },
     // policy/v1
@@ -1476,6 +1484,9 @@ mod tests {
             .unwrap();
         assert_eq!(v1.storage_segment(), "autoscaling/horizontalpodautoscalers");
         assert!(v1.converts() && v1.has_status());
+        // events.k8s.io Events live with core Events, as in kube.
+        let ev = reg.lookup("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(ev.storage_segment(), "events");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::kinds::core::event::{self as core_event, Fields};
 use crate::kinds::print::{column, Column, NAME};
-use crate::kinds::KindRules;
+use crate::kinds::{Conversion, KindRules};
 use crate::validation as v;
 use crate::StatusCause;
 
@@ -15,6 +15,51 @@ pub static EVENT: KindRules = KindRules {
     columns: COLUMNS,
     ..KindRules::NONE
 };
+
+/// One Event, two APIs: core/v1 and events.k8s.io/v1 Events are stored
+/// once, as core/v1 (kube's `/registry/events`), and renamed on the way
+/// (kube's `pkg/apis/events/v1` conversion): what one writes, the other
+/// reads.
+pub static EVENT_CONVERSION: Conversion = Conversion {
+    storage_version: "v1",
+    convert,
+};
+
+/// events.k8s.io/v1 field names against core/v1's; the other fields
+/// (metadata, eventTime, series, action, reason, related, type,
+/// reportingInstance) are the same in both.
+const RENAMED: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("reportingController", "reportingComponent"),
+];
+
+/// `obj` in `to` (`v1` or `events.k8s.io/v1`), keys renamed in place so
+/// the order of the others holds.
+fn convert(obj: &Value, to: &str) -> Value {
+    let to_core = to == "v1";
+    let Value::Object(m) = obj else {
+        return obj.clone();
+    };
+    let rename = |k: &str| {
+        RENAMED
+            .iter()
+            .find(|(new, old)| if to_core { *new == k } else { *old == k })
+            .map(|(new, old)| if to_core { *old } else { *new })
+    };
+    let out = m
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "apiVersion" => (k.clone(), Value::String(to.to_string())),
+            other => (rename(other).unwrap_or(other).to_string(), v.clone()),
+        })
+        .collect();
+    Value::Object(out)
+}
 
 const FIELDS: Fields = Fields {
     involved: "regarding",
@@ -109,6 +154,33 @@ mod tests {
     use super::*;
     use crate::kinds::print::PrintContext;
     use serde_json::json;
+
+    #[test]
+    fn core_and_events_api_round_trip() {
+        let new = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default"},
+            "eventTime": "2026-11-24T10:00:00.000000Z",
+            "regarding": {"kind": "Pod", "name": "web"}, "note": "pulled",
+            "reason": "Pulled", "action": "Pull", "type": "Normal",
+            "reportingController": "kubelet", "reportingInstance": "n1",
+            "deprecatedCount": 2, "deprecatedSource": {"component": "kubelet"},
+            "series": {"count": 3, "lastObservedTime": "2026-11-24T10:01:00.000000Z"}});
+        let core = convert(&new, "v1");
+        assert_eq!(
+            core,
+            json!({"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "e", "namespace": "default"},
+                "eventTime": "2026-11-24T10:00:00.000000Z",
+                "involvedObject": {"kind": "Pod", "name": "web"}, "message": "pulled",
+                "reason": "Pulled", "action": "Pull", "type": "Normal",
+                "reportingComponent": "kubelet", "reportingInstance": "n1",
+                "count": 2, "source": {"component": "kubelet"},
+                "series": {"count": 3, "lastObservedTime": "2026-11-24T10:01:00.000000Z"}})
+        );
+        let keys: Vec<&String> = core.as_object().unwrap().keys().collect();
+        assert_eq!(keys[4], "involvedObject", "renamed in place");
+        assert_eq!(convert(&core, "events.k8s.io/v1"), new);
+    }
 
     #[test]
     fn strict_rules_and_columns() {
