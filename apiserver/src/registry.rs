@@ -339,6 +339,26 @@ const EVENT_FIELDS: &[FieldAttr] = &[
     attr("type", "/type", ""),
 ];
 
+/// events.k8s.io/v1 Events' field selectors (kube's mapping onto the
+/// stored core Event's fields).
+const EVENTS_API_FIELDS: &[FieldAttr] = &[
+    attr("regarding.kind", "/involvedObject/kind", ""),
+    attr("regarding.namespace", "/involvedObject/namespace", ""),
+    attr("regarding.name", "/involvedObject/name", ""),
+    attr("regarding.uid", "/involvedObject/uid", ""),
+    attr("regarding.apiVersion", "/involvedObject/apiVersion", ""),
+    attr(
+        "regarding.resourceVersion",
+        "/involvedObject/resourceVersion",
+        "",
+    ),
+    attr("regarding.fieldPath", "/involvedObject/fieldPath", ""),
+    attr("reason", "/reason", ""),
+    attr("reportingController", "/reportingComponent", ""),
+    attr("source", "/source/component", ""),
+    attr("type", "/type", ""),
+];
+
 const NODE_FIELDS: &[FieldAttr] = &[attr("spec.unschedulable", "/spec/unschedulable", "false")];
 const NAMESPACE_FIELDS: &[FieldAttr] = &[attr("status.phase", "/status/phase", "")];
 const REPLICAS_FIELDS: &[FieldAttr] = &[attr("status.replicas", "/status/replicas", "0")];
@@ -753,6 +773,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         create_on_update: true,
         short_names: &["ev"],
+        field_attrs: EVENTS_API_FIELDS,
         rules: &kinds::events::EVENT,
         ttl_lease: true,
         conversion: Some(&kinds::events::EVENT_CONVERSION),

@@ -100,6 +100,30 @@ async fn events_written_in_one_api_are_read_in_the_other() {
         .map(|i| i["note"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(notes, ["Pulled image nginx", "Started container"], "{list}");
+    // The new API's field selectors name its own fields.
+    let r = s
+        .http(
+            "GET",
+            "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=reportingController%3Dexample.com%2Fkubelet,regarding.name%3Dweb",
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(r.status, 200, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["items"][0]["metadata"]["name"], "web.1");
+    let r = s
+        .http(
+            "GET",
+            "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dweb",
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
     let core_list = s.get_json(&["events"]);
     assert_eq!(core_list["items"].as_array().unwrap().len(), 2);
 }
