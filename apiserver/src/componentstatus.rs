@@ -24,11 +24,22 @@ pub static COMPONENT_STATUSES: Computed = Computed {
     warning: Some("v1 ComponentStatus is deprecated in v1.19+"),
 };
 
-fn status(name: String, result: Result<(), String>) -> Value {
-    let condition = match result {
-        Ok(()) => json!({"type": "Healthy", "status": "True", "message": "ok"}),
-        Err(e) => json!({"type": "Healthy", "status": "False", "error": e}),
-    };
+/// A ComponentStatus: its `Healthy` condition from a probe's outcome
+/// (healthy or not, with a message), or from why it could not probe.
+fn status(name: String, outcome: Result<(bool, String), String>) -> Value {
+    let mut condition = json!({"type": "Healthy"});
+    match outcome {
+        Ok((healthy, message)) => {
+            condition["status"] = json!(if healthy { "True" } else { "False" });
+            if !message.is_empty() {
+                condition["message"] = json!(message);
+            }
+        }
+        Err(e) => {
+            condition["status"] = json!("False");
+            condition["error"] = json!(e);
+        }
+    }
     json!({
         "kind": "ComponentStatus",
         "apiVersion": "v1",
@@ -181,35 +192,15 @@ async fn statuses(state: &AppState) -> Vec<Value> {
     let components = join_all(COMPONENTS.iter().map(|(_, port)| healthz(*port)));
     let members = join_all(state.etcd_endpoints.iter().map(|ep| probe(ep)));
     let (components, members) = tokio::join!(components, members);
-    let mut out: Vec<Value> = COMPONENTS
+    let components = COMPONENTS
         .iter()
         .zip(components)
-        .map(|((name, _), r)| match r {
-            Ok((true, body)) => with_message(status(name.to_string(), Ok(())), body),
-            Ok((false, why)) => with_message(
-                json!({"kind": "ComponentStatus", "apiVersion": "v1",
-                       "metadata": {"name": name},
-                       "conditions": [{"type": "Healthy", "status": "False"}]}),
-                why,
-            ),
-            Err(e) => status(name.to_string(), Err(e)),
-        })
-        .collect();
-    out.extend(
-        members
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| status(format!("etcd-{i}"), r)),
-    );
-    out
-}
-
-/// A healthy status whose message is what the component answered.
-fn with_message(mut v: Value, message: String) -> Value {
-    if let Some(c) = v.pointer_mut("/conditions/0") {
-        c["message"] = Value::String(message);
-    }
-    v
+        .map(|((name, _), r)| status(name.to_string(), r));
+    let members = members.into_iter().enumerate().map(|(i, r)| {
+        let ok = r.map(|()| (true, "ok".to_string()));
+        status(format!("etcd-{i}"), ok)
+    });
+    components.chain(members).collect()
 }
 
 #[cfg(test)]

@@ -36,7 +36,44 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use watchcache::{EventType, WatchOptions};
+use watchcache::{EventType, Object, StorageError, WatchOptions};
+
+/// What a clean-up did to one listed object.
+pub enum Removed {
+    /// Deleted from storage: the object as it was.
+    Gone(Object),
+    /// It has finalizers: now marked deleting (or it already was), for
+    /// their owners to finish.
+    Finalizing,
+}
+
+/// Deletes one listed object the way a clean-up does (a namespace's
+/// content, a CRD's custom resources): at once when it has no finalizers,
+/// else by setting its deletionTimestamp once, as a DELETE would. Both are
+/// preconditioned on the listed revision, so a change meanwhile is a
+/// `Conflict` for the next round to see.
+pub async fn remove(state: &AppState, key: &str, item: &Object) -> Result<Removed, StorageError> {
+    let v = item.value.as_ref();
+    if crate::object::finalizers(v).is_empty() {
+        return state
+            .store
+            .delete(key, Some(item.revision))
+            .await
+            .map(Removed::Gone);
+    }
+    if !crate::object::is_deleting(v) {
+        let mut marked = v.clone();
+        let m = crate::object::meta_mut(&mut marked);
+        m.insert(
+            "deletionTimestamp".into(),
+            Value::String(crate::object::now()),
+        );
+        m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+        m.remove("resourceVersion");
+        state.store.update(key, &marked, item.revision).await?;
+    }
+    Ok(Removed::Finalizing)
+}
 
 /// One collection a controller follows.
 pub struct Source {

@@ -206,27 +206,13 @@ pub async fn delete_content(state: &Arc<AppState>, ns: &str) -> Round {
             let name = object::meta_str(v, "name").unwrap_or("");
             let key = state.key(res, Some(ns), name);
             let fins = object::finalizers(v);
-            let r = if fins.is_empty() {
-                match state.store.delete(&key, Some(item.revision)).await {
-                    Ok(gone) => {
-                        after_delete(state, res, &gone.value).await;
-                        continue;
-                    }
-                    Err(e) => Err(e),
+            let r = match super::remove(state, &key, item).await {
+                Ok(super::Removed::Gone(gone)) => {
+                    after_delete(state, res, &gone.value).await;
+                    continue;
                 }
-            } else if object::is_deleting(v) {
-                Ok(())
-            } else {
-                let mut marked = v.clone();
-                let m = object::meta_mut(&mut marked);
-                m.insert("deletionTimestamp".into(), Value::String(object::now()));
-                m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-                m.remove("resourceVersion");
-                state
-                    .store
-                    .update(&key, &marked, item.revision)
-                    .await
-                    .map(drop)
+                Ok(super::Removed::Finalizing) => Ok(()),
+                Err(e) => Err(e),
             };
             match r {
                 Ok(()) => {

@@ -341,26 +341,9 @@ async fn cleanup(
             Some(ns) if !ns.is_empty() => format!("{prefix}{ns}/{}", name_of(v)),
             _ => format!("{prefix}{}", name_of(v)),
         };
-        let r = if object::finalizers(v).is_empty() {
-            state
-                .store
-                .delete(&key, Some(item.revision))
-                .await
-                .map(drop)
-        } else if object::is_deleting(v) {
-            Ok(())
-        } else {
-            let mut marked = v.clone();
-            let m = object::meta_mut(&mut marked);
-            m.insert("deletionTimestamp".into(), Value::String(object::now()));
-            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-            m.remove("resourceVersion");
-            state
-                .store
-                .update(&key, &marked, item.revision)
-                .await
-                .map(drop)
-        };
+        let r = crate::controllers::remove(state, &key, item)
+            .await
+            .map(drop);
         match r {
             Ok(()) | Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
             Err(e) => return Err(e),
