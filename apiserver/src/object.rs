@@ -16,6 +16,14 @@ const SUFFIX_LEN: usize = 5;
 const MAX_GENERATE_NAME_PREFIX: usize = 63 - SUFFIX_LEN;
 
 /// The current time as metav1.Time serializes it (RFC 3339, seconds, UTC).
+/// The finalizer of an object whose dependents lose their reference to it
+/// before it goes (orphan propagation).
+pub const FINALIZER_ORPHAN: &str = "orphan";
+
+/// The finalizer of an object that waits for its blocking dependents to be
+/// deleted (foreground propagation).
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+
 pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }

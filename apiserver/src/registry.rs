@@ -178,6 +178,23 @@ pub struct Resource {
     /// the conversion between them (`crate::conversion`). Every row of the
     /// kind names the same one and shares the storage segment.
     pub conversion: Option<&'static apimachinery::kinds::Conversion>,
+    /// What a DELETE that names no propagation policy does to the
+    /// object's dependents (kube's `DefaultGarbageCollectionPolicy`).
+    pub gc_policy: GcPolicy,
+}
+
+/// A kind's default propagation of deletes to its dependents (kube's
+/// `rest.GarbageCollectionPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcPolicy {
+    /// Dependents are collected once the owner is gone (most kinds).
+    Background,
+    /// Dependents lose their reference and stay: kube keeps this default
+    /// for `v1` ReplicationControllers and `batch/v1` Jobs, for backward
+    /// compatibility.
+    Orphan,
+    /// Deletes never add the garbage collector's finalizers (Events).
+    Unsupported,
 }
 
 /// A kind's storage steps around a write (kube's `BeginCreate`,
@@ -421,6 +438,7 @@ const fn res(
         keep_status_on_create: false,
         custom: None,
         conversion: None,
+        gc_policy: GcPolicy::Background,
     }
 }
 
@@ -557,6 +575,7 @@ pub static RESOURCES: &[Resource] = &[
         name_rule: NameRule::PathSegment,
         rules: &kinds::core::event::RULES,
         ttl_lease: true,
+        gc_policy: GcPolicy::Unsupported,
         conversion: Some(&kinds::events::EVENT_CONVERSION),
         ..res("", "v1", "Event", "events", "event", true)
     },
@@ -606,6 +625,7 @@ pub static RESOURCES: &[Resource] = &[
         field_attrs: REPLICAS_FIELDS,
         generation: true,
         rules: &kinds::core::replicationcontroller::RULES,
+        gc_policy: GcPolicy::Orphan,
         ..res(
             "",
             "v1",
@@ -728,6 +748,7 @@ pub static RESOURCES: &[Resource] = &[
         immutable: &["/spec/selector", "/spec/template", "/spec/completions"],
         generation: true,
         rules: &kinds::batch::job::RULES,
+        gc_policy: GcPolicy::Orphan,
         ..res("batch", "v1", "Job", "jobs", "job", true)
     },
     Resource {
@@ -776,6 +797,7 @@ pub static RESOURCES: &[Resource] = &[
         field_attrs: EVENTS_API_FIELDS,
         rules: &kinds::events::EVENT,
         ttl_lease: true,
+        gc_policy: GcPolicy::Unsupported,
         conversion: Some(&kinds::events::EVENT_CONVERSION),
         ..res("events.k8s.io", "v1", "Event", "events", "event", true)
     },
@@ -1314,6 +1336,9 @@ struct Inner {
     /// Rows added at run time, in the order they were installed.
     dynamic: RwLock<Arc<Dynamic>>,
     generation: AtomicU64,
+    /// Carries the generation to those who follow changes
+    /// ([`Registry::changes`]).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -1361,6 +1386,7 @@ impl Registry {
                 builtin: RESOURCES,
                 dynamic: RwLock::new(Arc::new(Dynamic::default())),
                 generation: AtomicU64::new(0),
+                changed: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -1406,8 +1432,16 @@ impl Registry {
             index.entry((r.group, r.version, r.plural)).or_insert(*r);
         }
         *cur = Arc::new(Dynamic { rows, index });
-        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        let generation = self.inner.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        drop(cur);
+        self.inner.changed.send_replace(generation);
         true
+    }
+
+    /// Follows the rows: the receiver sees each new generation (loops that
+    /// work on every collection open the new ones).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.changed.subscribe()
     }
 
     /// The resource served at `group/version/plural`.

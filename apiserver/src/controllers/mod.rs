@@ -24,6 +24,8 @@
 //! several kinds (a garbage collector's graph) fit the same shape: one
 //! source per collection, the registry read at resync.
 
+pub mod events;
+pub mod garbagecollector;
 pub mod namespace;
 pub mod queue;
 pub mod serviceaccount;
@@ -97,11 +99,19 @@ pub enum Next {
 pub type Reconcile =
     Arc<dyn Fn(Arc<AppState>, String) -> BoxFuture<'static, Result<Next, String>> + Send + Sync>;
 
+/// A controller's own way of filling its queue, for one term as leader:
+/// gets the term's queue and runs until the term ends (the garbage
+/// collector follows every collection the registry serves, as it changes,
+/// and keeps its graph).
+pub type Feed = Arc<dyn Fn(Arc<AppState>, Arc<WorkQueue>) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// A controller: its name (the metrics' label), what it follows, and what
 /// it does with one key.
 pub struct Controller {
     pub name: &'static str,
     pub sources: Vec<Source>,
+    /// Fills the queue besides (or instead of) `sources`.
+    pub feed: Option<Feed>,
     pub reconcile: Reconcile,
     pub workers: usize,
     pub capacity: usize,
@@ -114,7 +124,10 @@ pub fn start_all(
     state: &Arc<AppState>,
     leader: Option<watch::Receiver<bool>>,
 ) -> Vec<tokio::task::AbortHandle> {
-    let mut all = vec![namespace::controller(state)];
+    let mut all = vec![
+        namespace::controller(state),
+        garbagecollector::controller(state),
+    ];
     all.extend(serviceaccount::controllers(state));
     all.into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
@@ -158,10 +171,22 @@ async fn run(state: Arc<AppState>, leader: Option<watch::Receiver<bool>>, c: Arc
 async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
     let metrics = state.metrics.as_ref().map(|m| m.queue(c.name));
     let queue = Arc::new(WorkQueue::new(c.capacity, c.backoff, metrics));
-    let feeds = futures_util::future::join_all(
-        c.sources
-            .iter()
-            .map(|s| feed(state, c.name, s, Arc::clone(&queue))),
+    let own = c
+        .feed
+        .as_ref()
+        .map(|f| f(Arc::clone(state), Arc::clone(&queue)));
+    let feeds = futures_util::future::join(
+        futures_util::future::join_all(
+            c.sources
+                .iter()
+                .map(|s| feed(state, c.name, s, Arc::clone(&queue))),
+        ),
+        async move {
+            match own {
+                Some(f) => f.await,
+                None => std::future::pending().await,
+            }
+        },
     );
     let workers = futures_util::future::join_all(
         (0..c.workers.max(1)).map(|_| work(state, c, Arc::clone(&queue))),

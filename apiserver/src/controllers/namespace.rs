@@ -47,6 +47,7 @@ pub fn controller(state: &AppState) -> Controller {
             prefix,
             key_of: name_key,
         }],
+        feed: None,
         reconcile: Arc::new(|state, key| reconcile(state, key).boxed()),
         workers: 4,
         capacity: 10_000,

@@ -601,6 +601,7 @@ fn build_rows(
                 keep_status_on_create: false,
                 custom: Some(info),
                 conversion: None,
+                gc_policy: crate::registry::GcPolicy::Background,
             }));
             row
         })

@@ -5,8 +5,10 @@
 
 use super::{list, write, Scope};
 use crate::error::Result;
+use crate::registry::{GcPolicy, Resource};
+use crate::server::AppState;
 use crate::{object, response};
-use apimachinery::query::{self, DeleteParams};
+use apimachinery::query::{self, DeleteParams, PropagationPolicy};
 use apimachinery::read::Freshness;
 use apimachinery::Status;
 use axum::http::StatusCode;
@@ -16,7 +18,8 @@ use watchcache::{ListOptions, Object, StorageError};
 
 const MAX_RETRIES: usize = 16;
 
-enum Outcome {
+/// What a delete did.
+pub enum Outcome {
     /// Removed from storage; the object as it was.
     Deleted(Value),
     /// Marked for deletion (finalizers or grace period); the updated object.
@@ -34,14 +37,14 @@ fn delete_params(scope: &Scope, body: &[u8]) -> Result<DeleteParams> {
     Ok(query::delete_params(&scope.query, opts.as_ref())?)
 }
 
-fn is_namespace(scope: &Scope) -> bool {
-    scope.res.group.is_empty() && scope.res.plural == "namespaces"
+fn is_namespace(res: &Resource) -> bool {
+    res.group.is_empty() && res.plural == "namespaces"
 }
 
-fn grace_period(scope: &Scope, obj: &Value, params: &DeleteParams) -> Option<i64> {
+fn grace_period(res: &Resource, obj: &Value, params: &DeleteParams) -> Option<i64> {
     // Only pods bound to a node wait for their kubelet.
-    let bound = scope.res.group.is_empty()
-        && scope.res.plural == "pods"
+    let bound = res.group.is_empty()
+        && res.plural == "pods"
         && obj
             .pointer("/spec/nodeName")
             .and_then(Value::as_str)
@@ -57,44 +60,134 @@ fn grace_period(scope: &Scope, obj: &Value, params: &DeleteParams) -> Option<i64
     (g > 0).then_some(g)
 }
 
-async fn delete_one(
-    scope: &Scope,
+/// Whether the delete leaves the dependents behind (the `orphan`
+/// finalizer): the request's choice, else the object's own finalizers,
+/// else the kind's default (kube's `shouldOrphanDependents`).
+fn orphans(res: &Resource, finalizers: &[String], params: &DeleteParams) -> bool {
+    if let Some(o) = params.orphan_dependents {
+        return o;
+    }
+    match params.propagation_policy {
+        Some(PropagationPolicy::Orphan) => return true,
+        Some(PropagationPolicy::Background | PropagationPolicy::Foreground) => return false,
+        None => {}
+    }
+    for f in finalizers {
+        match f.as_str() {
+            object::FINALIZER_ORPHAN => return true,
+            object::FINALIZER_FOREGROUND => return false,
+            _ => {}
+        }
+    }
+    res.gc_policy == GcPolicy::Orphan
+}
+
+/// Whether the owner waits for its dependents (the `foregroundDeletion`
+/// finalizer), on the same precedence (kube's `shouldDeleteDependents`).
+fn waits_for_dependents(finalizers: &[String], params: &DeleteParams) -> bool {
+    if params.orphan_dependents.is_some() {
+        return false;
+    }
+    match params.propagation_policy {
+        Some(PropagationPolicy::Foreground) => return true,
+        Some(PropagationPolicy::Background | PropagationPolicy::Orphan) => return false,
+        None => {}
+    }
+    for f in finalizers {
+        match f.as_str() {
+            object::FINALIZER_FOREGROUND => return true,
+            object::FINALIZER_ORPHAN => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The finalizers the object should carry once this delete starts, when
+/// they differ from what it has: the garbage collector's two are set from
+/// the propagation policy (kube's `deletionFinalizersForGarbageCollection`).
+fn gc_finalizers(res: &Resource, obj: &Value, params: &DeleteParams) -> Option<Vec<String>> {
+    if res.gc_policy == GcPolicy::Unsupported {
+        return None;
+    }
+    let have = object::finalizers(obj);
+    let orphan = orphans(res, &have, params);
+    let foreground = waits_for_dependents(&have, params);
+    let mut want: Vec<String> = have
+        .iter()
+        .filter(|f| *f != object::FINALIZER_ORPHAN && *f != object::FINALIZER_FOREGROUND)
+        .cloned()
+        .collect();
+    if orphan {
+        want.push(object::FINALIZER_ORPHAN.to_string());
+    }
+    if foreground {
+        want.push(object::FINALIZER_FOREGROUND.to_string());
+    }
+    let same = {
+        let a: std::collections::BTreeSet<&String> = have.iter().collect();
+        let b: std::collections::BTreeSet<&String> = want.iter().collect();
+        a == b
+    };
+    (!same).then_some(want)
+}
+
+/// Deletes one stored object (`current`, read at `key`) as a DELETE does:
+/// at once when nothing holds it, else by marking it (deletionTimestamp,
+/// the garbage collector's finalizers for the propagation policy, the
+/// kind's clean-up finalizer) for its finalizers' owners to finish. Writes
+/// are preconditioned on `current`'s revision. The API's DELETE and the
+/// garbage collector both come here.
+pub async fn delete_stored(
+    state: &AppState,
+    res: &Resource,
     key: &str,
     current: &Object,
     params: &DeleteParams,
 ) -> std::result::Result<Outcome, StorageError> {
     let obj = &current.value;
-    let grace = grace_period(scope, obj, params);
-    let cleanup = scope.res.delete_finalizer;
-    let pending = !object::finalizers(obj).is_empty()
-        || grace.is_some()
-        || is_namespace(scope)
-        || cleanup.is_some();
+    let grace = grace_period(res, obj, params);
+    let cleanup = res.delete_finalizer;
+    let gc = gc_finalizers(res, obj, params);
+    let held = match &gc {
+        Some(f) => !f.is_empty(),
+        None => !object::finalizers(obj).is_empty(),
+    };
+    let pending = held || grace.is_some() || is_namespace(res) || cleanup.is_some();
     if !pending {
         if params.dry_run {
             return Ok(Outcome::Deleted((**obj).clone()));
         }
-        let gone = scope
-            .state
-            .store
-            .delete(key, Some(current.revision))
-            .await?;
-        super::write::after_delete(&scope.state, scope.res, &gone.value).await;
+        let gone = state.store.delete(key, Some(current.revision)).await?;
+        super::write::after_delete(state, res, &gone.value).await;
         return Ok(Outcome::Deleted((*gone.value).clone()));
     }
-    if object::is_deleting(obj) {
+    let deleting = object::is_deleting(obj);
+    if deleting && gc.is_none() {
         return Ok(Outcome::Pending((**obj).clone()));
     }
     let mut v = (**obj).clone();
     {
         let m = object::meta_mut(&mut v);
-        m.insert("deletionTimestamp".into(), Value::String(object::now()));
-        m.insert(
-            "deletionGracePeriodSeconds".into(),
-            Value::from(grace.unwrap_or(0)),
-        );
+        if !deleting {
+            m.insert("deletionTimestamp".into(), Value::String(object::now()));
+            m.insert(
+                "deletionGracePeriodSeconds".into(),
+                Value::from(grace.unwrap_or(0)),
+            );
+        }
         m.remove("resourceVersion");
-        if let Some(f) = cleanup {
+        if let Some(f) = gc {
+            if f.is_empty() {
+                m.remove("finalizers");
+            } else {
+                m.insert(
+                    "finalizers".into(),
+                    Value::Array(f.into_iter().map(Value::String).collect()),
+                );
+            }
+        }
+        if let Some(f) = cleanup.filter(|_| !deleting) {
             let list = m
                 .entry("finalizers")
                 .or_insert_with(|| Value::Array(Vec::new()));
@@ -105,7 +198,7 @@ async fn delete_one(
             }
         }
     }
-    if is_namespace(scope) {
+    if is_namespace(res) {
         if let Some(o) = v.as_object_mut() {
             o.insert("status".into(), json!({"phase": "Terminating"}));
         }
@@ -114,8 +207,9 @@ async fn delete_one(
         return Ok(Outcome::Pending(v));
     }
     // A namespace's content is deleted by the namespace controller
-    // (`controllers::namespace`), which then finalizes it.
-    let updated = scope.state.store.update(key, &v, current.revision).await?;
+    // (`controllers::namespace`), which then finalizes it; dependents, by
+    // the garbage collector (`controllers::garbagecollector`).
+    let updated = state.store.update(key, &v, current.revision).await?;
     Ok(Outcome::Pending((*updated.value).clone()))
 }
 
@@ -162,7 +256,7 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         check_preconditions(scope, &current, &params)?;
         check_immortal(scope)?;
-        match delete_one(scope, &key, &current, &params).await {
+        match delete_stored(&scope.state, scope.res, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => {
                 return super::object_response(scope, StatusCode::OK, &v).await
             }
@@ -199,7 +293,7 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
 const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 fn check_immortal(scope: &Scope) -> Result<()> {
-    if is_namespace(scope) && IMMORTAL_NAMESPACES.contains(&scope.name()) {
+    if is_namespace(scope.res) && IMMORTAL_NAMESPACES.contains(&scope.name()) {
         let gr = scope.res.group_resource();
         let mut s = Status::forbidden(format!(
             "{gr} \"{}\" is forbidden: this namespace may not be deleted",
@@ -240,7 +334,7 @@ pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result
         let ns = object::meta_str(&item.value, "namespace");
         let name = object::meta_str(&item.value, "name").unwrap_or("");
         let key = scope.state.key(scope.res, ns, name);
-        match delete_one(scope, &key, item, &params).await {
+        match delete_stored(&scope.state, scope.res, &key, item, &params).await {
             Ok(Outcome::Deleted(v)) | Ok(Outcome::Pending(v)) => items.push(v),
             // Changed or gone since the list: someone else got there first.
             Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => {}

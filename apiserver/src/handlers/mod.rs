@@ -7,7 +7,7 @@ pub mod binding;
 mod computed;
 pub mod connect;
 mod create;
-mod delete;
+pub mod delete;
 pub mod eviction;
 mod get;
 mod list;
