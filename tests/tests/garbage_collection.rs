@@ -71,7 +71,13 @@ async fn background_deletion_collects_dependents_and_keeps_those_with_another_ow
     let other = uid(&a, &["configmap", "other"]);
     let by_owner = owner("v1", "ConfigMap", "owner", &o, false);
     for i in 0..5 {
-        dependent(&a, "default", &format!("d{i}"), &[by_owner.clone()], "");
+        dependent(
+            &a,
+            "default",
+            &format!("d{i}"),
+            std::slice::from_ref(&by_owner),
+            "",
+        );
     }
     a.kubectl_stdin_ok(
         &["create", "-f", "-"],
