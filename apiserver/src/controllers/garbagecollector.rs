@@ -96,6 +96,10 @@ struct Node {
     namespace: Option<Arc<str>>,
     name: Arc<str>,
     owners: Arc<[Owner]>,
+    /// The revision the graph saw it at: reads wait for the store to be at
+    /// least as new (a watch served by etcd while the cache fills can be
+    /// ahead of the cache).
+    revision: i64,
     deleting: bool,
     orphan: bool,
     foreground: bool,
@@ -136,7 +140,12 @@ fn owners_of(v: &Value) -> Vec<Owner> {
         .collect()
 }
 
-fn node_of(res: &'static Resource, collection: &Arc<str>, v: &Value) -> Option<(Uid, Node)> {
+fn node_of(
+    res: &'static Resource,
+    collection: &Arc<str>,
+    v: &Value,
+    revision: i64,
+) -> Option<(Uid, Node)> {
     let uid = object::meta_str(v, "uid")?;
     let finalizers = object::finalizers(v);
     let node = Node {
@@ -147,6 +156,7 @@ fn node_of(res: &'static Resource, collection: &Arc<str>, v: &Value) -> Option<(
             .map(Arc::from),
         name: Arc::from(object::meta_str(v, "name").unwrap_or("")),
         owners: owners_of(v).into(),
+        revision,
         deleting: object::is_deleting(v),
         orphan: finalizers.iter().any(|f| f == object::FINALIZER_ORPHAN),
         foreground: finalizers.iter().any(|f| f == object::FINALIZER_FOREGROUND),
@@ -326,6 +336,7 @@ enum Update {
         collection: Arc<str>,
         kind: EventType,
         value: Arc<Value>,
+        revision: i64,
     },
     /// The snapshot is complete.
     Synced(Arc<str>),
@@ -384,6 +395,7 @@ async fn follow(
                                 collection: Arc::clone(&collection),
                                 kind: ev.kind,
                                 value: ev.object.value,
+                                revision: ev.object.revision,
                             }
                         }
                         Err(e) => {
@@ -468,8 +480,9 @@ async fn feed(gc: Arc<Collector>, state: Arc<AppState>, queue: Arc<WorkQueue>) {
                 collection,
                 kind,
                 value,
+                revision,
             } => {
-                if let Some((uid, node)) = node_of(res, &collection, &value) {
+                if let Some((uid, node)) = node_of(res, &collection, &value, revision) {
                     if let Some(seen) = relisting.get_mut(&collection) {
                         seen.insert(Arc::clone(&uid));
                     }
@@ -538,7 +551,7 @@ async fn reconcile(gc: Arc<Collector>, state: Arc<AppState>, uid: String) -> Res
         return Ok(Next::Done);
     };
     let key = node.key(&state);
-    let Some(current) = read(&state, &key, &uid).await? else {
+    let Some(current) = read(&state, &key, &uid, node.revision).await? else {
         return Ok(Next::Done);
     };
     let v = current.value.as_ref();
@@ -555,11 +568,17 @@ async fn reconcile(gc: Arc<Collector>, state: Arc<AppState>, uid: String) -> Res
     attempt_to_delete(&state, &term, &node, &key, &uid, current).await
 }
 
-/// The object at `key` if it is still the one with `uid`.
-async fn read(state: &AppState, key: &str, uid: &str) -> Result<Option<Object>, String> {
+/// The object at `key`, at least as new as `revision`, if it is still the
+/// one with `uid`.
+async fn read(
+    state: &AppState,
+    key: &str,
+    uid: &str,
+    revision: i64,
+) -> Result<Option<Object>, String> {
     let got = state
         .store
-        .get(key, Freshness::NotOlderThan(0))
+        .get(key, Freshness::NotOlderThan(revision))
         .await
         .map_err(|e| e.to_string())?;
     Ok(got.filter(|o| object::meta_str(&o.value, "uid") == Some(uid)))
@@ -824,7 +843,7 @@ async fn deleting_dependents(
             .collect()
     };
     if blocking.is_empty() {
-        return remove_finalizer(state, node.res, key, uid, object::FINALIZER_FOREGROUND).await;
+        return remove_finalizer(state, node, key, uid, object::FINALIZER_FOREGROUND).await;
     }
     for (dep, waits) in blocking {
         if !waits && !term.queue.try_add(&dep) {
@@ -865,14 +884,14 @@ async fn orphan_dependents(
             failures[0]
         ));
     }
-    remove_finalizer(state, node.res, key, uid, object::FINALIZER_ORPHAN).await
+    remove_finalizer(state, node, key, uid, object::FINALIZER_ORPHAN).await
 }
 
 /// Removes `dep`'s references to `owner`.
 async fn release(state: &AppState, dep: &Node, dep_uid: &str, owner: &str) -> Result<(), String> {
     let key = dep.key(state);
     for _ in 0..8 {
-        let Some(current) = read(state, &key, dep_uid).await? else {
+        let Some(current) = read(state, &key, dep_uid, dep.revision).await? else {
             return Ok(());
         };
         if !owners_of(&current.value).iter().any(|o| &*o.uid == owner) {
@@ -893,12 +912,13 @@ async fn release(state: &AppState, dep: &Node, dep_uid: &str, owner: &str) -> Re
 /// object being deleted takes the object with it.
 async fn remove_finalizer(
     state: &AppState,
-    res: &Resource,
+    node: &Node,
     key: &str,
     uid: &str,
     finalizer: &str,
 ) -> Result<Next, String> {
-    let Some(current) = read(state, key, uid).await? else {
+    let (res, revision) = (node.res, node.revision);
+    let Some(current) = read(state, key, uid, revision).await? else {
         return Ok(Next::Done);
     };
     let left: Vec<String> = object::finalizers(&current.value)
@@ -957,7 +977,7 @@ mod tests {
 
     fn apply(g: &mut Graph, kind: EventType, v: &Value) -> Vec<String> {
         let c: Arc<str> = Arc::from("/c/");
-        let (uid, node) = node_of(row(), &c, v).unwrap();
+        let (uid, node) = node_of(row(), &c, v, 1).unwrap();
         let mut work = Vec::new();
         g.apply(kind, uid, node, &mut work);
         let mut w: Vec<String> = work.iter().map(|u| u.to_string()).collect();

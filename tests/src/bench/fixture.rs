@@ -95,8 +95,21 @@ impl Template {
         ns: &str,
         name: &str,
     ) -> Result<Template> {
+        Template::create_from(http, kv, prefix, ns, name, configmap(ns, name, 0, None)).await
+    }
+
+    /// Creates the ConfigMap `body` (named `ns/name`) through the server
+    /// and reads back what it stored.
+    pub async fn create_from(
+        http: &Http,
+        kv: &mut KvClient,
+        prefix: &str,
+        ns: &str,
+        name: &str,
+        body: Bytes,
+    ) -> Result<Template> {
         let path = format!("/api/v1/namespaces/{ns}/configmaps");
-        http.post(&path, configmap(ns, name, 0, None)).await?;
+        http.post(&path, body).await?;
         let key = key(prefix, ns, name);
         let resp = kv.get(key.as_str(), None).await?;
         let kv = resp
@@ -124,9 +137,13 @@ impl Template {
     }
 
     /// The stored form of another object `name` (same length as the
-    /// template's name) with a uid of its own made from `n`.
+    /// template's name) with a uid of its own made from `n` and the
+    /// template's uid.
     pub fn render(&self, name: &str, n: u64) -> String {
-        let uid = format!("{:08x}-0000-4000-8000-{n:012x}", 0xbe4c_u32);
+        // Objects rendered from different templates get different uids:
+        // the first group of the template's own uid is kept.
+        let group = self.uid.get(..8).unwrap_or("0000be4c");
+        let uid = format!("{group}-0000-4000-8000-{n:012x}");
         self.text
             .replacen(
                 &format!(r#""name":"{}""#, self.name),

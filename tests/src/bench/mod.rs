@@ -15,6 +15,7 @@
 pub mod client;
 pub mod crds;
 pub mod fixture;
+pub mod gc;
 pub mod load;
 pub mod memory;
 pub mod procs;
@@ -94,6 +95,12 @@ pub struct Args {
     /// CRDs installed in the crds phase.
     #[arg(long)]
     pub crds: Option<usize>,
+    /// Objects in the garbage collector's graph (gc phase).
+    #[arg(long)]
+    pub gc_objects: Option<u64>,
+    /// Dependents of each owner deleted in the gc phase.
+    #[arg(long)]
+    pub gc_dependents: Option<u64>,
     /// Phases to run, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     pub phases: Option<Vec<Phase>>,
@@ -129,6 +136,8 @@ pub enum Phase {
     Memory,
     /// CRDs on two replicas.
     Crds,
+    /// Garbage collection of large owners in a large graph.
+    Gc,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -169,6 +178,8 @@ pub struct Plan {
     pub objects: u64,
     pub idle_watchers: usize,
     pub crds: usize,
+    pub gc_objects: u64,
+    pub gc_dependents: u64,
     pub phases: Vec<Phase>,
 }
 
@@ -189,6 +200,8 @@ impl Plan {
                 objects: 300,
                 idle_watchers: 20,
                 crds: 10,
+                gc_objects: 600,
+                gc_dependents: 200,
                 phases: Vec::new(),
             }
         } else if a.full {
@@ -205,6 +218,8 @@ impl Plan {
                 objects: 100_000,
                 idle_watchers: 1_000,
                 crds: 1_000,
+                gc_objects: 100_000,
+                gc_dependents: 10_000,
                 phases: Vec::new(),
             }
         } else {
@@ -221,6 +236,8 @@ impl Plan {
                 objects: 10_000,
                 idle_watchers: 1_000,
                 crds: 200,
+                gc_objects: 30_000,
+                gc_dependents: 10_000,
                 phases: Vec::new(),
             }
         };
@@ -238,6 +255,8 @@ impl Plan {
             objects: a.objects.unwrap_or(base.objects).max(1),
             idle_watchers: a.idle_watchers.unwrap_or(base.idle_watchers).max(1),
             crds: a.crds.unwrap_or(base.crds).max(1),
+            gc_objects: a.gc_objects.unwrap_or(base.gc_objects).max(3),
+            gc_dependents: a.gc_dependents.unwrap_or(base.gc_dependents).max(1),
             phases: a.phases.clone().unwrap_or_else(|| {
                 vec![
                     Phase::Writes,
@@ -245,6 +264,7 @@ impl Plan {
                     Phase::Watch,
                     Phase::Memory,
                     Phase::Crds,
+                    Phase::Gc,
                 ]
             }),
         }
@@ -265,7 +285,8 @@ impl Plan {
             .collect();
         format!(
             "{} tier: {} s per write/GET measurement at write concurrency {:?}, GET at {} in flight and at {}/s; \
-             LIST of {} objects × {} repeats; watch {} for {} s each; {} objects for memory and startup; {} idle watchers; {} CRDs",
+             LIST of {} objects × {} repeats; watch {} for {} s each; {} objects for memory and startup; {} idle watchers; {} CRDs; \
+             owners of {} dependents in a graph of {} objects",
             self.tier,
             self.duration.as_secs_f64(),
             self.concurrency,
@@ -278,6 +299,8 @@ impl Plan {
             stats::fmt_count(self.objects),
             stats::fmt_count(self.idle_watchers as u64),
             stats::fmt_count(self.crds as u64),
+            stats::fmt_count(self.gc_dependents),
+            stats::fmt_count(self.gc_objects),
         )
     }
 }

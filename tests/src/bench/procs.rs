@@ -180,6 +180,16 @@ impl Server {
     pub fn stop(self) {
         drop(self.child);
     }
+
+    /// Stops the server cleanly (SIGTERM: it resigns its leadership) and
+    /// waits for it to exit.
+    pub fn terminate(mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.0.id().to_string())
+            .status();
+        let _ = self.child.0.wait();
+    }
 }
 
 /// Resident memory of a process in bytes (`VmRSS` of /proc/PID/status).

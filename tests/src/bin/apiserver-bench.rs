@@ -139,6 +139,7 @@ async fn run(
             Phase::Watch => bench::watch::run(&b).await,
             Phase::Memory => bench::memory::run(&b).await,
             Phase::Crds => bench::crds::run(&b).await,
+            Phase::Gc => bench::gc::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -166,6 +167,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Watch => "3 watch",
         Phase::Memory => "4 memory",
         Phase::Crds => "6 crds",
+        Phase::Gc => "7 gc",
     }
 }
 
