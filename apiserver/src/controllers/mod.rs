@@ -24,6 +24,7 @@
 //! several kinds (a garbage collector's graph) fit the same shape: one
 //! source per collection, the registry read at resync.
 
+pub mod kubernetes_endpoints;
 pub mod namespace;
 pub mod queue;
 pub mod serviceaccount;
@@ -106,6 +107,11 @@ pub struct Controller {
     pub workers: usize,
     pub capacity: usize,
     pub backoff: Backoff,
+    /// Re-open the sources this often (a full resync, as an informer's
+    /// resync period): for loops that must also notice what no event
+    /// announces, such as a leak left by a crash. `None`: only on start
+    /// and after a broken watch.
+    pub resync: Option<Duration>,
 }
 
 /// Starts every controller of this server on `state`; `leader` tells
@@ -116,9 +122,14 @@ pub fn start_all(
 ) -> Vec<tokio::task::AbortHandle> {
     let mut all = vec![namespace::controller(state)];
     all.extend(serviceaccount::controllers(state));
-    all.into_iter()
+    let mut handles: Vec<_> = all
+        .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
-        .collect()
+        .collect();
+    // Every replica writes the kubernetes endpoints (see its module doc).
+    handles
+        .extend(kubernetes_endpoints::controller(state).map(|c| start(Arc::clone(state), None, c)));
+    handles
 }
 
 /// Runs `c` whenever this replica leads.
@@ -161,7 +172,7 @@ async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
     let feeds = futures_util::future::join_all(
         c.sources
             .iter()
-            .map(|s| feed(state, c.name, s, Arc::clone(&queue))),
+            .map(|s| feed(state, c.name, s, c.resync, Arc::clone(&queue))),
     );
     let workers = futures_util::future::join_all(
         (0..c.workers.max(1)).map(|_| work(state, c, Arc::clone(&queue))),
@@ -172,7 +183,13 @@ async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
 /// Follows one source forever: every object seen (the initial snapshot,
 /// then each change) queues its key. A broken watch is re-opened, which
 /// resyncs.
-async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<WorkQueue>) {
+async fn feed(
+    state: &Arc<AppState>,
+    name: &str,
+    source: &Source,
+    resync: Option<Duration>,
+    queue: Arc<WorkQueue>,
+) {
     let mut delay = Duration::from_millis(100);
     loop {
         let opts = WatchOptions {
@@ -181,7 +198,21 @@ async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<Wor
         };
         match state.store.watch(&source.prefix, opts).await {
             Ok(mut stream) => {
-                while let Some(ev) = stream.next().await {
+                let until = resync.map(|d| tokio::time::Instant::now() + d);
+                loop {
+                    let next = match until {
+                        Some(at) => match tokio::time::timeout_at(at, stream.next()).await {
+                            Ok(next) => next,
+                            // Time for a resync: the same as a fresh
+                            // start, at once.
+                            Err(_) => {
+                                delay = Duration::ZERO;
+                                break;
+                            }
+                        },
+                        None => stream.next().await,
+                    };
+                    let Some(ev) = next else { break };
                     match ev {
                         Ok(ev) if ev.kind == EventType::Bookmark => {}
                         Ok(ev) => {
@@ -202,7 +233,7 @@ async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<Wor
             }
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
+        delay = (delay * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
     }
 }
 
