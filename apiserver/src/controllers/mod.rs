@@ -24,9 +24,12 @@
 //! several kinds (a garbage collector's graph) fit the same shape: one
 //! source per collection, the registry read at resync.
 
+pub mod events;
 pub mod kubernetes_endpoints;
 pub mod namespace;
 pub mod queue;
+pub mod repair_ip;
+pub mod repair_ports;
 pub mod serviceaccount;
 
 use crate::server::AppState;
@@ -122,6 +125,8 @@ pub fn start_all(
 ) -> Vec<tokio::task::AbortHandle> {
     let mut all = vec![namespace::controller(state)];
     all.extend(serviceaccount::controllers(state));
+    all.extend(repair_ip::controller(state));
+    all.extend(repair_ports::controller(state));
     let mut handles: Vec<_> = all
         .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
