@@ -18,11 +18,18 @@
 //!   `workqueue_adds_total`, `workqueue_retries_total` metrics (label
 //!   `name`).
 //!
-//! The controllers: [`namespace`] (namespace deletion), and
+//! The controllers: [`namespace`] (namespace deletion),
 //! [`serviceaccount`] (the `default` ServiceAccount and the
-//! `kube-root-ca.crt` ConfigMap of every namespace). Loops that follow
-//! several kinds (a garbage collector's graph) fit the same shape: one
-//! source per collection, the registry read at resync.
+//! `kube-root-ca.crt` ConfigMap of every namespace), [`repair_ip`] and
+//! [`repair_ports`] (leaked and lost ClusterIPs and NodePorts; these two
+//! also resync every `--allocation-repair-interval`, since a leak makes no
+//! event), and [`kubernetes_endpoints`] (the `default/kubernetes`
+//! Endpoints and EndpointSlice from the replicas' leases), which alone is
+//! not leader-gated: every replica renews its own lease and writes the
+//! list, as kube's lease reconciler does (its module says why). Loops that
+//! follow several kinds (a garbage collector's graph) fit the same shape:
+//! one source per collection, the registry read at resync. [`events`]
+//! records kube's events for them.
 
 pub mod events;
 pub mod kubernetes_endpoints;
