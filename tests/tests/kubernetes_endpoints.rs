@@ -113,6 +113,10 @@ async fn endpoints_list_every_replica_and_a_killed_one_leaves_within_its_ttl() {
     let hosts = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
     let (mut servers, port) = replicas(&hosts, &["--endpoint-reconciler-lease-ttl=4s"]).await;
     wait_for_list(&servers[0], &hosts, port, Duration::from_secs(30)).await;
+    // The Service sends its port 443 to the secure port.
+    let svc = servers[0].get_json(&["service", "kubernetes"]);
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443, "{svc}");
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], port, "{svc}");
     // Every replica serves the same list.
     wait_for_list(&servers[1], &hosts, port, Duration::from_secs(5)).await;
     run_python_client_with(
