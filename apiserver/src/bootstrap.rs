@@ -20,7 +20,9 @@ fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}})
 }
 
-fn kubernetes_service(network: &crate::allocator::ServiceNetwork) -> Value {
+/// The `kubernetes` Service: port 443 to `target_port`, the secure port its
+/// endpoints carry (kube's `createPortAndServiceSpec`).
+fn kubernetes_service(network: &crate::allocator::ServiceNetwork, target_port: u16) -> Value {
     let ip = network.first_ip().to_string();
     json!({
         "apiVersion": "v1",
@@ -34,7 +36,7 @@ fn kubernetes_service(network: &crate::allocator::ServiceNetwork) -> Value {
             "ipFamilyPolicy": "SingleStack",
             "internalTrafficPolicy": "Cluster",
             "sessionAffinity": "None",
-            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": target_port}]
         },
         "status": {"loadBalancer": {}}
     })
@@ -180,7 +182,7 @@ async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
         "",
         "services",
         Some("default"),
-        kubernetes_service(network),
+        kubernetes_service(network, state.advertise.map_or(6443, |a| a.port())),
     )
     .await?;
     for service in local_api_services() {

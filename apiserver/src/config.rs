@@ -109,6 +109,30 @@ pub struct Config {
     #[arg(long, default_value = "30000-32767", value_parser = crate::allocator::parse_port_range)]
     pub service_node_port_range: std::ops::RangeInclusive<u16>,
 
+    /// The address this replica is published at in the `default/kubernetes`
+    /// Endpoints and EndpointSlice (with the secure port). Default: the
+    /// secure listener's own address when it names one (a loopback one
+    /// included, unlike kube), else the address of the host's default
+    /// route, else 127.0.0.1.
+    #[arg(long)]
+    pub advertise_address: Option<std::net::IpAddr>,
+
+    /// How the `kubernetes` Service's endpoints are kept: `lease` (each
+    /// replica renews a lease under `<prefix>/masterleases/`; the endpoints
+    /// list the live ones) or `none` (not kept).
+    #[arg(long, value_enum, default_value_t = EndpointReconcilerType::Lease)]
+    pub endpoint_reconciler_type: EndpointReconcilerType,
+
+    /// TTL of a replica's endpoint lease, renewed every two thirds of it:
+    /// a replica that dies leaves the `kubernetes` endpoints within it.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub endpoint_reconciler_lease_ttl: Duration,
+
+    /// How often the ClusterIP and NodePort repair loops go over every
+    /// Service and allocation (kube: 3 minutes).
+    #[arg(long, default_value = "3m", value_parser = parse_duration)]
+    pub allocation_repair_interval: Duration,
+
     /// How long Events live after their last write.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub event_ttl: Duration,
@@ -184,6 +208,13 @@ pub struct Config {
     /// Rotated audit log files kept (0: all).
     #[arg(long, default_value_t = 0)]
     pub audit_log_maxbackup: usize,
+}
+
+/// `--endpoint-reconciler-type` (kube's `master-count` is not offered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EndpointReconcilerType {
+    Lease,
+    None,
 }
 
 /// `--secure-listen`: an address, or `off`.
@@ -277,6 +308,10 @@ mod tests {
             SecureListen(Some("0.0.0.0:6443".parse().unwrap()))
         );
         assert!(!c.anonymous_auth);
+        assert_eq!(c.endpoint_reconciler_type, EndpointReconcilerType::Lease);
+        assert_eq!(c.endpoint_reconciler_lease_ttl, Duration::from_secs(15));
+        assert_eq!(c.allocation_repair_interval, Duration::from_secs(180));
+        assert_eq!(c.advertise_address, None);
         let c = Config::parse_from(["apiserver", "--secure-listen=off"]);
         assert_eq!(c.secure_listen, SecureListen(None));
     }

@@ -202,6 +202,8 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         node_ports: cfg.service_node_port_range.clone(),
     };
     state.event_ttl = event_ttl::EventLeases::new(cfg.event_ttl);
+    state.endpoint_lease_ttl = cfg.endpoint_reconciler_lease_ttl;
+    state.repair_interval = cfg.allocation_repair_interval;
     if cfg.watch_cache {
         let cache = Cacher::new(
             store,
@@ -275,6 +277,15 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
                 tracing::info!(kubeconfig = %k.display(), "wrote the admin kubeconfig");
             }
             tracing::info!(secure_listen = %bound, "serving TLS");
+            if cfg.endpoint_reconciler_type == config::EndpointReconcilerType::Lease {
+                let ip = controllers::kubernetes_endpoints::advertise_address(
+                    cfg.advertise_address,
+                    bound,
+                    controllers::kubernetes_endpoints::default_route_address,
+                );
+                tracing::info!(advertise = %ip, "publishing this replica in the kubernetes endpoints");
+                state.advertise = Some(std::net::SocketAddr::new(ip, bound.port()));
+            }
             Some((listener, s.tls))
         }
     };
@@ -300,10 +311,20 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
     let controllers = controllers::start_all(&state, Some(leadership.subscribe()));
+    let endpoint_lease =
+        controllers::kubernetes_endpoints::EndpointLease::spawn(Arc::clone(&state)).map(Arc::new);
     tracing::info!(listen = %cfg.listen, "serving");
     let app = server::router(Arc::clone(&state));
     let secure = secure.map(|(l, tls)| (l, tls, server::secure_router(Arc::clone(&state))));
-    let served = serve_until_stopped(listener, app, secure, Arc::clone(&state), &cfg).await;
+    let served = serve_until_stopped(
+        listener,
+        app,
+        secure,
+        Arc::clone(&state),
+        endpoint_lease,
+        &cfg,
+    )
+    .await;
     if let Some(c) = compactor {
         c.abort();
     }
@@ -335,6 +356,7 @@ async fn serve_until_stopped(
         axum::Router,
     )>,
     state: Arc<AppState>,
+    endpoint_lease: Option<Arc<controllers::kubernetes_endpoints::EndpointLease>>,
     cfg: &Config,
 ) -> std::io::Result<()> {
     use std::future::IntoFuture;
@@ -350,7 +372,13 @@ async fn serve_until_stopped(
             ?delay,
             "shutting down: /readyz fails, serving on for the delay"
         );
-        tokio::time::sleep(delay).await;
+        // Leave the kubernetes endpoints first (kube's pre-shutdown hook),
+        // so in-cluster clients move away while this replica still serves.
+        let left = tokio::time::Instant::now();
+        if let Some(lease) = endpoint_lease {
+            lease.release(Duration::from_secs(2)).await;
+        }
+        tokio::time::sleep(delay.saturating_sub(left.elapsed())).await;
         let _ = stop_accepting.send(());
     });
     let streams = Arc::clone(&state);

@@ -66,6 +66,14 @@ pub struct AppState {
     /// with, when the server made its own (published in every namespace
     /// as `kube-root-ca.crt`).
     pub root_ca: Option<String>,
+    /// Where this replica is published in the `default/kubernetes`
+    /// endpoints (the advertise address and the secure port); `None`: it
+    /// is not (no secure port, or `--endpoint-reconciler-type=none`).
+    pub advertise: Option<std::net::SocketAddr>,
+    /// TTL of this replica's endpoint lease.
+    pub endpoint_lease_ttl: Duration,
+    /// Period of the allocation repair loops' full passes.
+    pub repair_interval: Duration,
 }
 
 impl AppState {
@@ -101,6 +109,9 @@ impl AppState {
             event_ttl: Default::default(),
             etcd_endpoints: Vec::new(),
             root_ca: None,
+            advertise: None,
+            endpoint_lease_ttl: Duration::from_secs(15),
+            repair_interval: Duration::from_secs(180),
         }
     }
 

@@ -334,10 +334,17 @@ pub async fn eventually<T>(
 /// package) against `server`, its URL as the only argument; fails the test
 /// with the script's output and the server's log when the script fails.
 pub fn run_python_client(server: &Server, script: &str) {
+    run_python_client_with(server, script, &[]);
+}
+
+/// [`run_python_client`] with more arguments after the URL (what the
+/// script should find).
+pub fn run_python_client_with(server: &Server, script: &str, args: &[&str]) {
     let path = format!("{}/clients/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("python3")
         .arg(&path)
         .arg(&server.url)
+        .args(args)
         .output()
         .expect("python3 runs");
     assert!(

@@ -15,11 +15,12 @@
 //! A write reserves first ([`Reservation`]) and stores the Service second.
 //! If the store fails the reservation is reverted; if it succeeds,
 //! addresses and ports the Service no longer holds are released. A crash
-//! between the two can leak an address or a port: kube's repair loops find
-//! those (issue #14 brings them here).
+//! between the two can leak an address or a port: the repair loops find
+//! those (`controllers::repair_ip`, `controllers::repair_ports`, after
+//! kube's).
 
-mod ips;
-mod ports;
+pub mod ips;
+pub mod ports;
 pub mod service;
 
 use std::net::IpAddr;

@@ -152,6 +152,61 @@ pub async fn release(state: &AppState, ports: &[u16]) -> Result<(), PortError> {
     .await
 }
 
+/// The bitmap as stored: its revision (`None`: no bitmap yet) and the
+/// ports it marks taken. A bitmap kept for another range reads as empty,
+/// as [`allocate`] reads it.
+pub async fn snapshot(state: &AppState) -> Result<(Option<i64>, Vec<u16>), StorageError> {
+    let range = &state.services.node_ports;
+    let start = usize::from(*range.start());
+    let len = usize::from(*range.end()) - start + 1;
+    let Some(current) = state.store.get(&key(state), Freshness::MostRecent).await? else {
+        return Ok((None, Vec::new()));
+    };
+    let mut taken = Vec::new();
+    if current.value.get("range").and_then(Value::as_str) == Some(&state.services.port_range()) {
+        let map = Bitmap::decode(&current.value, len);
+        taken.extend((0..len).filter(|i| map.get(*i)).map(|i| (start + i) as u16));
+    }
+    Ok((Some(current.revision), taken))
+}
+
+/// Replaces the bitmap by one marking exactly `taken`, if it is still at
+/// `revision` (`None`: if there is none): kube's repair loop's
+/// `CreateOrUpdate` of the snapshot it rebuilt. `Conflict` or
+/// `AlreadyExists` when someone allocated meanwhile.
+pub async fn restore(
+    state: &AppState,
+    revision: Option<i64>,
+    taken: &[u16],
+) -> Result<(), StorageError> {
+    let range = &state.services.node_ports;
+    let start = usize::from(*range.start());
+    let len = usize::from(*range.end()) - start + 1;
+    let mut map = Bitmap::new(len);
+    for p in taken {
+        let i = usize::from(*p).wrapping_sub(start);
+        if usize::from(*p) >= start && i < len {
+            map.set(i, true);
+        }
+    }
+    let obj = range_allocation(state, &map);
+    let key = key(state);
+    match revision {
+        Some(rev) => state.store.update(&key, &obj, rev).await.map(drop),
+        None => state.store.create(&key, &obj).await.map(drop),
+    }
+}
+
+fn range_allocation(state: &AppState, map: &Bitmap) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "RangeAllocation",
+        "metadata": {"name": "", "creationTimestamp": null},
+        "range": state.services.port_range(),
+        "data": map.encode(),
+    })
+}
+
 /// Reads the bitmap, applies `f`, and writes it back if its revision has
 /// not moved; retried when it has.
 async fn change<T>(
@@ -180,13 +235,7 @@ async fn change<T>(
         if dry_run {
             return Ok(out);
         }
-        let obj = json!({
-            "apiVersion": "v1",
-            "kind": "RangeAllocation",
-            "metadata": {"name": "", "creationTimestamp": null},
-            "range": state.services.port_range(),
-            "data": map.encode(),
-        });
+        let obj = range_allocation(state, &map);
         let written = match &current {
             Some(o) => state.store.update(&key, &obj, o.revision).await,
             None => state.store.create(&key, &obj).await,

@@ -93,7 +93,7 @@ fn port_list(svc: &Value) -> &[Value] {
 }
 
 /// The addresses and ports a stored Service holds.
-fn held(svc: &Value) -> Held {
+pub fn held(svc: &Value) -> Held {
     let mut h = Held::default();
     if let Some(ips) = spec(svc)
         .and_then(|s| s.get("clusterIPs"))

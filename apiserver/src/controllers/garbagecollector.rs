@@ -42,7 +42,7 @@
 //! snapshots arrive is held until they are all in (or 30 s have passed), so
 //! that a start does not look up owners whose collection simply came later.
 
-use super::events::{self, Happened, Involved};
+use super::events::{self, Legacy};
 use super::queue::WorkQueue;
 use super::{Controller, Next};
 use crate::handlers::delete::{delete_stored, Outcome};
@@ -324,6 +324,7 @@ pub fn controller(_state: &AppState) -> Controller {
         workers: 16,
         capacity: 200_000,
         backoff: super::queue::Backoff::default(),
+        resync: None,
     }
 }
 
@@ -619,20 +620,21 @@ async fn report_invalid(state: &AppState, term: &Term, node: &Node, uid: &str, o
         o.uid,
         object::quote(ns)
     );
-    let api_version = node.res.api_version();
-    events::record(
+    let mut regarding = serde_json::json!({
+        "apiVersion": node.res.api_version(),
+        "kind": node.res.kind,
+        "metadata": {"name": &*node.name, "uid": uid},
+    });
+    if let Some(n) = &node.namespace {
+        regarding["metadata"]["namespace"] = Value::from(&**n);
+    }
+    events::record_legacy(
         state,
-        &Involved {
-            api_version: &api_version,
-            kind: node.res.kind,
-            namespace: node.namespace.as_deref(),
-            name: &node.name,
-            uid,
-        },
-        &Happened {
-            kind: "Warning",
+        Legacy {
+            regarding: &regarding,
+            kind: events::WARNING,
             reason: "OwnerRefInvalidNamespace",
-            message: &message,
+            message,
             component: COMPONENT,
         },
     )

@@ -18,16 +18,27 @@
 //!   `workqueue_adds_total`, `workqueue_retries_total` metrics (label
 //!   `name`).
 //!
-//! The controllers: [`namespace`] (namespace deletion), and
+//! The controllers: [`namespace`] (namespace deletion),
 //! [`serviceaccount`] (the `default` ServiceAccount and the
-//! `kube-root-ca.crt` ConfigMap of every namespace). Loops that follow
-//! several kinds (a garbage collector's graph) fit the same shape: one
-//! source per collection, the registry read at resync.
+//! `kube-root-ca.crt` ConfigMap of every namespace), [`repair_ip`] and
+//! [`repair_ports`] (leaked and lost ClusterIPs and NodePorts; these two
+//! also resync every `--allocation-repair-interval`, since a leak makes no
+//! event), and [`kubernetes_endpoints`] (the `default/kubernetes`
+//! Endpoints and EndpointSlice from the replicas' leases), which alone is
+//! not leader-gated: every replica renews its own lease and writes the
+//! list, as kube's lease reconciler does (its module says why). The
+//! [`garbagecollector`] follows every collection the registry serves, as it
+//! changes, through a [`Feed`] of its own that keeps its owner/dependent
+//! graph and fills the same kind of queue. [`events`] records kube's events
+//! for them.
 
 pub mod events;
 pub mod garbagecollector;
+pub mod kubernetes_endpoints;
 pub mod namespace;
 pub mod queue;
+pub mod repair_ip;
+pub mod repair_ports;
 pub mod serviceaccount;
 
 use crate::server::AppState;
@@ -116,6 +127,11 @@ pub struct Controller {
     pub workers: usize,
     pub capacity: usize,
     pub backoff: Backoff,
+    /// Re-open the sources this often (a full resync, as an informer's
+    /// resync period): for loops that must also notice what no event
+    /// announces, such as a leak left by a crash. `None`: only on start
+    /// and after a broken watch.
+    pub resync: Option<Duration>,
 }
 
 /// Starts every controller of this server on `state`; `leader` tells
@@ -129,9 +145,16 @@ pub fn start_all(
         garbagecollector::controller(state),
     ];
     all.extend(serviceaccount::controllers(state));
-    all.into_iter()
+    all.extend(repair_ip::controller(state));
+    all.extend(repair_ports::controller(state));
+    let mut handles: Vec<_> = all
+        .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
-        .collect()
+        .collect();
+    // Every replica writes the kubernetes endpoints (see its module doc).
+    handles
+        .extend(kubernetes_endpoints::controller(state).map(|c| start(Arc::clone(state), None, c)));
+    handles
 }
 
 /// Runs `c` whenever this replica leads.
@@ -179,7 +202,7 @@ async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
         futures_util::future::join_all(
             c.sources
                 .iter()
-                .map(|s| feed(state, c.name, s, Arc::clone(&queue))),
+                .map(|s| feed(state, c.name, s, c.resync, Arc::clone(&queue))),
         ),
         async move {
             match own {
@@ -197,7 +220,13 @@ async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
 /// Follows one source forever: every object seen (the initial snapshot,
 /// then each change) queues its key. A broken watch is re-opened, which
 /// resyncs.
-async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<WorkQueue>) {
+async fn feed(
+    state: &Arc<AppState>,
+    name: &str,
+    source: &Source,
+    resync: Option<Duration>,
+    queue: Arc<WorkQueue>,
+) {
     let mut delay = Duration::from_millis(100);
     loop {
         let opts = WatchOptions {
@@ -206,7 +235,21 @@ async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<Wor
         };
         match state.store.watch(&source.prefix, opts).await {
             Ok(mut stream) => {
-                while let Some(ev) = stream.next().await {
+                let until = resync.map(|d| tokio::time::Instant::now() + d);
+                loop {
+                    let next = match until {
+                        Some(at) => match tokio::time::timeout_at(at, stream.next()).await {
+                            Ok(next) => next,
+                            // Time for a resync: the same as a fresh
+                            // start, at once.
+                            Err(_) => {
+                                delay = Duration::ZERO;
+                                break;
+                            }
+                        },
+                        None => stream.next().await,
+                    };
+                    let Some(ev) = next else { break };
                     match ev {
                         Ok(ev) if ev.kind == EventType::Bookmark => {}
                         Ok(ev) => {
@@ -227,7 +270,7 @@ async fn feed(state: &Arc<AppState>, name: &str, source: &Source, queue: Arc<Wor
             }
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
+        delay = (delay * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
     }
 }
 

@@ -52,6 +52,7 @@ pub fn controller(state: &AppState) -> Controller {
         workers: 4,
         capacity: 10_000,
         backoff: super::queue::Backoff::default(),
+        resync: None,
     }
 }
 

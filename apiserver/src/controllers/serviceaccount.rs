@@ -84,6 +84,7 @@ pub fn controllers(state: &AppState) -> Vec<Controller> {
         workers: 2,
         capacity: 10_000,
         backoff: super::queue::Backoff::default(),
+        resync: None,
     });
     if state.root_ca.is_some() {
         if let Some(ns) = namespaces_source(state) {
@@ -101,6 +102,7 @@ pub fn controllers(state: &AppState) -> Vec<Controller> {
                 workers: 2,
                 capacity: 10_000,
                 backoff: super::queue::Backoff::default(),
+                resync: None,
             });
         }
     }
