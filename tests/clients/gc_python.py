@@ -1,8 +1,8 @@
-"""Garbage collection through the Python `kubernetes` client (a client
-nobody here wrote), with kube's default propagation per kind: a batch/v1
-Job and a v1 ReplicationController orphan their dependents when the delete
-names no policy, a Deployment's dependents are collected, and an explicit
-`propagation_policy` wins.
+"""Garbage collection and namespace deletion through the Python
+`kubernetes` client (a client nobody here wrote), with kube's default
+propagation per kind: a batch/v1 Job and a v1 ReplicationController orphan
+their dependents when the delete names no policy, a Deployment's
+dependents are collected, and an explicit `propagation_policy` wins.
 
 Run by tests/tests/garbage_collection.rs with the server's URL as the only
 argument; exits non-zero (an assertion or an ApiException) on any mismatch.
@@ -137,6 +137,19 @@ def main(url):
     core.patch_namespaced_config_map("fg-dep", NS, {"metadata": {"finalizers": None}})
     eventually("the foreground owner to go",
                lambda: gone(lambda: core.read_namespaced_config_map("fg", NS)))
+    # Namespace deletion: Terminating, emptied, then gone.
+    core.create_namespace({"metadata": {"name": "py-doomed"}})
+    core.create_namespaced_config_map("py-doomed", {"metadata": {"name": "c"}})
+    core.delete_namespace("py-doomed")
+    ns = None
+    try:
+        ns = core.read_namespace("py-doomed")
+    except ApiException as e:
+        assert e.status == 404, e
+    if ns is not None:
+        assert ns.status.phase == "Terminating", ns.status
+    eventually("the namespace to go",
+               lambda: gone(lambda: core.read_namespace("py-doomed")))
     print("ok")
 
 
