@@ -1,7 +1,9 @@
-//! DELETE of one object and of a collection. Objects with finalizers (and
-//! namespaces, and pods bound to a node with a grace period) get a
-//! deletionTimestamp and stay until their finalizers are gone; everything
-//! else is removed at once.
+//! DELETE of one object and of a collection, and the garbage collector's
+//! deletes: all through [`delete_stored`]. The propagation policy sets the
+//! collector's finalizers (`orphan`, `foregroundDeletion`); objects with
+//! finalizers (and namespaces, and pods bound to a node with a grace
+//! period) get a deletionTimestamp and stay until their finalizers are
+//! gone; everything else is removed at once.
 
 use super::{list, write, Scope};
 use crate::error::Result;
