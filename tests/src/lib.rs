@@ -529,6 +529,27 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
     Ok(resp.text().trim().to_string())
 }
 
+/// A namespaced CRD (`gadgets.example.com`, kind `Gadget`, any fields),
+/// for tests that need custom resources of some kind.
+pub const GADGETS_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;

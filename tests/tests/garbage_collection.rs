@@ -344,29 +344,10 @@ async fn invalid_references_get_kubes_event() {
     s.kubectl_ok(&["get", "clusterrole", "owned-by-a-configmap"]);
 }
 
-const GADGETS: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-"#;
-
 #[tokio::test]
 async fn custom_resources_own_and_are_owned() {
     let s = Server::start().await;
-    s.kubectl_stdin_ok(&["create", "-f", "-"], GADGETS);
+    s.kubectl_stdin_ok(&["create", "-f", "-"], e2e::GADGETS_CRD);
     eventually("the CRD to be served", SETTLE, || {
         s.kubectl(&["get", "gadgets"])
             .status

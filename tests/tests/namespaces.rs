@@ -14,25 +14,6 @@ use watchcache::testing::TestEtcd;
 
 const SETTLE: Duration = Duration::from_secs(20);
 
-const GADGETS: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-"#;
-
 fn gone(s: &Server, args: &[&str]) -> bool {
     let out = s.kubectl(args);
     !out.status.success() && stderr(&out).contains("NotFound")
@@ -68,7 +49,7 @@ async fn deleting_a_namespace_deletes_its_content_then_the_namespace() {
         "--from-literal=a=b",
     ]);
     s.kubectl_ok(&["create", "deployment", "web", "-n", "x", "--image=nginx"]);
-    s.kubectl_stdin_ok(&["apply", "-f", "-"], GADGETS);
+    s.kubectl_stdin_ok(&["apply", "-f", "-"], e2e::GADGETS_CRD);
     s.kubectl_ok(&[
         "wait",
         "--for=condition=Established",
