@@ -74,6 +74,8 @@ pub struct AppState {
     pub endpoint_lease_ttl: Duration,
     /// Period of the allocation repair loops' full passes.
     pub repair_interval: Duration,
+    /// This replica's compiled ValidatingAdmissionPolicies and bindings.
+    pub policies: crate::admission::policy::Policies,
 }
 
 impl AppState {
@@ -112,6 +114,7 @@ impl AppState {
             advertise: None,
             endpoint_lease_ttl: Duration::from_secs(15),
             repair_interval: Duration::from_secs(180),
+            policies: Default::default(),
         }
     }
 

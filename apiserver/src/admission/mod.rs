@@ -1,15 +1,127 @@
-//! kube's built-in admission plugins, run in the write path after
-//! validation and before storage (see ARCHITECTURE.md). Each plugin decides
-//! from the request's resource whether it applies. Policy and webhook
+//! Validating admission, run in the write path after validation and before
+//! storage (see ARCHITECTURE.md): kube's built-in plugins (each decides
+//! from the request's resource whether it applies), then
+//! ValidatingAdmissionPolicies ([`policy`]). Webhooks and mutating
 //! admission (issue 15) will join them here.
 
-use apimachinery::auth::RequestInfo;
+pub mod policy;
+
+use apimachinery::auth::{RequestInfo, UserInfo};
+use apimachinery::status::StatusCause;
 use apimachinery::Status;
 use serde_json::Value;
 
-use crate::auth::Decision;
 use crate::error::Result;
 use crate::handlers::Scope;
+use crate::registry::Resource;
+
+/// What admission sees of a request (kube's `admission.Attributes`).
+pub struct Attributes<'a> {
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: &'static str,
+    pub res: &'static Resource,
+    /// `""` for the resource itself.
+    pub subresource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    /// The object as it would be stored (`None` for a delete).
+    pub object: Option<&'a Value>,
+    /// The stored object (`None` for a create).
+    pub old: Option<&'a Value>,
+    pub user: &'a UserInfo,
+    pub dry_run: bool,
+}
+
+impl<'a> Attributes<'a> {
+    /// The attributes of a write through `scope`.
+    pub fn of(
+        scope: &'a Scope,
+        operation: &'static str,
+        object: Option<&'a Value>,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> Attributes<'a> {
+        let name = scope
+            .name
+            .as_deref()
+            .or_else(|| object.and_then(crate::object::name))
+            .unwrap_or("");
+        Attributes {
+            operation,
+            res: scope.res,
+            subresource: scope.subresource_name().unwrap_or(""),
+            namespace: scope.namespace.as_deref(),
+            name,
+            object,
+            old,
+            user: &scope.user,
+            dry_run,
+        }
+    }
+}
+
+/// One validating decision against a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Refuse, with this message and Status reason.
+    Deny { message: String, reason: String },
+    /// Allow, with this warning.
+    Warn(String),
+}
+
+/// kube's `reasonToCode` for policy denials.
+fn reason_code(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+/// Runs the validating admission of this server on a write: the first
+/// denial fails it with kube's Status (`admission.NewForbidden`'s message,
+/// the policy's reason and code, the denial as a cause); warnings are
+/// added to the response.
+pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+    let decisions = policy::validate(&scope.state, a).await;
+    let mut denial = None;
+    for d in decisions {
+        match d {
+            Decision::Warn(w) => scope.warn(w),
+            Decision::Deny { message, reason } => {
+                denial.get_or_insert((message, reason));
+            }
+        }
+    }
+    let Some((message, reason)) = denial else {
+        return Ok(());
+    };
+    let gr = a.res.group_resource();
+    let name = if a.name.is_empty() {
+        a.object
+            .and_then(|o| crate::object::meta_str(o, "generateName"))
+            .filter(|g| !g.is_empty())
+            .unwrap_or("Unknown")
+    } else {
+        a.name
+    };
+    let mut s = Status::forbidden(format!("{gr} {name:?} is forbidden: {message}")).with_details(
+        name,
+        a.res.group,
+        a.res.plural,
+    );
+    s.reason = reason.clone();
+    s.code = reason_code(&reason);
+    if let Some(d) = s.details.as_mut() {
+        d.causes.push(StatusCause {
+            reason: String::new(),
+            message,
+            field: String::new(),
+        });
+    }
+    Err(s.into())
+}
 
 /// kube's `CertificateApproval`: approving or denying a
 /// CertificateSigningRequest takes the `approve` verb on its signer
@@ -40,7 +152,9 @@ pub async fn certificate_approval(scope: &Scope, csr: &Value) -> Result<()> {
             name,
             ..Default::default()
         };
-        if crate::auth::decide(&scope.state, &scope.user, &request).await == Decision::Allow {
+        if crate::auth::decide(&scope.state, &scope.user, &request).await
+            == crate::auth::Decision::Allow
+        {
             return Ok(());
         }
     }

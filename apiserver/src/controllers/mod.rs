@@ -151,9 +151,13 @@ pub fn start_all(
         .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
         .collect();
-    // Every replica writes the kubernetes endpoints (see its module doc).
+    // Every replica writes the kubernetes endpoints (see its module doc),
+    // and enforces the admission policies.
     handles
         .extend(kubernetes_endpoints::controller(state).map(|c| start(Arc::clone(state), None, c)));
+    handles.extend(
+        crate::admission::policy::controller(state).map(|c| start(Arc::clone(state), None, c)),
+    );
     handles
 }
 

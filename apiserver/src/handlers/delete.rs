@@ -258,6 +258,17 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         check_preconditions(scope, &current, &params)?;
         check_immortal(scope)?;
+        crate::admission::validating(
+            scope,
+            &crate::admission::Attributes::of(
+                scope,
+                "DELETE",
+                None,
+                Some(&current.value),
+                params.dry_run,
+            ),
+        )
+        .await?;
         match delete_stored(&scope.state, scope.res, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => {
                 return super::object_response(scope, StatusCode::OK, &v).await

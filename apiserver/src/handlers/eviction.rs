@@ -176,6 +176,7 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
         pretty: scope.pretty,
         headers: scope.headers.clone(),
         user: scope.user.clone(),
+        warnings: Default::default(),
     };
     let options = eviction
         .get("deleteOptions")

@@ -65,9 +65,23 @@ pub struct Scope {
     pub headers: HeaderMap,
     /// The user the request runs as (the chain's `Identity`).
     pub user: Arc<UserInfo>,
+    /// Warnings admission added, sent as `Warning` headers.
+    pub warnings: std::sync::Mutex<Vec<String>>,
 }
 
 impl Scope {
+    /// Adds a `Warning` header to the response.
+    pub fn warn(&self, w: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(w);
+    }
+
+    fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// The object name from the URL (verbs on one object only).
     pub fn name(&self) -> &str {
         self.name.as_deref().unwrap_or("")
@@ -240,6 +254,7 @@ async fn resource(
         pretty,
         headers,
         user,
+        warnings: Default::default(),
     };
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
     if let Some(c) = connect {
@@ -268,6 +283,12 @@ async fn resource(
         body,
     )
     .await;
+    let warnings = scope.take_warnings();
+    let answer = if warnings.is_empty() {
+        answer
+    } else {
+        answer.map(|resp| crate::response::with_warnings(resp, &warnings))
+    };
     match res.custom.and_then(|c| c.deprecation.as_ref()) {
         // A deprecated custom resource version warns on every request.
         Some(w) => answer.map(|resp| crate::response::with_warnings(resp, std::slice::from_ref(w))),

@@ -475,6 +475,17 @@ where
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         crate::admission::certificate_approval(scope, &new).await?;
+        crate::admission::validating(
+            scope,
+            &crate::admission::Attributes::of(
+                scope,
+                "UPDATE",
+                Some(&new),
+                Some(&current.value),
+                params.dry_run,
+            ),
+        )
+        .await?;
         record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
         crate::conversion::for_storage(scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -650,6 +661,11 @@ pub async fn create_object(
     }
     validate(scope, &obj, None)?;
     crate::rbac::admit(scope, &obj, None).await?;
+    crate::admission::validating(
+        scope,
+        &crate::admission::Attributes::of(scope, "CREATE", Some(&obj), None, params.dry_run),
+    )
+    .await?;
     ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     crate::conversion::for_storage(scope.res, &mut obj).await?;

@@ -1,0 +1,758 @@
+//! ValidatingAdmissionPolicy (`admissionregistration.k8s.io/v1`): CEL
+//! policies bound to requests by ValidatingAdmissionPolicyBindings, run in
+//! the write path after schema validation, on every replica.
+//!
+//! **Keeping the set.** Every replica runs [`controller`] (not
+//! leader-gated: each one enforces): it follows the two collections and,
+//! on any change, lists both from the store and compiles every policy's
+//! expressions once into a [`PolicySet`], swapped in whole. A request reads
+//! the current set without locking it for longer than an `Arc` clone.
+//!
+//! **Per request** ([`validate`]), for each binding whose policy exists:
+//! 1. the policy's `matchConstraints` and the binding's `matchResources`
+//!    must both match: resource rules (groups, versions, resources with
+//!    subresources as kube splits them, operations, scope, names) minus
+//!    the excluded ones, the namespace's labels (`namespaceSelector`), and
+//!    the new or old object's labels (`objectSelector`);
+//! 2. the params: none without `paramKind`; else the object `paramRef`
+//!    names, or every object its selector picks, in its namespace (the
+//!    request's when unset); none found is a denial with `Deny` as
+//!    `parameterNotFoundAction`;
+//! 3. per param: `matchConditions` (all true, or the policy does not
+//!    apply), `variables` in order, then each validation. CEL sees
+//!    `object`, `oldObject`, `request`, `params`, `namespaceObject` and
+//!    `variables`;
+//! 4. a failed validation is a decision with its message
+//!    (`messageExpression`, else `message`, else `failed expression: E`)
+//!    and reason; an expression that errs or does not compile is one too,
+//!    unless `failurePolicy: Ignore`.
+//!
+//! The binding's `validationActions` say what a decision does: `Deny` fails
+//! the request with kube's Status (the first denial; code from the reason,
+//! 422 for `Invalid`), `Warn` adds a `Warning` header, `Audit` is recorded
+//! in the audit log's annotations (not yet: see the module's tests).
+
+use super::{Attributes, Decision};
+use crate::controllers::{Controller, Next, Source};
+use crate::object;
+use crate::server::AppState;
+use apimachinery::read::Freshness;
+use apimachinery::selector::LabelSelector;
+use futures_util::FutureExt;
+use k8s_cel::{Bindings, Program};
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, RwLock};
+use watchcache::ListOptions;
+
+/// The compiled policies and bindings of this replica.
+#[derive(Default)]
+pub struct Policies {
+    set: RwLock<Arc<PolicySet>>,
+}
+
+impl Policies {
+    pub fn current(&self) -> Arc<PolicySet> {
+        Arc::clone(&self.set.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn replace(&self, set: PolicySet) {
+        *self.set.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+    }
+}
+
+#[derive(Default)]
+pub struct PolicySet {
+    policies: std::collections::HashMap<String, Arc<Policy>>,
+    bindings: Vec<Binding>,
+}
+
+impl PolicySet {
+    pub fn is_empty(&self) -> bool {
+        self.bindings.is_empty()
+    }
+}
+
+/// One expression, compiled (or why it did not compile).
+struct Expr {
+    source: String,
+    program: Result<Program, String>,
+}
+
+impl Expr {
+    fn new(source: &str) -> Expr {
+        Expr {
+            source: source.to_string(),
+            program: Program::compile(source).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Evaluates; errors worded as kube words them.
+    fn eval(&self, vars: &Bindings) -> Result<Value, String> {
+        let p = self.program.as_ref().map_err(|e| {
+            format!(
+                "compilation failed for expression '{}': {e}",
+                self.source.trim()
+            )
+        })?;
+        p.eval_json(vars)
+            .map_err(|e| format!("expression '{}' resulted in error: {e}", self.source.trim()))
+    }
+}
+
+struct Validation {
+    expr: Expr,
+    message: Option<String>,
+    message_expr: Option<Expr>,
+    reason: Option<String>,
+}
+
+struct Policy {
+    name: String,
+    fail: bool,
+    param_kind: Option<(String, String)>,
+    constraints: Option<Match>,
+    conditions: Vec<(String, Expr)>,
+    variables: Vec<(String, Expr)>,
+    validations: Vec<Validation>,
+}
+
+struct Binding {
+    name: String,
+    policy: String,
+    param_ref: Option<Value>,
+    resources: Option<Match>,
+    deny: bool,
+    warn: bool,
+}
+
+/// A `MatchResources`.
+struct Match {
+    namespace_selector: LabelSelector,
+    object_selector: LabelSelector,
+    rules: Vec<Rule>,
+    exclude: Vec<Rule>,
+}
+
+/// A `NamedRuleWithOperations`.
+struct Rule {
+    groups: Vec<String>,
+    versions: Vec<String>,
+    resources: Vec<String>,
+    operations: Vec<String>,
+    scope: String,
+    names: Vec<String>,
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    object::strings(v)
+}
+
+fn selector(v: Option<&Value>) -> LabelSelector {
+    match v {
+        // Unset selects everything, as kube defaults it to `{}`.
+        None | Some(Value::Null) => LabelSelector::everything(),
+        Some(v) => {
+            LabelSelector::from_label_selector(v).unwrap_or_else(|_| LabelSelector::nothing())
+        }
+    }
+}
+
+fn rules(v: Option<&Value>) -> Vec<Rule> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| Rule {
+            groups: strings(r.get("apiGroups")),
+            versions: strings(r.get("apiVersions")),
+            resources: strings(r.get("resources")),
+            operations: strings(r.get("operations")),
+            scope: r
+                .get("scope")
+                .and_then(Value::as_str)
+                .unwrap_or("*")
+                .to_string(),
+            names: strings(r.get("resourceNames")),
+        })
+        .collect()
+}
+
+fn match_of(v: Option<&Value>) -> Option<Match> {
+    let v = v.filter(|v| v.is_object())?;
+    Some(Match {
+        namespace_selector: selector(v.get("namespaceSelector")),
+        object_selector: selector(v.get("objectSelector")),
+        rules: rules(v.get("resourceRules")),
+        exclude: rules(v.get("excludeResourceRules")),
+    })
+}
+
+fn named_exprs(v: Option<&Value>, field: &str) -> Vec<(String, Expr)> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+            let expr = c.get(field).and_then(Value::as_str).unwrap_or("");
+            (name.to_string(), Expr::new(expr))
+        })
+        .collect()
+}
+
+fn compile_policy(v: &Value) -> Option<Policy> {
+    let name = object::name(v)?.to_string();
+    let spec = v.get("spec")?;
+    let s = |f: &str| spec.get(f).and_then(Value::as_str);
+    let param_kind = spec.get("paramKind").and_then(|p| {
+        Some((
+            p.get("apiVersion")?.as_str()?.to_string(),
+            p.get("kind")?.as_str()?.to_string(),
+        ))
+    });
+    let validations = spec
+        .get("validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|x| Validation {
+            expr: Expr::new(x.get("expression").and_then(Value::as_str).unwrap_or("")),
+            message: x
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+                .map(str::to_string),
+            message_expr: x
+                .get("messageExpression")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+                .map(Expr::new),
+            reason: x.get("reason").and_then(Value::as_str).map(str::to_string),
+        })
+        .collect();
+    Some(Policy {
+        name,
+        fail: s("failurePolicy") != Some("Ignore"),
+        param_kind,
+        constraints: match_of(spec.get("matchConstraints")),
+        conditions: named_exprs(spec.get("matchConditions"), "expression"),
+        variables: named_exprs(spec.get("variables"), "expression"),
+        validations,
+    })
+}
+
+fn compile_binding(v: &Value) -> Option<Binding> {
+    let name = object::name(v)?.to_string();
+    let spec = v.get("spec")?;
+    let actions = strings(spec.get("validationActions"));
+    Some(Binding {
+        name,
+        policy: spec.get("policyName")?.as_str()?.to_string(),
+        param_ref: spec.get("paramRef").filter(|p| p.is_object()).cloned(),
+        resources: match_of(spec.get("matchResources")),
+        deny: actions.iter().any(|a| a == "Deny"),
+        warn: actions.iter().any(|a| a == "Warn"),
+    })
+}
+
+/// Compiles a set from the listed objects.
+fn compile(policies: &[Value], bindings: &[Value]) -> PolicySet {
+    let policies = policies
+        .iter()
+        .filter_map(compile_policy)
+        .map(|p| (p.name.clone(), Arc::new(p)))
+        .collect();
+    let mut bindings: Vec<Binding> = bindings.iter().filter_map(compile_binding).collect();
+    bindings.sort_by(|a, b| a.name.cmp(&b.name));
+    PolicySet { policies, bindings }
+}
+
+/// The loop that keeps this replica's set (see the module doc).
+pub fn controller(state: &AppState) -> Option<Controller> {
+    let vap = state.registry.lookup(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+    )?;
+    let vapb = state.registry.lookup(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+    )?;
+    let (p, b) = (
+        state.collection_prefix(vap, None),
+        state.collection_prefix(vapb, None),
+    );
+    let (lp, lb) = (p.clone(), b.clone());
+    Some(Controller {
+        name: "validating_admission_policy",
+        feed: None,
+        sources: vec![
+            Source {
+                prefix: p,
+                key_of: |_| Some("policies".into()),
+            },
+            Source {
+                prefix: b,
+                key_of: |_| Some("policies".into()),
+            },
+        ],
+        reconcile: Arc::new(move |state, _| {
+            let (lp, lb) = (lp.clone(), lb.clone());
+            async move { reload(&state, &lp, &lb).await }.boxed()
+        }),
+        workers: 1,
+        capacity: 4,
+        backoff: crate::controllers::queue::Backoff::default(),
+        resync: None,
+    })
+}
+
+async fn reload(state: &AppState, policies: &str, bindings: &str) -> Result<Next, String> {
+    // A consistent list: the event that woke this may come from a watch
+    // that is ahead of the cache (served by etcd while the cache fills).
+    let opts = ListOptions {
+        freshness: Freshness::MostRecent,
+        limit: None,
+        continue_from: None,
+        predicate: Default::default(),
+    };
+    let p = state
+        .store
+        .list(policies, &opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    let b = state
+        .store
+        .list(bindings, &opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    let p: Vec<Value> = p.items.iter().map(|o| (*o.value).clone()).collect();
+    let b: Vec<Value> = b.items.iter().map(|o| (*o.value).clone()).collect();
+    let set = compile(&p, &b);
+    tracing::debug!(
+        policies = set.policies.len(),
+        bindings = set.bindings.len(),
+        "validating admission policies loaded"
+    );
+    state.policies.replace(set);
+    Ok(Next::Done)
+}
+
+fn any_or(list: &[String], want: &str) -> bool {
+    list.iter().any(|x| x == "*" || x == want)
+}
+
+impl Rule {
+    fn matches(&self, a: &Attributes<'_>) -> bool {
+        if !any_or(&self.groups, a.res.group)
+            || !any_or(&self.versions, a.res.version)
+            || !any_or(&self.operations, a.operation)
+        {
+            return false;
+        }
+        let resource = self.resources.iter().any(|r| {
+            let (res, sub) = r.split_once('/').unwrap_or((r, ""));
+            (res == "*" || res == a.res.plural) && (sub == "*" || sub == a.subresource)
+        });
+        if !resource {
+            return false;
+        }
+        let scoped = match self.scope.as_str() {
+            "Cluster" => !a.res.namespaced,
+            "Namespaced" => a.res.namespaced,
+            _ => true,
+        };
+        scoped && (self.names.is_empty() || self.names.iter().any(|n| n == a.name))
+    }
+}
+
+fn labels(v: Option<&Value>) -> Map<String, Value> {
+    v.and_then(|o| o.pointer("/metadata/labels"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+impl Match {
+    /// Whether `a` matches; `open`: no resource rules means any resource
+    /// (a binding's `matchResources`; a policy's constraints need rules).
+    fn matches(&self, a: &Attributes<'_>, namespace: Option<&Value>, open: bool) -> bool {
+        let included = (open && self.rules.is_empty()) || self.rules.iter().any(|r| r.matches(a));
+        if !included || self.exclude.iter().any(|r| r.matches(a)) {
+            return false;
+        }
+        let ns_ok = if a.res.group.is_empty() && a.res.plural == "namespaces" {
+            // A namespace is matched on its own labels.
+            self.namespace_selector.matches(&labels(a.object.or(a.old)))
+        } else if a.res.namespaced {
+            self.namespace_selector.matches(&labels(namespace))
+        } else {
+            true
+        };
+        let obj_ok = [a.object, a.old]
+            .into_iter()
+            .flatten()
+            .any(|o| self.object_selector.matches(&labels(Some(o))))
+            || (a.object.is_none() && a.old.is_none() && self.object_selector.matches(&Map::new()));
+        ns_ok && obj_ok
+    }
+}
+
+/// The `request` variable (an `admission.k8s.io/v1` AdmissionRequest's
+/// fields).
+fn request_var(a: &Attributes<'_>) -> Value {
+    let mut r = json!({
+        "kind": {"group": a.res.group, "version": a.res.version, "kind": a.res.kind},
+        "resource": {"group": a.res.group, "version": a.res.version, "resource": a.res.plural},
+        "requestKind": {"group": a.res.group, "version": a.res.version, "kind": a.res.kind},
+        "requestResource": {"group": a.res.group, "version": a.res.version, "resource": a.res.plural},
+        "name": a.name,
+        "namespace": a.namespace.unwrap_or(""),
+        "operation": a.operation,
+        "userInfo": serde_json::to_value(a.user).unwrap_or_else(|_| json!({})),
+        "dryRun": a.dry_run,
+    });
+    if !a.subresource.is_empty() {
+        r["subResource"] = Value::from(a.subresource);
+        r["requestSubResource"] = Value::from(a.subresource);
+    }
+    r
+}
+
+/// The params a binding names for a request; `Err` is the message of a
+/// denial (none found, with `Deny`).
+async fn params(
+    state: &AppState,
+    policy: &Policy,
+    binding: &Binding,
+    a: &Attributes<'_>,
+) -> Result<Vec<Option<Value>>, String> {
+    let Some((api_version, kind)) = &policy.param_kind else {
+        return Ok(vec![None]);
+    };
+    let Some(r) = &binding.param_ref else {
+        return Err(format!(
+            "failed to configure binding: paramKind kind `{kind}` not found"
+        ));
+    };
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let res = state
+        .registry
+        .by_kind(group, version, kind)
+        .ok_or_else(|| format!("failed to configure binding: paramKind kind `{kind}` not found"))?;
+    let ns = if res.namespaced {
+        r.get("namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .or(a.namespace)
+    } else {
+        None
+    };
+    if res.namespaced && ns.is_none() {
+        return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+    }
+    let found: Vec<Option<Value>> = if let Some(name) = r.get("name").and_then(Value::as_str) {
+        let key = state.key(res, ns, name);
+        match state.store.get(&key, Freshness::NotOlderThan(0)).await {
+            Ok(Some(o)) => vec![Some((*o.value).clone())],
+            Ok(None) => Vec::new(),
+            Err(e) => return Err(format!("failed to configure binding: {e}")),
+        }
+    } else {
+        let sel = selector(r.get("selector"));
+        let opts = ListOptions {
+            freshness: Freshness::NotOlderThan(0),
+            limit: None,
+            continue_from: None,
+            predicate: Default::default(),
+        };
+        let listed = state
+            .store
+            .list(&state.collection_prefix(res, ns), &opts)
+            .await
+            .map_err(|e| format!("failed to configure binding: {e}"))?;
+        listed
+            .items
+            .iter()
+            .filter(|o| sel.matches(&labels(Some(&o.value))))
+            .map(|o| Some((*o.value).clone()))
+            .collect()
+    };
+    if found.is_empty() {
+        let deny = r.get("parameterNotFoundAction").and_then(Value::as_str) != Some("Allow");
+        if deny {
+            return Err(
+                "failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+                    .into(),
+            );
+        }
+    }
+    Ok(found)
+}
+
+fn is_true(v: &Value) -> Result<bool, ()> {
+    v.as_bool().ok_or(())
+}
+
+/// Runs one policy with one param; the decisions it makes.
+fn evaluate(policy: &Policy, vars: &mut Bindings, out: &mut Vec<(String, Option<String>)>) {
+    for (name, c) in &policy.conditions {
+        match c.eval(vars).map(|v| is_true(&v)) {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return,
+            Ok(Err(())) => {
+                if policy.fail {
+                    out.push((
+                        format!("matchCondition '{name}' must evaluate to bool"),
+                        None,
+                    ));
+                }
+                return;
+            }
+            Err(e) => {
+                if policy.fail {
+                    out.push((e, None));
+                }
+                return;
+            }
+        }
+    }
+    let mut variables = Map::new();
+    for (name, v) in &policy.variables {
+        vars.insert_json("variables", &Value::Object(variables.clone()));
+        if let Ok(value) = v.eval(vars) {
+            variables.insert(name.clone(), value);
+        }
+    }
+    vars.insert_json("variables", &Value::Object(variables));
+    for v in &policy.validations {
+        match v.expr.eval(vars) {
+            Ok(Value::Bool(true)) => {}
+            Ok(Value::Bool(false)) => {
+                let fallback = v
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| format!("failed expression: {}", v.expr.source.trim()));
+                let message = v
+                    .message_expr
+                    .as_ref()
+                    .and_then(|m| m.eval(vars).ok())
+                    .and_then(|m| m.as_str().map(|s| s.trim().to_string()))
+                    .filter(|m| !m.is_empty() && !m.contains('\n'))
+                    .unwrap_or(fallback);
+                out.push((message, v.reason.clone()));
+            }
+            Ok(_) => {
+                if policy.fail {
+                    out.push((
+                        format!(
+                            "expression '{}' resulted in error: must evaluate to bool",
+                            v.expr.source.trim()
+                        ),
+                        None,
+                    ));
+                }
+            }
+            Err(e) => {
+                if policy.fail {
+                    out.push((e, None));
+                }
+            }
+        }
+    }
+}
+
+/// Runs every binding that matches `a`; denials come back as
+/// [`Decision::Deny`] with kube's wording, warnings as text.
+pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
+    let set = state.policies.current();
+    if set.is_empty() {
+        return Vec::new();
+    }
+    let mut namespace: Option<Option<Value>> = None;
+    let mut decisions = Vec::new();
+    for binding in &set.bindings {
+        let Some(policy) = set.policies.get(&binding.policy) else {
+            continue;
+        };
+        if namespace.is_none() {
+            namespace = Some(match a.namespace.filter(|_| a.res.namespaced) {
+                Some(ns) => namespace_object(state, ns).await,
+                None => None,
+            });
+        }
+        let ns = namespace.as_ref().and_then(Option::as_ref);
+        let constrained = policy
+            .constraints
+            .as_ref()
+            .is_some_and(|m| m.matches(a, ns, false));
+        let bound = binding
+            .resources
+            .as_ref()
+            .is_none_or(|m| m.matches(a, ns, true));
+        if !constrained || !bound {
+            continue;
+        }
+        let mut found = Vec::new();
+        match params(state, policy, binding, a).await {
+            Ok(params) => {
+                let request = request_var(a);
+                for p in params {
+                    let mut vars = Bindings::new()
+                        .with_json("object", a.object.unwrap_or(&Value::Null))
+                        .with_json("oldObject", a.old.unwrap_or(&Value::Null))
+                        .with_json("request", &request)
+                        .with_json("namespaceObject", ns.unwrap_or(&Value::Null))
+                        .with_json("params", p.as_ref().unwrap_or(&Value::Null));
+                    evaluate(policy, &mut vars, &mut found);
+                }
+            }
+            Err(message) => found.push((message, None)),
+        }
+        for (message, reason) in found {
+            if binding.deny {
+                decisions.push(Decision::Deny {
+                    message: format!(
+                        "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: {message}",
+                        policy.name, binding.name
+                    ),
+                    reason: reason.unwrap_or_else(|| "Invalid".into()),
+                });
+            }
+            if binding.warn {
+                decisions.push(Decision::Warn(format!(
+                    "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {message}",
+                    policy.name, binding.name
+                )));
+            }
+        }
+    }
+    decisions
+}
+
+async fn namespace_object(state: &AppState, ns: &str) -> Option<Value> {
+    let res = state.registry.lookup("", "v1", "namespaces")?;
+    let key = state.key(res, None, ns);
+    state
+        .store
+        .get(&key, Freshness::NotOlderThan(0))
+        .await
+        .ok()
+        .flatten()
+        .map(|o| (*o.value).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apimachinery::auth::UserInfo;
+
+    fn policy(spec: Value) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": spec})
+    }
+
+    fn binding(spec: Value) -> Value {
+        json!({"metadata": {"name": "b"}, "spec": spec})
+    }
+
+    fn attrs<'a>(obj: &'a Value, user: &'a UserInfo) -> Attributes<'a> {
+        Attributes {
+            operation: "CREATE",
+            res: crate::registry::Registry::builtin()
+                .lookup("apps", "v1", "deployments")
+                .unwrap(),
+            subresource: "",
+            namespace: Some("default"),
+            name: "web",
+            object: Some(obj),
+            old: None,
+            user,
+            dry_run: false,
+        }
+    }
+
+    fn deployments_rule() -> Value {
+        json!({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]})
+    }
+
+    fn run(p: Value, b: Value, obj: &Value) -> Vec<(String, Option<String>)> {
+        let set = compile(&[p], &[b]);
+        let user = UserInfo::default();
+        let a = attrs(obj, &user);
+        let binding = &set.bindings[0];
+        let policy = &set.policies[&binding.policy];
+        assert!(policy
+            .constraints
+            .as_ref()
+            .unwrap()
+            .matches(&a, None, false));
+        let mut vars = Bindings::new()
+            .with_json("object", obj)
+            .with_json("oldObject", &Value::Null)
+            .with_json("request", &request_var(&a))
+            .with_json("params", &Value::Null);
+        let mut out = Vec::new();
+        evaluate(policy, &mut vars, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_failed_validation_carries_its_message_or_the_expression() {
+        let p = policy(json!({
+            "matchConstraints": deployments_rule(),
+            "variables": [{"name": "r", "expression": "object.spec.replicas"}],
+            "validations": [
+                {"expression": "variables.r <= 5"},
+                {"expression": "variables.r <= 4", "message": "too many", "reason": "Forbidden"},
+                {"expression": "variables.r <= 3", "messageExpression": "'replicas: ' + string(variables.r)"},
+                {"expression": "object.spec.nope > 1"},
+            ]
+        }));
+        let b = binding(json!({"policyName": "p", "validationActions": ["Deny"]}));
+        let out = run(p, b, &json!({"spec": {"replicas": 6}}));
+        assert_eq!(out[0], ("failed expression: variables.r <= 5".into(), None));
+        assert_eq!(out[1], ("too many".into(), Some("Forbidden".into())));
+        assert_eq!(out[2].0, "replicas: 6");
+        assert!(
+            out[3]
+                .0
+                .starts_with("expression 'object.spec.nope > 1' resulted in error"),
+            "{}",
+            out[3].0
+        );
+    }
+
+    #[test]
+    fn match_conditions_gate_the_policy() {
+        let p = policy(json!({
+            "matchConstraints": deployments_rule(),
+            "matchConditions": [{"name": "big", "expression": "object.spec.replicas > 10"}],
+            "validations": [{"expression": "false"}]
+        }));
+        let b = binding(json!({"policyName": "p", "validationActions": ["Deny"]}));
+        assert!(run(p, b, &json!({"spec": {"replicas": 6}})).is_empty());
+    }
+
+    #[test]
+    fn rules_split_resources_and_subresources_as_kube() {
+        let user = UserInfo::default();
+        let obj = json!({});
+        let mut a = attrs(&obj, &user);
+        let rule = |res: &str| Rule {
+            groups: vec!["*".into()],
+            versions: vec!["*".into()],
+            resources: vec![res.into()],
+            operations: vec!["*".into()],
+            scope: "*".into(),
+            names: vec![],
+        };
+        assert!(rule("deployments").matches(&a));
+        assert!(rule("*").matches(&a));
+        a.subresource = "scale";
+        assert!(!rule("deployments").matches(&a));
+        assert!(!rule("*").matches(&a));
+        assert!(rule("deployments/scale").matches(&a));
+        assert!(rule("*/scale").matches(&a));
+        assert!(rule("deployments/*").matches(&a));
+        assert!(rule("*/*").matches(&a));
+    }
+}

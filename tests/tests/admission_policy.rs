@@ -1,0 +1,290 @@
+//! ValidatingAdmissionPolicy end to end, through kubectl, raw HTTP and the
+//! Python client: Deny with kube's Status, Warn as a `Warning` header,
+//! namespace selectors, params (a ConfigMap and a custom resource),
+//! messageExpression and reason, DELETE, and a policy loaded by every
+//! replica.
+
+use e2e::{eventually, http_request, stderr, unique_prefix, Server};
+use serde_json::{json, Value};
+use std::time::Duration;
+use watchcache::testing::TestEtcd;
+
+const SETTLE: Duration = Duration::from_secs(20);
+
+const REPLICA_LIMIT: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replica-limit
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  validations:
+  - expression: "object.spec.replicas <= 5"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: replica-limit-test
+spec:
+  policyName: replica-limit
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {env: test}
+"#;
+
+fn deployment(ns: &str, name: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: c\n        image: nginx\n"
+    )
+}
+
+fn body(name: &str, replicas: u32) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas,
+                 "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .expect("json")
+}
+
+async fn post(s: &Server, path: &str, body: &[u8]) -> (u16, Value) {
+    let r = http_request(
+        s.addr(),
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .await
+    .expect("request");
+    (
+        r.status,
+        serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+    )
+}
+
+/// Waits until creating `name` with `replicas` in `ns` is refused (the
+/// replicas load policies from their watch).
+async fn until_denied(s: &Server, ns: &str, name: &str, replicas: u32) -> Value {
+    let path = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let (code, v) = post(s, &path, &body(name, replicas)).await;
+        if code != 201 {
+            return v;
+        }
+        // Allowed before the policy was loaded: take it back, try again.
+        let _ = http_request(s.addr(), "DELETE", &format!("{path}/{name}"), &[], b"").await;
+        assert!(std::time::Instant::now() < deadline, "never denied");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_policy_denies_with_kubes_status_where_its_binding_matches() {
+    let etcd = TestEtcd::shared().await;
+    let prefix = unique_prefix();
+    let a = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    let b = Server::start_with_prefix(&etcd.endpoint(), &prefix, &[]).await;
+    a.kubectl_ok(&["create", "namespace", "t"]);
+    a.kubectl_ok(&["label", "namespace", "t", "env=test"]);
+    a.kubectl_ok(&["create", "namespace", "free"]);
+    a.kubectl_stdin_ok(&["create", "-f", "-"], REPLICA_LIMIT);
+
+    // Both replicas enforce it, with kube's Status.
+    for s in [&a, &b] {
+        let status = until_denied(s, "t", "big", 6).await;
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 422);
+        assert_eq!(status["reason"], "Invalid");
+        let cause = "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-test' denied request: failed expression: object.spec.replicas <= 5";
+        assert_eq!(
+            status["message"],
+            format!("deployments.apps \"big\" is forbidden: {cause}")
+        );
+        assert_eq!(
+            status["details"],
+            json!({"name": "big", "group": "apps", "kind": "deployments", "causes": [{"message": cause}]})
+        );
+    }
+    // kubectl shows it; a small one passes; another namespace is free.
+    let out = a.kubectl_stdin(&["apply", "-f", "-"], &deployment("t", "k", 9));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("denied request: failed expression: object.spec.replicas <= 5"),
+        "{}",
+        stderr(&out)
+    );
+    a.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment("t", "small", 2));
+    a.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment("free", "big", 9));
+    // Updates are checked too (a rule for `deployments` does not cover
+    // `deployments/scale`, as in kube).
+    let (code, out) = a.kubectl_err(&[
+        "patch",
+        "deployment",
+        "small",
+        "-n",
+        "t",
+        "-p",
+        r#"{"spec":{"replicas":7}}"#,
+    ]);
+    assert_ne!(code, 0);
+    assert!(out.contains("replica-limit"), "{out}");
+    // Removing the binding lifts it.
+    a.kubectl_ok(&[
+        "delete",
+        "validatingadmissionpolicybinding",
+        "replica-limit-test",
+    ]);
+    eventually("the policy to be lifted", SETTLE, || {
+        a.kubectl_stdin(&["apply", "-f", "-"], &deployment("t", "big", 6))
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn warn_params_message_expressions_reasons_and_deletes() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(&["create", "-f", "-"], e2e::GADGETS_CRD);
+    eventually("the CRD", SETTLE, || {
+        s.kubectl(&["get", "gadgets"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    s.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: limits\n  namespace: default\nspec:\n  max: 3\n",
+    );
+    s.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: from-params
+spec:
+  paramKind: {apiVersion: example.com/v1, kind: Gadget}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  variables:
+  - name: max
+    expression: "params.spec.max"
+  validations:
+  - expression: "object.spec.replicas <= variables.max"
+    messageExpression: "'at most ' + string(variables.max) + ' replicas, not ' + string(object.spec.replicas)"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: from-params
+spec:
+  policyName: from-params
+  validationActions: [Deny]
+  paramRef: {name: limits, namespace: default, parameterNotFoundAction: Deny}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: labelled
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "DELETE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "request.operation != 'CREATE' || has(object.metadata.labels)"
+    message: "config maps need labels"
+  - expression: "request.operation != 'DELETE' || !has(oldObject.metadata.labels) || !('protected' in oldObject.metadata.labels)"
+    message: "protected"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: labelled-warn
+spec:
+  policyName: labelled
+  validationActions: [Warn]
+  matchResources:
+    objectSelector:
+      matchExpressions: [{key: strict, operator: DoesNotExist}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: labelled-deny
+spec:
+  policyName: labelled
+  validationActions: [Deny]
+  matchResources:
+    objectSelector:
+      matchLabels: {strict: "yes"}
+"#,
+    );
+    // Params from a custom resource; messageExpression; reason → 403.
+    let status = until_denied(&s, "default", "four", 4).await;
+    assert_eq!(status["code"], 403, "{status}");
+    assert_eq!(status["reason"], "Forbidden");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("denied request: at most 3 replicas, not 4"),
+        "{status}"
+    );
+    s.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment("default", "three", 3));
+
+    // Warn: the object is created, kubectl prints kube's warning.
+    let out = s.kubectl(&["create", "configmap", "plain"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Warning: Validation failed for ValidatingAdmissionPolicy 'labelled' with binding 'labelled-warn': config maps need labels"),
+        "{}",
+        stderr(&out)
+    );
+    // DELETE sees oldObject; the strict binding denies.
+    s.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  labels: {protected: \"1\", strict: \"yes\"}\n",
+    );
+    let (code, out) = s.kubectl_err(&["delete", "configmap", "keep"]);
+    assert_ne!(code, 0);
+    assert!(
+        out.contains("ValidatingAdmissionPolicy 'labelled' with binding 'labelled-deny' denied request: protected"),
+        "{out}"
+    );
+    s.kubectl_ok(&["get", "configmap", "keep"]);
+
+    // Without its param the binding denies everything it matches.
+    s.kubectl_ok(&["delete", "gadget", "limits"]);
+    let status = until_denied(&s, "default", "one", 1).await;
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no params found for policy binding with `Deny` parameterNotFoundAction"),
+        "{status}"
+    );
+    e2e::run_python_client(&s, "admission_policy_python.py");
+}
