@@ -76,6 +76,8 @@ pub struct AppState {
     pub repair_interval: Duration,
     /// This replica's compiled ValidatingAdmissionPolicies and bindings.
     pub policies: crate::admission::policy::Policies,
+    /// This replica's compiled admission webhooks.
+    pub webhooks: crate::admission::webhooks::Webhooks,
 }
 
 impl AppState {
@@ -115,6 +117,7 @@ impl AppState {
             endpoint_lease_ttl: Duration::from_secs(15),
             repair_interval: Duration::from_secs(180),
             policies: Default::default(),
+            webhooks: Default::default(),
         }
     }
 

@@ -37,6 +37,9 @@ pub struct Webhook {
     port: u16,
     tls: Arc<rustls::ClientConfig>,
     timeout: Duration,
+    /// The name the server's certificate must carry, when it is not the
+    /// host dialled (a Service reached at an endpoint's address).
+    server_name: Option<String>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -93,7 +96,15 @@ impl Webhook {
             port,
             tls: Arc::new(tls),
             timeout,
+            server_name: None,
         })
+    }
+
+    /// Verifies the server's certificate for `name` instead of the URL's
+    /// host (kube checks a Service's webhook for `<service>.<namespace>.svc`).
+    pub fn with_server_name(mut self, name: &str) -> Webhook {
+        self.server_name = Some(name.to_string());
+        self
     }
 
     pub fn url(&self) -> &str {
@@ -121,7 +132,12 @@ impl Webhook {
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(|e| self.transport(format!("dial tcp {}:{}: {e}", self.host, self.port)))?;
-        let name = ServerName::try_from(self.host.clone()).map_err(|e| self.transport(e))?;
+        let name = ServerName::try_from(
+            self.server_name
+                .clone()
+                .unwrap_or_else(|| self.host.clone()),
+        )
+        .map_err(|e| self.transport(e))?;
         let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls))
             .connect(name, tcp)
             .await

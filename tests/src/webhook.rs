@@ -1,6 +1,7 @@
 //! Small HTTPS webhook servers for tests (conversion webhooks now,
 //! admission webhooks later): a CA and a serving certificate for 127.0.0.1
-//! made per server, and a handler from JSON request to JSON response.
+//! made per server (naming 127.0.0.1, localhost and the Service
+//! `webhook.default.svc`), and a handler from JSON request to JSON response.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -50,6 +51,15 @@ impl WebhookServer {
     where
         F: Fn(Value) -> Answer + Send + Sync + 'static,
     {
+        Self::start_on(std::net::Ipv4Addr::LOCALHOST.into(), handler).await
+    }
+
+    /// [`WebhookServer::start`] listening on `ip` (an address of this
+    /// machine: an EndpointSlice may not name a loopback address).
+    pub async fn start_on<F>(ip: std::net::IpAddr, handler: F) -> WebhookServer
+    where
+        F: Fn(Value) -> Answer + Send + Sync + 'static,
+    {
         let ca_key = rcgen::KeyPair::generate().expect("ca key");
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca params");
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -59,9 +69,12 @@ impl WebhookServer {
         let ca = ca_params.self_signed(&ca_key).expect("ca cert");
         let issuer = rcgen::Issuer::new(ca_params, &ca_key);
         let key = rcgen::KeyPair::generate().expect("server key");
-        let params =
-            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-                .expect("server params");
+        let params = rcgen::CertificateParams::new(vec![
+            "127.0.0.1".to_string(),
+            "localhost".to_string(),
+            "webhook.default.svc".to_string(),
+        ])
+        .expect("server params");
         let cert = params.signed_by(&key, &issuer).expect("server cert");
         let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
@@ -75,9 +88,7 @@ impl WebhookServer {
         )
         .expect("tls config");
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let handler = Arc::new(handler);
         let calls = Arc::new(AtomicUsize::new(0));
@@ -136,4 +147,13 @@ impl WebhookServer {
             task,
         }
     }
+}
+
+/// This machine's address on its default route, if it has one (found
+/// without sending anything: a UDP socket is only connected).
+pub fn local_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("10.255.255.255:1").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }

@@ -5,6 +5,7 @@
 //! admission (issue 15) will join them here.
 
 pub mod policy;
+pub mod webhooks;
 
 use apimachinery::auth::{RequestInfo, UserInfo};
 use apimachinery::status::StatusCause;
@@ -16,6 +17,7 @@ use crate::handlers::Scope;
 use crate::registry::Resource;
 
 /// What admission sees of a request (kube's `admission.Attributes`).
+#[derive(Clone, Copy)]
 pub struct Attributes<'a> {
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: &'static str,
@@ -79,11 +81,35 @@ fn reason_code(reason: &str) -> u16 {
     }
 }
 
-/// Runs the validating admission of this server on a write: the first
-/// denial fails it with kube's Status (`admission.NewForbidden`'s message,
-/// the policy's reason and code, the denial as a cause); warnings are
-/// added to the response.
+/// Runs the validating admission of this server on a write: the
+/// policies, then the validating webhooks. A policy's denial fails it with
+/// kube's Status (`admission.NewForbidden`'s message, the policy's reason
+/// and code, the denial as a cause); warnings are added to the response.
 pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+    policies(scope, a).await?;
+    webhooks::validating(scope, a).await
+}
+
+/// Runs the mutating admission of this server on the object of a create
+/// or update, before it is validated: the mutating webhooks (nothing is
+/// copied when there are none).
+pub async fn mutating(
+    scope: &Scope,
+    operation: &'static str,
+    old: Option<&Value>,
+    dry_run: bool,
+    obj: &mut Value,
+) -> Result<()> {
+    if !scope.state.webhooks.has_mutating() {
+        return Ok(());
+    }
+    // The attributes hold the object as it came; the webhooks change `obj`.
+    let seen = obj.clone();
+    let a = Attributes::of(scope, operation, Some(&seen), old, dry_run);
+    webhooks::mutating(scope, &a, obj).await
+}
+
+async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     let decisions = policy::validate(&scope.state, a).await;
     let mut denial = None;
     for d in decisions {

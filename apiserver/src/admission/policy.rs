@@ -73,13 +73,13 @@ impl PolicySet {
 }
 
 /// One expression, compiled (or why it did not compile).
-struct Expr {
+pub(super) struct Expr {
     source: String,
     program: Result<Program, String>,
 }
 
 impl Expr {
-    fn new(source: &str) -> Expr {
+    pub(super) fn new(source: &str) -> Expr {
         Expr {
             source: source.to_string(),
             program: Program::compile(source).map_err(|e| e.to_string()),
@@ -87,7 +87,11 @@ impl Expr {
     }
 
     /// Evaluates; errors worded as kube words them.
-    fn eval(&self, vars: &Bindings) -> Result<Value, String> {
+    pub(super) fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub(super) fn eval(&self, vars: &Bindings) -> Result<Value, String> {
         let p = self.program.as_ref().map_err(|e| {
             format!(
                 "compilation failed for expression '{}': {e}",
@@ -125,8 +129,8 @@ struct Binding {
     warn: bool,
 }
 
-/// A `MatchResources`.
-struct Match {
+/// A `MatchResources` (webhooks match with the same fields).
+pub(super) struct Match {
     namespace_selector: LabelSelector,
     object_selector: LabelSelector,
     rules: Vec<Rule>,
@@ -134,7 +138,7 @@ struct Match {
 }
 
 /// A `NamedRuleWithOperations`.
-struct Rule {
+pub(super) struct Rule {
     groups: Vec<String>,
     versions: Vec<String>,
     resources: Vec<String>,
@@ -147,7 +151,7 @@ fn strings(v: Option<&Value>) -> Vec<String> {
     object::strings(v)
 }
 
-fn selector(v: Option<&Value>) -> LabelSelector {
+pub(super) fn selector(v: Option<&Value>) -> LabelSelector {
     match v {
         // Unset selects everything, as kube defaults it to `{}`.
         None | Some(Value::Null) => LabelSelector::everything(),
@@ -157,7 +161,7 @@ fn selector(v: Option<&Value>) -> LabelSelector {
     }
 }
 
-fn rules(v: Option<&Value>) -> Vec<Rule> {
+pub(super) fn rules(v: Option<&Value>) -> Vec<Rule> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -176,7 +180,19 @@ fn rules(v: Option<&Value>) -> Vec<Rule> {
         .collect()
 }
 
-fn match_of(v: Option<&Value>) -> Option<Match> {
+impl Match {
+    /// A webhook's matching fields.
+    pub(super) fn of_webhook(hook: &Value) -> Match {
+        Match {
+            namespace_selector: selector(hook.get("namespaceSelector")),
+            object_selector: selector(hook.get("objectSelector")),
+            rules: rules(hook.get("rules")),
+            exclude: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn match_of(v: Option<&Value>) -> Option<Match> {
     let v = v.filter(|v| v.is_object())?;
     Some(Match {
         namespace_selector: selector(v.get("namespaceSelector")),
@@ -186,7 +202,7 @@ fn match_of(v: Option<&Value>) -> Option<Match> {
     })
 }
 
-fn named_exprs(v: Option<&Value>, field: &str) -> Vec<(String, Expr)> {
+pub(super) fn named_exprs(v: Option<&Value>, field: &str) -> Vec<(String, Expr)> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -375,7 +391,12 @@ fn labels(v: Option<&Value>) -> Map<String, Value> {
 impl Match {
     /// Whether `a` matches; `open`: no resource rules means any resource
     /// (a binding's `matchResources`; a policy's constraints need rules).
-    fn matches(&self, a: &Attributes<'_>, namespace: Option<&Value>, open: bool) -> bool {
+    pub(super) fn matches(
+        &self,
+        a: &Attributes<'_>,
+        namespace: Option<&Value>,
+        open: bool,
+    ) -> bool {
         let included = (open && self.rules.is_empty()) || self.rules.iter().any(|r| r.matches(a));
         if !included || self.exclude.iter().any(|r| r.matches(a)) {
             return false;
@@ -399,7 +420,7 @@ impl Match {
 
 /// The `request` variable (an `admission.k8s.io/v1` AdmissionRequest's
 /// fields).
-fn request_var(a: &Attributes<'_>) -> Value {
+pub(super) fn request_var(a: &Attributes<'_>) -> Value {
     let mut r = json!({
         "kind": {"group": a.res.group, "version": a.res.version, "kind": a.res.kind},
         "resource": {"group": a.res.group, "version": a.res.version, "resource": a.res.plural},
@@ -629,7 +650,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
     decisions
 }
 
-async fn namespace_object(state: &AppState, ns: &str) -> Option<Value> {
+pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Value> {
     let res = state.registry.lookup("", "v1", "namespaces")?;
     let key = state.key(res, None, ns);
     state

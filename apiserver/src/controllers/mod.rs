@@ -158,6 +158,9 @@ pub fn start_all(
     handles.extend(
         crate::admission::policy::controller(state).map(|c| start(Arc::clone(state), None, c)),
     );
+    handles.extend(
+        crate::admission::webhooks::controller(state).map(|c| start(Arc::clone(state), None, c)),
+    );
     handles
 }
 

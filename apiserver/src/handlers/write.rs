@@ -472,6 +472,14 @@ where
         if let Some(custom) = scope.res.custom {
             custom.prepare(&mut new);
         }
+        crate::admission::mutating(
+            scope,
+            "UPDATE",
+            Some(&current.value),
+            params.dry_run,
+            &mut new,
+        )
+        .await?;
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
         crate::admission::certificate_approval(scope, &new).await?;
@@ -659,6 +667,7 @@ pub async fn create_object(
     if let Some(custom) = scope.res.custom {
         custom.prepare(&mut obj);
     }
+    crate::admission::mutating(scope, "CREATE", None, params.dry_run, &mut obj).await?;
     validate(scope, &obj, None)?;
     crate::rbac::admit(scope, &obj, None).await?;
     crate::admission::validating(
