@@ -1017,8 +1017,9 @@ pub static RESOURCES: &[Resource] = &[
             false,
         )
     },
-    // admissionregistration.k8s.io/v1: stored and served; admission (issue 15) acts on them
+    // admissionregistration.k8s.io/v1: the admission chain (`admission`) acts on them
     Resource {
+        rules: &kinds::admissionregistration::WEBHOOK_CONFIGURATION,
         categories: &["api-extensions"],
         generation: true,
         ..res(
@@ -1031,6 +1032,7 @@ pub static RESOURCES: &[Resource] = &[
         )
     },
     Resource {
+        rules: &kinds::admissionregistration::WEBHOOK_CONFIGURATION,
         categories: &["api-extensions"],
         generation: true,
         ..res(
@@ -1043,6 +1045,7 @@ pub static RESOURCES: &[Resource] = &[
         )
     },
     Resource {
+        rules: &kinds::admissionregistration::VALIDATING_POLICY,
         categories: &["api-extensions"],
         generation: true,
         subresources: STATUS,
@@ -1056,6 +1059,7 @@ pub static RESOURCES: &[Resource] = &[
         )
     },
     Resource {
+        rules: &kinds::admissionregistration::VALIDATING_POLICY_BINDING,
         categories: &["api-extensions"],
         generation: true,
         ..res(

@@ -140,6 +140,19 @@ async fn a_policy_denies_with_kubes_status_where_its_binding_matches() {
     ]);
     assert_ne!(code, 0);
     assert!(out.contains("replica-limit"), "{out}");
+    // A policy whose CEL does not compile is refused at create.
+    let out = a.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: broken\nspec:\n  matchConstraints:\n    resourceRules: [{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [pods]}]\n  validations:\n  - expression: \"object.spec ==\"\n",
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "spec.validations[0].expression: Invalid value: \"object.spec ==\": compilation failed"
+        ),
+        "{}",
+        stderr(&out)
+    );
     // Removing the binding lifts it.
     a.kubectl_ok(&[
         "delete",

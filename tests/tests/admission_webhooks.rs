@@ -221,7 +221,7 @@ webhooks:
 - name: down.example.com
   clientConfig: {url: "https://127.0.0.1:1/down"}
   rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]}]
-  sideEffects: Some
+  sideEffects: None
   failurePolicy: Fail
   admissionReviewVersions: [v1]
 - name: down-ignored.example.com
@@ -242,11 +242,30 @@ webhooks:
         "{failed}"
     );
     s.kubectl_ok(&["create", "serviceaccount", "fine"]);
-    // A dry run reaching a webhook with side effects is refused.
-    let (code, out) = s.kubectl_err(&["create", "secret", "generic", "y", "--dry-run=server"]);
-    assert_ne!(code, 0);
+    // A configuration whose CEL does not compile, or that names no
+    // side-effect class, is refused at create.
+    let out = s.kubectl_stdin(
+        &["create", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: broken}
+webhooks:
+- name: broken.example.com
+  clientConfig: {url: "https://127.0.0.1:1/"}
+  sideEffects: Some
+  admissionReviewVersions: [v1]
+  matchConditions: [{name: c, expression: "object.metadata.name =="}]
+"#,
+    );
+    assert!(!out.status.success());
+    let out = stderr(&out);
     assert!(
-        out.contains("admission webhook \"down.example.com\" does not support dry run"),
+        out.contains("webhooks[0].sideEffects: Unsupported value: \"Some\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("webhooks[0].matchConditions[0].expression: Invalid value: \"object.metadata.name ==\": compilation failed"),
         "{out}"
     );
 }

@@ -20,6 +20,7 @@ use crate::status::StatusCause;
 pub mod common;
 pub mod print;
 
+pub mod admissionregistration;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;
