@@ -12,6 +12,7 @@
 //! OpenAPI latency, RSS per CRD, custom-resource vs ConfigMap throughput), on
 //! two servers of its own.
 
+pub mod admission;
 pub mod client;
 pub mod crds;
 pub mod fixture;
@@ -101,6 +102,9 @@ pub struct Args {
     /// Dependents of each owner deleted in the gc phase.
     #[arg(long)]
     pub gc_dependents: Option<u64>,
+    /// Creates measured per configuration in the admission phase.
+    #[arg(long)]
+    pub admission_creates: Option<usize>,
     /// Phases to run, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     pub phases: Option<Vec<Phase>>,
@@ -138,6 +142,8 @@ pub enum Phase {
     Crds,
     /// Garbage collection of large owners in a large graph.
     Gc,
+    /// What a policy and a webhook add to a create.
+    Admission,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -180,6 +186,7 @@ pub struct Plan {
     pub crds: usize,
     pub gc_objects: u64,
     pub gc_dependents: u64,
+    pub admission_creates: usize,
     pub phases: Vec<Phase>,
 }
 
@@ -202,6 +209,7 @@ impl Plan {
                 crds: 10,
                 gc_objects: 600,
                 gc_dependents: 200,
+                admission_creates: 50,
                 phases: Vec::new(),
             }
         } else if a.full {
@@ -220,6 +228,7 @@ impl Plan {
                 crds: 1_000,
                 gc_objects: 100_000,
                 gc_dependents: 10_000,
+                admission_creates: 3_000,
                 phases: Vec::new(),
             }
         } else {
@@ -238,6 +247,7 @@ impl Plan {
                 crds: 200,
                 gc_objects: 30_000,
                 gc_dependents: 10_000,
+                admission_creates: 3_000,
                 phases: Vec::new(),
             }
         };
@@ -257,6 +267,10 @@ impl Plan {
             crds: a.crds.unwrap_or(base.crds).max(1),
             gc_objects: a.gc_objects.unwrap_or(base.gc_objects).max(3),
             gc_dependents: a.gc_dependents.unwrap_or(base.gc_dependents).max(1),
+            admission_creates: a
+                .admission_creates
+                .unwrap_or(base.admission_creates)
+                .max(10),
             phases: a.phases.clone().unwrap_or_else(|| {
                 vec![
                     Phase::Writes,
@@ -265,6 +279,7 @@ impl Plan {
                     Phase::Memory,
                     Phase::Crds,
                     Phase::Gc,
+                    Phase::Admission,
                 ]
             }),
         }

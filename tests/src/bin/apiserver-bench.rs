@@ -140,6 +140,7 @@ async fn run(
             Phase::Memory => bench::memory::run(&b).await,
             Phase::Crds => bench::crds::run(&b).await,
             Phase::Gc => bench::gc::run(&b).await,
+            Phase::Admission => bench::admission::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -168,6 +169,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Memory => "4 memory",
         Phase::Crds => "6 crds",
         Phase::Gc => "7 gc",
+        Phase::Admission => "8 admission",
     }
 }
 
