@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::{http1, http2};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
@@ -40,6 +41,24 @@ pub struct Webhook {
     /// The name the server's certificate must carry, when it is not the
     /// host dialled (a Service reached at an endpoint's address).
     server_name: Option<String>,
+    /// Connections kept open for the next calls (shared by clones).
+    pool: Arc<std::sync::Mutex<Pool>>,
+}
+
+/// Open connections to one webhook: an HTTP/2 one is shared by every call;
+/// idle HTTP/1.1 ones wait for the next call, at most [`MAX_IDLE`].
+#[derive(Default)]
+struct Pool {
+    h2: Option<http2::SendRequest<Full<Bytes>>>,
+    idle: Vec<http1::SendRequest<Full<Bytes>>>,
+}
+
+/// Idle HTTP/1.1 connections kept per webhook.
+const MAX_IDLE: usize = 16;
+
+enum Conn {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
 }
 
 impl std::fmt::Debug for Webhook {
@@ -89,6 +108,8 @@ impl Webhook {
         .map_err(|e| WebhookError::Config(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
+        let mut tls = tls;
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Webhook {
             url: url.to_string(),
             uri,
@@ -97,6 +118,7 @@ impl Webhook {
             tls: Arc::new(tls),
             timeout,
             server_name: None,
+            pool: Arc::default(),
         })
     }
 
@@ -128,10 +150,36 @@ impl Webhook {
         }
     }
 
-    async fn call(&self, body: &Value) -> Result<Value, WebhookError> {
+    /// A pooled connection, if one is open.
+    fn pooled(&self) -> Option<Conn> {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h2) = pool.h2.as_ref().filter(|c| !c.is_closed()) {
+            return Some(Conn::H2(h2.clone()));
+        }
+        pool.h2 = None;
+        while let Some(c) = pool.idle.pop() {
+            if !c.is_closed() {
+                return Some(Conn::H1(c));
+            }
+        }
+        None
+    }
+
+    fn give_back(&self, conn: Conn) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        match conn {
+            Conn::H2(c) => pool.h2 = Some(c),
+            Conn::H1(c) if pool.idle.len() < MAX_IDLE && !c.is_closed() => pool.idle.push(c),
+            Conn::H1(_) => {}
+        }
+    }
+
+    /// A new connection: TLS with ALPN, HTTP/2 when the server offers it.
+    async fn connect(&self) -> Result<Conn, WebhookError> {
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(|e| self.transport(format!("dial tcp {}:{}: {e}", self.host, self.port)))?;
+        let _ = tcp.set_nodelay(true);
         let name = ServerName::try_from(
             self.server_name
                 .clone()
@@ -142,30 +190,35 @@ impl Webhook {
             .connect(name, tcp)
             .await
             .map_err(|e| self.transport(format!("tls: {e}")))?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let io = hyper_util::rt::TokioIo::new(tls);
+        // The connection task ends when the server closes it or every
+        // handle to it is dropped.
+        if h2 {
+            let (sender, conn) = http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
                 .await
                 .map_err(|e| self.transport(e))?;
-        let driver = tokio::spawn(conn);
-        let payload = serde_json::to_vec(body).map_err(|e| self.transport(e))?;
-        let path = self.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let req = hyper::Request::post(path)
-            .header(hyper::header::HOST, format!("{}:{}", self.host, self.port))
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .header(hyper::header::ACCEPT, "application/json")
-            .body(Full::new(Bytes::from(payload)))
-            .map_err(|e| self.transport(e))?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| self.transport(e))?;
-        let status = resp.status();
-        let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(|e| self.transport(e))?
-            .to_bytes();
-        driver.abort();
+            tokio::spawn(conn);
+            Ok(Conn::H2(sender))
+        } else {
+            let (sender, conn) = http1::handshake(io).await.map_err(|e| self.transport(e))?;
+            tokio::spawn(conn);
+            Ok(Conn::H1(sender))
+        }
+    }
+
+    async fn call(&self, body: &Value) -> Result<Value, WebhookError> {
+        let payload = Bytes::from(serde_json::to_vec(body).map_err(|e| self.transport(e))?);
+        // A pooled connection the server closed meanwhile fails at once:
+        // then once more on a new one.
+        let resp = match self.pooled() {
+            Some(conn) => match self.send(conn, payload.clone()).await {
+                Ok(r) => r,
+                Err(_) => self.send(self.connect().await?, payload).await?,
+            },
+            None => self.send(self.connect().await?, payload).await?,
+        };
+        let (status, bytes) = resp;
         if !status.is_success() {
             return Err(WebhookError::Response(format!(
                 "the server responded with status {}: {}",
@@ -175,5 +228,62 @@ impl Webhook {
         }
         serde_json::from_slice(&bytes)
             .map_err(|e| WebhookError::Response(format!("unable to decode the response: {e}")))
+    }
+
+    /// One request on `conn`; the connection goes back to the pool once
+    /// its answer is read.
+    async fn send(
+        &self,
+        conn: Conn,
+        payload: Bytes,
+    ) -> Result<(hyper::StatusCode, Bytes), WebhookError> {
+        let path = self.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let mut req = hyper::Request::post(path)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::ACCEPT, "application/json");
+        let resp = match conn {
+            Conn::H1(mut sender) => {
+                sender.ready().await.map_err(|e| self.transport(e))?;
+                req = req.header(hyper::header::HOST, format!("{}:{}", self.host, self.port));
+                let req = req
+                    .body(Full::new(payload))
+                    .map_err(|e| self.transport(e))?;
+                let resp = sender
+                    .send_request(req)
+                    .await
+                    .map_err(|e| self.transport(e))?;
+                let out = self.read(resp).await?;
+                self.give_back(Conn::H1(sender));
+                out
+            }
+            Conn::H2(mut sender) => {
+                sender.ready().await.map_err(|e| self.transport(e))?;
+                let uri = format!("https://{}:{}{path}", self.host, self.port);
+                let req = req
+                    .uri(uri)
+                    .body(Full::new(payload))
+                    .map_err(|e| self.transport(e))?;
+                let resp = sender
+                    .send_request(req)
+                    .await
+                    .map_err(|e| self.transport(e))?;
+                self.give_back(Conn::H2(sender));
+                self.read(resp).await?
+            }
+        };
+        Ok(resp)
+    }
+
+    async fn read(
+        &self,
+        resp: hyper::Response<hyper::body::Incoming>,
+    ) -> Result<(hyper::StatusCode, Bytes), WebhookError> {
+        let status = resp.status();
+        let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| self.transport(e))?
+            .to_bytes();
+        Ok((status, bytes))
     }
 }

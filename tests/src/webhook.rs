@@ -94,14 +94,18 @@ impl WebhookServer {
         let calls = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&calls);
         let task = tokio::spawn(async move {
+            // Connections belong to the server: stopping it closes them
+            // (a client's pooled connection sees the server go away).
+            let mut connections = tokio::task::JoinSet::new();
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
+                while connections.try_join_next().is_some() {}
                 let acceptor = acceptor.clone();
                 let handler = Arc::clone(&handler);
                 let counter = Arc::clone(&counter);
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
