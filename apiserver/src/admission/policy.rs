@@ -86,6 +86,14 @@ impl Expr {
         }
     }
 
+    /// The top-level variables the expression reads.
+    fn reads(&self) -> Vec<String> {
+        self.program
+            .as_ref()
+            .map(Program::variables)
+            .unwrap_or_default()
+    }
+
     /// Evaluates; errors worded as kube words them.
     pub(super) fn source(&self) -> &str {
         &self.source
@@ -112,6 +120,9 @@ struct Validation {
 
 struct Policy {
     name: String,
+    /// The variables any of its expressions read: only those are bound
+    /// (converting an object for CEL is the larger part of a check).
+    reads: std::collections::HashSet<String>,
     fail: bool,
     param_kind: Option<(String, String)>,
     constraints: Option<Match>,
@@ -244,13 +255,28 @@ fn compile_policy(v: &Value) -> Option<Policy> {
             reason: x.get("reason").and_then(Value::as_str).map(str::to_string),
         })
         .collect();
+    let conditions = named_exprs(spec.get("matchConditions"), "expression");
+    let variables = named_exprs(spec.get("variables"), "expression");
+    let validations: Vec<Validation> = validations;
+    let reads = conditions
+        .iter()
+        .chain(&variables)
+        .map(|(_, e)| e)
+        .chain(
+            validations
+                .iter()
+                .flat_map(|v| std::iter::once(&v.expr).chain(v.message_expr.as_ref())),
+        )
+        .flat_map(Expr::reads)
+        .collect();
     Some(Policy {
         name,
+        reads,
         fail: s("failurePolicy") != Some("Ignore"),
         param_kind,
         constraints: match_of(spec.get("matchConstraints")),
-        conditions: named_exprs(spec.get("matchConditions"), "expression"),
-        variables: named_exprs(spec.get("variables"), "expression"),
+        conditions,
+        variables,
         validations,
     })
 }
@@ -589,7 +615,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
     if set.is_empty() {
         return Vec::new();
     }
-    let mut namespace: Option<Option<Value>> = None;
+    let mut namespace: Option<Option<Arc<Value>>> = None;
     let mut decisions = Vec::new();
     for binding in &set.bindings {
         let Some(policy) = set.policies.get(&binding.policy) else {
@@ -601,7 +627,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
                 None => None,
             });
         }
-        let ns = namespace.as_ref().and_then(Option::as_ref);
+        let ns = namespace.as_ref().and_then(Option::as_deref);
         let constrained = policy
             .constraints
             .as_ref()
@@ -616,14 +642,20 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
         let mut found = Vec::new();
         match params(state, policy, binding, a).await {
             Ok(params) => {
-                let request = request_var(a);
+                let reads = |v: &str| policy.reads.contains(v);
+                let request = reads("request").then(|| request_var(a));
                 for p in params {
-                    let mut vars = Bindings::new()
-                        .with_json("object", a.object.unwrap_or(&Value::Null))
-                        .with_json("oldObject", a.old.unwrap_or(&Value::Null))
-                        .with_json("request", &request)
-                        .with_json("namespaceObject", ns.unwrap_or(&Value::Null))
-                        .with_json("params", p.as_ref().unwrap_or(&Value::Null));
+                    let mut vars = Bindings::new();
+                    let mut bind = |name: &str, v: Option<&Value>| {
+                        if reads(name) {
+                            vars.insert_json(name, v.unwrap_or(&Value::Null));
+                        }
+                    };
+                    bind("object", a.object);
+                    bind("oldObject", a.old);
+                    bind("request", request.as_ref());
+                    bind("namespaceObject", ns);
+                    bind("params", p.as_ref());
                     evaluate(policy, &mut vars, &mut found);
                 }
             }
@@ -650,7 +682,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
     decisions
 }
 
-pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Value> {
+pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Arc<Value>> {
     let res = state.registry.lookup("", "v1", "namespaces")?;
     let key = state.key(res, None, ns);
     state
@@ -659,7 +691,7 @@ pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Value
         .await
         .ok()
         .flatten()
-        .map(|o| (*o.value).clone())
+        .map(|o| o.value)
 }
 
 #[cfg(test)]

@@ -461,7 +461,7 @@ pub async fn mutating(scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Res
     let ns = namespace_for(&scope.state, a).await;
     let mut called: Vec<(usize, Value)> = Vec::new();
     for (i, hook) in set.mutating.iter().enumerate() {
-        if run_mutating(scope, hook, a, obj, ns.as_ref()).await? {
+        if run_mutating(scope, hook, a, obj, ns.as_deref()).await? {
             called.push((i, obj.clone()));
         }
     }
@@ -473,7 +473,7 @@ pub async fn mutating(scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Res
         .map(|(i, _)| *i)
         .collect();
     for i in again {
-        run_mutating(scope, &set.mutating[i], a, obj, ns.as_ref()).await?;
+        run_mutating(scope, &set.mutating[i], a, obj, ns.as_deref()).await?;
     }
     Ok(())
 }
@@ -534,7 +534,7 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     }
     let ns = namespace_for(&scope.state, a).await;
     let calls = set.validating.iter().map(|hook| {
-        let ns = ns.as_ref();
+        let ns = ns.as_deref();
         async move {
             match applies(hook, a, a.object, ns) {
                 Ok(true) => {}
@@ -577,7 +577,7 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     }
 }
 
-async fn namespace_for(state: &AppState, a: &Attributes<'_>) -> Option<Value> {
+async fn namespace_for(state: &AppState, a: &Attributes<'_>) -> Option<Arc<Value>> {
     match a.namespace.filter(|_| a.res.namespaced) {
         Some(ns) => namespace_object(state, ns).await,
         None => None,
