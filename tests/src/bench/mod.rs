@@ -379,7 +379,9 @@ mod tests {
         let plan = Plan::from_args(&args);
         assert_eq!(plan.tier, "smoke");
         assert_eq!(plan.duration, Duration::from_secs(3));
-        assert_eq!(plan.phases.len(), 5);
+        assert_eq!(plan.phases.len(), 7);
+        assert_eq!(plan.gc_objects, 600);
+        assert_eq!(plan.admission_creates, 50);
         assert_eq!(plan.crds, 10);
         let full = Plan::from_args(&Args::parse_from(["apiserver-bench", "--full"]));
         assert_eq!(full.list_objects, vec![10_000, 100_000]);
