@@ -305,7 +305,7 @@ pub async fn token_request(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf"));
     let decoded = if protobuf {
-        k8s_proto::decode_object(&bytes).map_err(|e| e.to_string())
+        crate::handlers::write::decode_protobuf(&bytes).map(|d| d.value)
     } else if bytes.is_empty() {
         Ok(json!({}))
     } else {

@@ -65,8 +65,10 @@ pub fn decode_object(
 }
 
 /// A protobuf body: the `k8s\0` envelope names the kind, whose message the
-/// generated table decodes into the JSON kube-apiserver would store.
-fn decode_protobuf(body: &[u8]) -> Result<fieldvalidation::Decoded, String> {
+/// generated table decodes into the JSON kube-apiserver would store. Every
+/// protobuf request body (objects, subresource and virtual kinds,
+/// DeleteOptions, TokenRequest) is decoded here.
+pub fn decode_protobuf(body: &[u8]) -> Result<fieldvalidation::Decoded, String> {
     let value = k8s_proto::decode_object(body)
         .map_err(|e| format!("unable to decode the protobuf request body: {e}"))?;
     Ok(fieldvalidation::Decoded {
