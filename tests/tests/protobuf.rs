@@ -540,3 +540,12 @@ async fn custom_resources_are_not_served_in_protobuf() {
         assert!(text.contains(r#"name: "g""#), "{text}");
     }
 }
+
+/// Helm 4 (its engine through `helm-python-sdk`, installed by
+/// tools/install-test-deps.sh): install, upgrade, rollback and uninstall of
+/// a tiny chart. Its DELETEs carry protobuf DeleteOptions.
+#[tokio::test]
+async fn helm_4_release_lifecycle() {
+    let s = Server::start().await;
+    e2e::run_python_client(&s, "helm4_client.py");
+}
