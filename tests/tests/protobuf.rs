@@ -549,3 +549,103 @@ async fn helm_4_release_lifecycle() {
     let s = Server::start().await;
     e2e::run_python_client(&s, "helm4_client.py");
 }
+
+/// Request bodies besides objects and DeleteOptions: a subresource (Scale),
+/// a virtual kind (SelfSubjectAccessReview) and a TokenRequest, each
+/// answered in protobuf.
+#[tokio::test]
+async fn subresource_review_and_token_bodies_in_protobuf() {
+    if !protoc_available() {
+        return;
+    }
+    let s = Server::start().await;
+    let deploy = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
+        "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},
+        "template":{"metadata":{"labels":{"app":"web"}},
+        "spec":{"containers":[{"name":"web","image":"nginx"}]}}}}"#;
+    post_json(&s, "/apis/apps/v1/namespaces/default/deployments", deploy).await;
+    let pb = [("Content-Type", PROTOBUF), ("Accept", PROTOBUF)];
+
+    const AUTOSCALING: &str = "k8s.io/api/autoscaling/v1/generated.proto";
+    let scale = encode(
+        r#"typeMeta { apiVersion: "autoscaling/v1" kind: "Scale" }
+           raw { metadata { name: "web" namespace: "default" } spec { replicas: 3 } }"#,
+        AUTOSCALING,
+        "k8s.io.api.autoscaling.v1.Scale",
+    );
+    let r = send(
+        &s,
+        "PUT",
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        &pb,
+        &scale,
+    )
+    .await;
+    assert_protobuf(&r, 200);
+    let text = decode(&r.body, AUTOSCALING, "k8s.io.api.autoscaling.v1.Scale");
+    assert!(text.contains(r#"kind: "Scale""#), "{text}");
+    assert!(text.contains("replicas: 3"), "{text}");
+    let r = send(
+        &s,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        &[],
+        b"",
+    )
+    .await;
+    let got: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(got["spec"]["replicas"], 3, "{got}");
+
+    const AUTHORIZATION: &str = "k8s.io/api/authorization/v1/generated.proto";
+    let review = encode(
+        r#"typeMeta { apiVersion: "authorization.k8s.io/v1" kind: "SelfSubjectAccessReview" }
+           raw { spec { resourceAttributes { verb: "get" resource: "pods" namespace: "default" } } }"#,
+        AUTHORIZATION,
+        "k8s.io.api.authorization.v1.SelfSubjectAccessReview",
+    );
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &pb,
+        &review,
+    )
+    .await;
+    assert_protobuf(&r, 201);
+    let text = decode(
+        &r.body,
+        AUTHORIZATION,
+        "k8s.io.api.authorization.v1.SelfSubjectAccessReview",
+    );
+    assert!(text.contains("allowed: true"), "{text}");
+
+    post_json(
+        &s,
+        "/api/v1/namespaces/default/serviceaccounts",
+        r#"{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}"#,
+    )
+    .await;
+    const AUTHENTICATION: &str = "k8s.io/api/authentication/v1/generated.proto";
+    let token = encode(
+        r#"typeMeta { apiVersion: "authentication.k8s.io/v1" kind: "TokenRequest" }
+           raw { spec { audiences: "vault" expirationSeconds: 3600 } }"#,
+        AUTHENTICATION,
+        "k8s.io.api.authentication.v1.TokenRequest",
+    );
+    let r = send(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/bot/token",
+        &pb,
+        &token,
+    )
+    .await;
+    assert_protobuf(&r, 201);
+    let text = decode(
+        &r.body,
+        AUTHENTICATION,
+        "k8s.io.api.authentication.v1.TokenRequest",
+    );
+    assert!(text.contains(r#"audiences: "vault""#), "{text}");
+    assert!(text.contains(r#"token: "ey"#), "{text}");
+}
