@@ -231,21 +231,27 @@ pub fn negotiate(accept: Option<&str>, list: bool, serves: Serves) -> Result<Neg
 
 /// Negotiates the response of a watch. kube-apiserver negotiates twice: the
 /// representation as for any response (406 listing [`SUPPORTED`]), then the
-/// stream encoding among the encodings that can stream, i.e. JSON (406
-/// listing [`SUPPORTED_STREAM`]; YAML cannot stream). Each event then carries one object, so
-/// `as=PartialObjectMetadata` gives one per event; `as=Table` gives a Table
-/// per event; `as=PartialObjectMetadataList` cannot apply to one object and,
-/// as in kube-apiserver, the objects are sent unchanged. A watch is never
-/// pretty-printed.
+/// stream encoding among the encodings that can stream, JSON and protobuf
+/// (406 listing [`SUPPORTED_STREAM`]; YAML cannot stream). Each event then
+/// carries one object, so `as=PartialObjectMetadata` gives one per event;
+/// `as=Table` gives a Table per event; `as=PartialObjectMetadataList`
+/// cannot apply to one object and, as in kube-apiserver, the objects are
+/// sent unchanged. When the two negotiations disagree so that protobuf would
+/// carry what it cannot (a Table, a custom resource), the stream is JSON if
+/// the client takes it, else a 406. A watch is never pretty-printed.
 pub fn negotiate_watch(accept: Option<&str>, serves: Serves) -> Result<Negotiated, Status> {
     let representation = choose(accept, serves.offers(), serves)
         .ok_or_else(|| Status::not_acceptable(serves.supported()))?;
-    let stream = choose(accept, &[Format::Json, Format::Protobuf], serves)
-        .ok_or_else(|| Status::not_acceptable(serves.supported_stream()))?;
+    let not_acceptable = || Status::not_acceptable(serves.supported_stream());
+    let mut stream =
+        choose(accept, &[Format::Json, Format::Protobuf], serves).ok_or_else(not_acceptable)?;
     let target = match representation.target {
         Target::PartialObjectMetadataList => Target::Object,
         other => other,
     };
+    if stream.format == Format::Protobuf && !protobuf_serves(target, serves) {
+        stream = choose(accept, &[Format::Json], serves).ok_or_else(not_acceptable)?;
+    }
     Ok(Negotiated {
         format: stream.format,
         target,
@@ -519,16 +525,8 @@ fn accept_params(params: &[(&str, &str)], format: Format, serves: Serves) -> Opt
             (target, meta_version)
         }
     };
-    if format == Format::Protobuf {
-        let servable = match target {
-            Target::Object => serves == Serves::BuiltIn,
-            // kube's Table cannot be written as protobuf.
-            Target::Table => false,
-            Target::PartialObjectMetadata | Target::PartialObjectMetadataList => true,
-        };
-        if !servable {
-            return None;
-        }
+    if format == Format::Protobuf && !protobuf_serves(target, serves) {
+        return None;
     }
     Some(Choice {
         format,
@@ -536,6 +534,16 @@ fn accept_params(params: &[(&str, &str)], format: Format, serves: Serves) -> Opt
         meta_version,
         pretty,
     })
+}
+
+/// Whether protobuf can carry `target` of a resource that `serves`.
+fn protobuf_serves(target: Target, serves: Serves) -> bool {
+    match target {
+        Target::Object => serves == Serves::BuiltIn,
+        // kube's Table cannot be written as protobuf.
+        Target::Table => false,
+        Target::PartialObjectMetadata | Target::PartialObjectMetadataList => true,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -770,6 +778,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(n.format, Format::Json);
+        // PartialObjectMetadataList on a watch sends the objects: not in
+        // protobuf for a custom resource.
+        let poml =
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        let n =
+            negotiate_watch(Some(&format!("{poml}, application/json")), Serves::JsonOnly).unwrap();
+        assert_eq!((n.format, n.target), (Format::Json, Target::Object));
+        assert_eq!(
+            negotiate_watch(Some(poml), Serves::JsonOnly)
+                .unwrap_err()
+                .code,
+            406
+        );
+        // A YAML Table with a protobuf stream: the Table goes as JSON.
+        let e = negotiate_watch(
+            Some(
+                "application/yaml;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf",
+            ),
+            Serves::BuiltIn,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 406);
+        let n = negotiate_watch(
+            Some("application/yaml;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf, application/json;q=0.5"),
+            Serves::BuiltIn,
+        )
+        .unwrap();
+        assert_eq!((n.format, n.target), (Format::Json, Target::Table));
     }
 
     #[test]
