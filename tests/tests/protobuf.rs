@@ -216,6 +216,32 @@ async fn objects_lists_and_status_in_protobuf() {
     assert!(text.contains("items {"), "{text}");
     assert!(text.contains(r#"name: "pb""#), "{text}");
 
+    // The metadata of a list, as metadata informers ask for it.
+    let r = send(
+        &s,
+        "GET",
+        &format!("{ns}/configmaps?labelSelector=app%3Dpb"),
+        &[(
+            "Accept",
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+        )],
+        b"",
+    )
+    .await;
+    assert_protobuf(&r, 200);
+    let text = decode(
+        &r.body,
+        META,
+        "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadataList",
+    );
+    assert!(
+        text.contains(r#"kind: "PartialObjectMetadataList""#),
+        "{text}"
+    );
+    assert!(text.contains(r#"apiVersion: "meta.k8s.io/v1""#), "{text}");
+    assert!(text.contains(r#"name: "pb""#), "{text}");
+    assert!(!text.contains(r#"value: "hello""#), "{text}");
+
     // An error is a protobuf Status.
     let r = send(
         &s,
@@ -648,4 +674,53 @@ async fn subresource_review_and_token_bodies_in_protobuf() {
     );
     assert!(text.contains(r#"audiences: "vault""#), "{text}");
     assert!(text.contains(r#"token: "ey"#), "{text}");
+}
+
+/// kubectl's typed commands ask for protobuf
+/// (`application/vnd.kubernetes.protobuf,application/json`), send protobuf
+/// bodies, and decode the protobuf answers.
+#[tokio::test]
+async fn kubectl_typed_commands_speak_protobuf() {
+    let s = Server::start().await;
+    post_json(
+        &s,
+        "/api/v1/namespaces/default/serviceaccounts",
+        r#"{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}"#,
+    )
+    .await;
+    // -v=8 logs the request and response headers on stderr.
+    let answered_in_protobuf = |args: &[&str]| -> String {
+        let mut args = args.to_vec();
+        args.push("-v=8");
+        let out = s.kubectl(&args);
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "kubectl {args:?}: {log}");
+        assert!(
+            log.contains("Accept: application/vnd.kubernetes.protobuf,application/json"),
+            "kubectl {args:?}: {log}"
+        );
+        assert!(
+            log.lines().any(|l| l.contains("round_trippers")
+                && l.trim_end()
+                    .ends_with("Content-Type: application/vnd.kubernetes.protobuf")
+                && !l.contains("round_trippers.go:480")),
+            "no protobuf response to kubectl {args:?}: {log}"
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = answered_in_protobuf(&[
+        "create",
+        "configmap",
+        "typed",
+        "--from-literal=color=blue",
+        "-o",
+        "json",
+    ]);
+    let cm: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(cm["data"]["color"], "blue", "{out}");
+    assert_eq!(cm["metadata"]["namespace"], "default", "{out}");
+    let token = answered_in_protobuf(&["create", "token", "bot"]);
+    assert!(token.trim().starts_with("ey"), "{token}");
+    let can = answered_in_protobuf(&["auth", "can-i", "get", "pods"]);
+    assert_eq!(can.trim(), "yes");
 }
