@@ -172,3 +172,46 @@ impl IntoResponse for ApiError {
         status_response(&self.to_status())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(resp: Response) -> Vec<u8> {
+        axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn status_in_the_negotiated_encoding() {
+        let status = Status::not_found(
+            GroupResource {
+                group: "",
+                resource: "configmaps",
+            },
+            "x",
+        );
+        let resp = status_response_as(&status, Format::Protobuf);
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            resp.headers()[header::CONTENT_TYPE],
+            "application/vnd.kubernetes.protobuf"
+        );
+        let v = k8s_proto::decode_object(&body(resp).await).unwrap();
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["code"], 404);
+        assert_eq!(v["reason"], "NotFound");
+        assert_eq!(v["details"]["name"], "x");
+
+        // JSON for everything else, YAML included.
+        for format in [Format::Json, Format::Yaml] {
+            let resp = status_response_as(&status, format);
+            assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+            let b = body(resp).await;
+            assert!(b.ends_with(b"}\n"));
+        }
+    }
+}

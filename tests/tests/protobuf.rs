@@ -543,8 +543,36 @@ async fn custom_resources_are_not_served_in_protobuf() {
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.header("content-type"), Some("application/json"));
     }
-    // Their metadata is a built-in kind, served in protobuf.
+    // Their objects are never protobuf bodies...
+    let r = send(
+        &s,
+        "POST",
+        gadgets,
+        &[("Content-Type", PROTOBUF)],
+        b"k8s\0\x0a\x00",
+    )
+    .await;
+    assert_eq!(r.status, 415, "{}", r.text());
+    // Their metadata is a built-in kind, served in protobuf, and
+    // DeleteOptions come in protobuf as for any kind (Helm uninstalling a
+    // chart with custom resources), in the resource's group version.
     if protoc_available() {
+        let orphan = encode(
+            r#"typeMeta { apiVersion: "example.com/v1" kind: "DeleteOptions" } raw { dryRun: "All" }"#,
+            META,
+            "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+        );
+        let r = send(
+            &s,
+            "DELETE",
+            &format!("{gadgets}/g"),
+            &[("Content-Type", PROTOBUF)],
+            &orphan,
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = send(&s, "GET", &format!("{gadgets}/g"), &[], b"").await;
+        assert_eq!(r.status, 200, "dry run deleted it: {}", r.text());
         let r = send(
             &s,
             "GET",
