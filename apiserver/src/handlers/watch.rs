@@ -451,4 +451,87 @@ mod tests {
         let v: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value}));
     }
+
+    fn protobuf_encoder() -> Encoder {
+        let res = crate::registry::Registry::builtin()
+            .lookup("apps", "v1", "deployments")
+            .unwrap();
+        Encoder {
+            protobuf: true,
+            target: Target::Object,
+            include: IncludeObject::default(),
+            res,
+            api_version: res.api_version(),
+        }
+    }
+
+    /// A frame's WatchEvent, and its object, decoded.
+    fn decode_frame(frame: &[u8]) -> (Value, Value) {
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 4);
+        let event = k8s_proto::decode_object(&frame[4..]).unwrap();
+        assert_eq!(event["apiVersion"], "apps/v1");
+        assert_eq!(event["kind"], "WatchEvent");
+        let object = event["object"].clone();
+        (event, object)
+    }
+
+    #[test]
+    fn protobuf_frames_for_objects_bookmarks_and_errors() {
+        let enc = protobuf_encoder();
+        let obj = watchcache::Object::new(
+            Arc::new(json!({"kind": "Deployment", "apiVersion": "apps/v1",
+                            "metadata": {"name": "web", "resourceVersion": "7"},
+                            "spec": {"replicas": 2}})),
+            7,
+        );
+        let frame = enc
+            .event(&WatchEvent {
+                kind: EventType::Modified,
+                object: obj.clone(),
+            })
+            .unwrap();
+        let (event, object) = decode_frame(&frame);
+        assert_eq!(event["type"], "MODIFIED");
+        assert_eq!(object["metadata"]["name"], "web");
+        assert_eq!(object["spec"]["replicas"], 2);
+        // The object's own body is shared, not re-encoded.
+        assert!(frame
+            .windows(obj.protobuf().unwrap().len())
+            .any(|w| w == &obj.protobuf().unwrap()[..]));
+
+        let (event, object) = decode_frame(&enc.bookmark(9, true).unwrap());
+        assert_eq!(event["type"], "BOOKMARK");
+        assert_eq!(object["kind"], "Deployment");
+        assert_eq!(object["metadata"]["resourceVersion"], "9");
+        assert_eq!(
+            object["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+
+        let status = error_status(&StorageError::Compacted {
+            requested: 3,
+            compacted: 5,
+        });
+        let (event, object) = decode_frame(&enc.status(&status));
+        assert_eq!(event["type"], "ERROR");
+        assert_eq!(object["kind"], "Status");
+        assert_eq!(object["code"], 410);
+        assert_eq!(object["reason"], "Expired");
+
+        // An object protobuf cannot carry ends the stream with an ERROR.
+        let cr = watchcache::Object::new(
+            Arc::new(json!({"kind": "Widget", "apiVersion": "example.com/v1"})),
+            8,
+        );
+        let failed = enc
+            .event(&WatchEvent {
+                kind: EventType::Added,
+                object: cr,
+            })
+            .unwrap_err();
+        let (event, object) = decode_frame(&failed);
+        assert_eq!(event["type"], "ERROR");
+        assert_eq!(object["code"], 500);
+    }
 }
