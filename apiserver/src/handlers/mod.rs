@@ -357,3 +357,21 @@ async fn verb(
         _ => Err(Status::method_not_allowed().into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every built-in resource is served in protobuf but the two whose
+    /// IDL (apiextensions-apiserver's, kube-aggregator's) the shared
+    /// `.proto` set lacks; kube serves those in protobuf too.
+    #[test]
+    fn built_in_resources_serve_protobuf() {
+        let json_only: Vec<&str> = crate::registry::RESOURCES
+            .iter()
+            .filter(|r| serves(r) == media::Serves::JsonOnly)
+            .map(|r| r.kind)
+            .collect();
+        assert_eq!(json_only, ["APIService", "CustomResourceDefinition"]);
+    }
+}
