@@ -673,6 +673,36 @@ async fn subresource_review_and_token_bodies_in_protobuf() {
     );
     assert!(text.contains("allowed: true"), "{text}");
 
+    // An Eviction in protobuf; its deleteOptions reach the Pod's delete.
+    s.kubectl_ok(&["run", "evicted", "--image=nginx"]);
+    const POLICY: &str = "k8s.io/api/policy/v1/generated.proto";
+    let eviction = encode(
+        r#"typeMeta { apiVersion: "policy/v1" kind: "Eviction" }
+           raw { metadata { name: "evicted" } deleteOptions { gracePeriodSeconds: 0 } }"#,
+        POLICY,
+        "k8s.io.api.policy.v1.Eviction",
+    );
+    let r = send(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/pods/evicted/eviction",
+        &pb,
+        &eviction,
+    )
+    .await;
+    assert_protobuf(&r, 201);
+    let text = decode(&r.body, META, "k8s.io.apimachinery.pkg.apis.meta.v1.Status");
+    assert!(text.contains(r#"status: "Success""#), "{text}");
+    let r = send(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/pods/evicted",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 404, "{}", r.text());
+
     post_json(
         &s,
         "/api/v1/namespaces/default/serviceaccounts",
