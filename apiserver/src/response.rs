@@ -85,7 +85,8 @@ fn sorted_keys(v: &Value) -> Value {
     }
 }
 
-pub fn bytes_response(code: StatusCode, ctype: &str, body: Vec<u8>) -> Response {
+/// A body (`Vec<u8>`, or shared `Bytes`) with its code and `Content-Type`.
+pub fn bytes_response(code: StatusCode, ctype: &str, body: impl IntoResponse) -> Response {
     let mut r = (code, body).into_response();
     if let Ok(v) = HeaderValue::from_str(ctype) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
