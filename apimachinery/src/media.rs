@@ -16,9 +16,14 @@
 //!   `v=v1beta1`. A range asking for anything else is skipped (so a client can
 //!   fall back to a later range). `stream=watch` is accepted for JSON,
 //!   `pretty=1` asks for indented output, other parameters are ignored.
-//! * Protobuf (`application/vnd.kubernetes.protobuf`) and CBOR are not served:
-//!   such ranges are skipped, so `protobuf, json` gives JSON. Protobuf
-//!   request bodies of built-in kinds are accepted (`BodyFormat::Protobuf`).
+//! * Protobuf (`application/vnd.kubernetes.protobuf`) is served for the
+//!   objects of built-in kinds and for `PartialObjectMetadata(List)` of any
+//!   kind; never for a `Table` (kube's Table has no protobuf form) nor for
+//!   custom resources, whose ranges are skipped, so `protobuf, json` gives
+//!   JSON there and protobuf alone is a 406 listing JSON and YAML, as kube
+//!   answers. The caller says which applies ([`Serves`]). CBOR is not
+//!   served. Protobuf request bodies of built-in kinds are accepted
+//!   (`BodyFormat::Protobuf`).
 //! * Every representation is answered with the plain media type of its
 //!   encoding (`application/json` for a Table too), as kube-apiserver does.
 //!
@@ -33,10 +38,18 @@
 
 use crate::status::Status;
 
-/// Media types responses are served in, in order of preference.
-pub const SUPPORTED: &[&str] = &[JSON, YAML];
-/// Media types watch streams are served in.
-pub const SUPPORTED_STREAM: &[&str] = &["application/json;stream=watch"];
+/// Media types responses of built-in kinds are served in, in order of
+/// preference.
+pub const SUPPORTED: &[&str] = &[JSON, YAML, PROTOBUF];
+/// Media types responses of custom resources are served in.
+pub const SUPPORTED_CUSTOM: &[&str] = &[JSON, YAML];
+/// Media types watch streams of built-in kinds are served in.
+pub const SUPPORTED_STREAM: &[&str] = &[
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
+];
+/// Media types watch streams of custom resources are served in.
+pub const SUPPORTED_CUSTOM_STREAM: &[&str] = &["application/json;stream=watch"];
 /// Media types accepted for the body of a create or update.
 pub const SUPPORTED_BODY: &[&str] = &[JSON, YAML, PROTOBUF];
 /// Media types accepted for the body of a patch of a built-in resource.
@@ -61,6 +74,9 @@ pub const META_GROUP: &str = "meta.k8s.io";
 pub enum Format {
     Json,
     Yaml,
+    /// `application/vnd.kubernetes.protobuf`: the `k8s\0` envelope; a watch
+    /// is a stream of length-prefixed `WatchEvent` envelopes.
+    Protobuf,
 }
 
 impl Format {
@@ -68,6 +84,40 @@ impl Format {
         match self {
             Format::Json => JSON,
             Format::Yaml => YAML,
+            Format::Protobuf => PROTOBUF,
+        }
+    }
+}
+
+/// Which encodings a resource's responses may use: kube serves protobuf for
+/// built-in kinds only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// A built-in kind: JSON, YAML and protobuf.
+    BuiltIn,
+    /// A custom resource (or any kind without a protobuf message): JSON and
+    /// YAML; protobuf only for `PartialObjectMetadata(List)`.
+    JsonOnly,
+}
+
+impl Serves {
+    fn offers(self) -> &'static [Format] {
+        // Protobuf is offered to every resource: `accept_params` refuses it
+        // for the objects of a custom resource, not for their metadata.
+        &[Format::Json, Format::Yaml, Format::Protobuf]
+    }
+
+    fn supported(self) -> &'static [&'static str] {
+        match self {
+            Serves::BuiltIn => SUPPORTED,
+            Serves::JsonOnly => SUPPORTED_CUSTOM,
+        }
+    }
+
+    fn supported_stream(self) -> &'static [&'static str] {
+        match self {
+            Serves::BuiltIn => SUPPORTED_STREAM,
+            Serves::JsonOnly => SUPPORTED_CUSTOM_STREAM,
         }
     }
 }
@@ -134,6 +184,15 @@ impl Negotiated {
         self.format.media_type()
     }
 
+    /// The `Content-Type` of a watch stream: kube adds `;stream=watch` to
+    /// every media type but JSON's.
+    pub fn stream_content_type(&self) -> &'static str {
+        match self.format {
+            Format::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+            other => other.media_type(),
+        }
+    }
+
     /// `apiVersion` of the representation (`None` for `Target::Object`).
     pub fn target_api_version(&self) -> Option<&'static str> {
         match self.target {
@@ -149,9 +208,9 @@ impl Negotiated {
 /// On a list, `as=PartialObjectMetadata` gives a `PartialObjectMetadataList`
 /// (as the API concepts page documents). On a get,
 /// `as=PartialObjectMetadataList` is a 406, as kube-apiserver answers it.
-pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Negotiated, Status> {
-    let choice = choose(accept, &[Format::Json, Format::Yaml])
-        .ok_or_else(|| Status::not_acceptable(SUPPORTED))?;
+pub fn negotiate(accept: Option<&str>, list: bool, serves: Serves) -> Result<Negotiated, Status> {
+    let choice = choose(accept, serves.offers(), serves)
+        .ok_or_else(|| Status::not_acceptable(serves.supported()))?;
     let target =
         match (choice.target, list) {
             (Target::PartialObjectMetadata, true) => Target::PartialObjectMetadataList,
@@ -172,21 +231,27 @@ pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Negotiated, Status>
 
 /// Negotiates the response of a watch. kube-apiserver negotiates twice: the
 /// representation as for any response (406 listing [`SUPPORTED`]), then the
-/// stream encoding among the encodings that can stream, i.e. JSON (406
-/// listing [`SUPPORTED_STREAM`]). Each event then carries one object, so
-/// `as=PartialObjectMetadata` gives one per event; `as=Table` gives a Table
-/// per event; `as=PartialObjectMetadataList` cannot apply to one object and,
-/// as in kube-apiserver, the objects are sent unchanged. A watch is never
-/// pretty-printed.
-pub fn negotiate_watch(accept: Option<&str>) -> Result<Negotiated, Status> {
-    let representation = choose(accept, &[Format::Json, Format::Yaml])
-        .ok_or_else(|| Status::not_acceptable(SUPPORTED))?;
-    let stream =
-        choose(accept, &[Format::Json]).ok_or_else(|| Status::not_acceptable(SUPPORTED_STREAM))?;
+/// stream encoding among the encodings that can stream, JSON and protobuf
+/// (406 listing [`SUPPORTED_STREAM`]; YAML cannot stream). Each event then
+/// carries one object, so `as=PartialObjectMetadata` gives one per event;
+/// `as=Table` gives a Table per event; `as=PartialObjectMetadataList`
+/// cannot apply to one object and, as in kube-apiserver, the objects are
+/// sent unchanged. When the two negotiations disagree so that protobuf would
+/// carry what it cannot (a Table, a custom resource), the stream is JSON if
+/// the client takes it, else a 406. A watch is never pretty-printed.
+pub fn negotiate_watch(accept: Option<&str>, serves: Serves) -> Result<Negotiated, Status> {
+    let representation = choose(accept, serves.offers(), serves)
+        .ok_or_else(|| Status::not_acceptable(serves.supported()))?;
+    let not_acceptable = || Status::not_acceptable(serves.supported_stream());
+    let mut stream =
+        choose(accept, &[Format::Json, Format::Protobuf], serves).ok_or_else(not_acceptable)?;
     let target = match representation.target {
         Target::PartialObjectMetadataList => Target::Object,
         other => other,
     };
+    if stream.format == Format::Protobuf && !protobuf_serves(target, serves) {
+        stream = choose(accept, &[Format::Json], serves).ok_or_else(not_acceptable)?;
+    }
     Ok(Negotiated {
         format: stream.format,
         target,
@@ -390,7 +455,7 @@ struct Choice {
 }
 
 /// The first (range, served format) pair that fits, among `offers` in order.
-fn choose(accept: Option<&str>, offers: &[Format]) -> Option<Choice> {
+fn choose(accept: Option<&str>, offers: &[Format], serves: Serves) -> Option<Choice> {
     let header = accept.unwrap_or("").trim();
     if header.is_empty() {
         return offers.first().map(|format| Choice {
@@ -414,7 +479,7 @@ fn choose(accept: Option<&str>, offers: &[Format]) -> Option<Choice> {
             if !type_matches {
                 continue;
             }
-            if let Some(choice) = accept_params(&range.params, *format) {
+            if let Some(choice) = accept_params(&range.params, *format, serves) {
                 return Some(choice);
             }
         }
@@ -424,7 +489,7 @@ fn choose(accept: Option<&str>, offers: &[Format]) -> Option<Choice> {
 
 /// Interprets the parameters of a range for a served format; `None` when the
 /// format cannot satisfy them.
-fn accept_params(params: &[(&str, &str)], format: Format) -> Option<Choice> {
+fn accept_params(params: &[(&str, &str)], format: Format, serves: Serves) -> Option<Choice> {
     let mut convert: Option<(&str, &str, &str)> = None;
     let mut pretty = false;
     for (key, value) in params {
@@ -432,7 +497,7 @@ fn accept_params(params: &[(&str, &str)], format: Format) -> Option<Choice> {
             "as" => convert.get_or_insert(("", "", "")).0 = value,
             "g" => convert.get_or_insert(("", "", "")).1 = value,
             "v" => convert.get_or_insert(("", "", "")).2 = value,
-            "stream" if !value.is_empty() && (*value != "watch" || format != Format::Json) => {
+            "stream" if !value.is_empty() && (*value != "watch" || format == Format::Yaml) => {
                 return None
             }
             "sv" if !value.is_empty() && *value != "v1" => return None,
@@ -460,12 +525,25 @@ fn accept_params(params: &[(&str, &str)], format: Format) -> Option<Choice> {
             (target, meta_version)
         }
     };
+    if format == Format::Protobuf && !protobuf_serves(target, serves) {
+        return None;
+    }
     Some(Choice {
         format,
         target,
         meta_version,
         pretty,
     })
+}
+
+/// Whether protobuf can carry `target` of a resource that `serves`.
+fn protobuf_serves(target: Target, serves: Serves) -> bool {
+    match target {
+        Target::Object => serves == Serves::BuiltIn,
+        // kube's Table cannot be written as protobuf.
+        Target::Table => false,
+        Target::PartialObjectMetadata | Target::PartialObjectMetadataList => true,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -555,7 +633,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn neg(accept: &str, list: bool) -> Negotiated {
-        negotiate(Some(accept), list).unwrap_or_else(|s| panic!("{accept}: {s}"))
+        negotiate(Some(accept), list, Serves::BuiltIn).unwrap_or_else(|s| panic!("{accept}: {s}"))
     }
 
     fn obj(format: Format) -> Negotiated {
@@ -569,9 +647,18 @@ mod tests {
 
     #[test]
     fn missing_or_empty_accept_is_json() {
-        assert_eq!(negotiate(None, false).unwrap(), obj(Format::Json));
-        assert_eq!(negotiate(Some(""), true).unwrap(), obj(Format::Json));
-        assert_eq!(negotiate(Some("  "), true).unwrap(), obj(Format::Json));
+        assert_eq!(
+            negotiate(None, false, Serves::BuiltIn).unwrap(),
+            obj(Format::Json)
+        );
+        assert_eq!(
+            negotiate(Some(""), true, Serves::BuiltIn).unwrap(),
+            obj(Format::Json)
+        );
+        assert_eq!(
+            negotiate(Some("  "), true, Serves::BuiltIn).unwrap(),
+            obj(Format::Json)
+        );
     }
 
     #[test]
@@ -590,28 +677,135 @@ mod tests {
     }
 
     #[test]
-    fn protobuf_is_skipped() {
+    fn protobuf_for_built_in_kinds() {
+        let pb = |accept: &str, list: bool| negotiate(Some(accept), list, Serves::BuiltIn);
         assert_eq!(
-            neg(
-                "application/vnd.kubernetes.protobuf, application/json",
-                true
-            ),
+            pb("application/vnd.kubernetes.protobuf", false).unwrap(),
+            obj(Format::Protobuf)
+        );
+        // What client-go sends when configured for protobuf.
+        let n = pb(
+            "application/vnd.kubernetes.protobuf, application/json",
+            true,
+        )
+        .unwrap();
+        assert_eq!(n, obj(Format::Protobuf));
+        assert_eq!(n.content_type(), "application/vnd.kubernetes.protobuf");
+        assert_eq!(
+            n.stream_content_type(),
+            "application/vnd.kubernetes.protobuf;stream=watch"
+        );
+        assert_eq!(
+            pb(
+                "application/json;q=0.9, application/vnd.kubernetes.protobuf",
+                false
+            )
+            .unwrap(),
+            obj(Format::Protobuf)
+        );
+        assert_eq!(
+            pb(
+                "application/vnd.kubernetes.protobuf;q=0.5, application/json",
+                false
+            )
+            .unwrap(),
             obj(Format::Json)
         );
+        // Wildcards still mean JSON.
+        assert_eq!(pb("*/*", false).unwrap(), obj(Format::Json));
+        // A Table has no protobuf form: the range is skipped.
         assert_eq!(
-            neg(
+            pb(
                 "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/yaml",
                 true
-            ),
+            )
+            .unwrap(),
             obj(Format::Yaml)
         );
-        let e = negotiate(Some("application/vnd.kubernetes.protobuf"), false).unwrap_err();
+        let n = pb(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            (n.format, n.target),
+            (Format::Protobuf, Target::PartialObjectMetadataList)
+        );
+        let e = pb("text/plain", false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        );
+    }
+
+    #[test]
+    fn protobuf_is_skipped_for_custom_resources() {
+        let cr = |accept: &str, list: bool| negotiate(Some(accept), list, Serves::JsonOnly);
+        assert_eq!(
+            cr(
+                "application/vnd.kubernetes.protobuf, application/json",
+                true
+            )
+            .unwrap(),
+            obj(Format::Json)
+        );
+        let e = cr("application/vnd.kubernetes.protobuf", false).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(e.reason, "NotAcceptable");
         assert_eq!(
             e.message,
             "only the following media types are accepted: application/json, application/yaml"
         );
+        // Their metadata is a built-in kind.
+        let n = cr(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            (n.format, n.target),
+            (Format::Protobuf, Target::PartialObjectMetadata)
+        );
+        let e = negotiate_watch(
+            Some("application/vnd.kubernetes.protobuf;stream=watch"),
+            Serves::JsonOnly,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 406);
+        let n = negotiate_watch(
+            Some("application/vnd.kubernetes.protobuf;stream=watch, application/json"),
+            Serves::JsonOnly,
+        )
+        .unwrap();
+        assert_eq!(n.format, Format::Json);
+        // PartialObjectMetadataList on a watch sends the objects: not in
+        // protobuf for a custom resource.
+        let poml =
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        let n =
+            negotiate_watch(Some(&format!("{poml}, application/json")), Serves::JsonOnly).unwrap();
+        assert_eq!((n.format, n.target), (Format::Json, Target::Object));
+        assert_eq!(
+            negotiate_watch(Some(poml), Serves::JsonOnly)
+                .unwrap_err()
+                .code,
+            406
+        );
+        // A YAML Table with a protobuf stream: the Table goes as JSON.
+        let e = negotiate_watch(
+            Some(
+                "application/yaml;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf",
+            ),
+            Serves::BuiltIn,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 406);
+        let n = negotiate_watch(
+            Some("application/yaml;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf, application/json;q=0.5"),
+            Serves::BuiltIn,
+        )
+        .unwrap();
+        assert_eq!((n.format, n.target), (Format::Json, Target::Table));
     }
 
     #[test]
@@ -624,7 +818,7 @@ mod tests {
             "json",
             "a/b/c",
         ] {
-            let e = negotiate(Some(accept), false).unwrap_err();
+            let e = negotiate(Some(accept), false, Serves::BuiltIn).unwrap_err();
             assert_eq!(e.code, 406, "{accept}");
         }
     }
@@ -713,7 +907,13 @@ mod tests {
             "application/json;g=meta.k8s.io;v=v1",
             "application/json;as=\"Table\";g=meta.k8s.io;v=v1",
         ] {
-            assert_eq!(negotiate(Some(bad), true).unwrap_err().code, 406, "{bad}");
+            assert_eq!(
+                negotiate(Some(bad), true, Serves::BuiltIn)
+                    .unwrap_err()
+                    .code,
+                406,
+                "{bad}"
+            );
             assert_eq!(
                 neg(&format!("{bad}, application/json"), true),
                 obj(Format::Json)
@@ -722,6 +922,7 @@ mod tests {
         let e = negotiate(
             Some("application/json;as=Table;g=meta.k8s.io;v=v1;q=0"),
             true,
+            Serves::BuiltIn,
         )
         .unwrap_err();
         assert_eq!(e.code, 406);
@@ -735,7 +936,7 @@ mod tests {
         // On a collection the API returns a PartialObjectMetadataList.
         assert_eq!(neg(pom, true).target, Target::PartialObjectMetadataList);
         assert_eq!(neg(poml, true).target, Target::PartialObjectMetadataList);
-        let e = negotiate(Some(poml), false).unwrap_err();
+        let e = negotiate(Some(poml), false, Serves::BuiltIn).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(
             e.message,
@@ -759,22 +960,26 @@ mod tests {
             obj(Format::Json)
         );
         assert_eq!(
-            negotiate(Some("application/json;stream=foo"), false)
+            negotiate(Some("application/json;stream=foo"), false, Serves::BuiltIn)
                 .unwrap_err()
                 .code,
             406
         );
         assert_eq!(
-            negotiate(Some("application/yaml;stream=watch"), false)
-                .unwrap_err()
-                .code,
+            negotiate(
+                Some("application/yaml;stream=watch"),
+                false,
+                Serves::BuiltIn
+            )
+            .unwrap_err()
+            .code,
             406
         );
         assert!(neg("application/json;pretty=1", false).pretty);
         assert!(!neg("application/json;pretty=0", false).pretty);
         assert_eq!(neg("application/json;sv=v1", false), obj(Format::Json));
         assert_eq!(
-            negotiate(Some("application/json;sv=v2"), false)
+            negotiate(Some("application/json;sv=v2"), false, Serves::BuiltIn)
                 .unwrap_err()
                 .code,
             406
@@ -787,56 +992,64 @@ mod tests {
 
     #[test]
     fn watch_negotiation() {
-        let n = negotiate_watch(None).unwrap();
+        let n = negotiate_watch(None, Serves::BuiltIn).unwrap();
         assert_eq!((n.format, n.target), (Format::Json, Target::Object));
         assert_eq!(n.content_type(), "application/json");
         assert_eq!(
-            negotiate_watch(Some("application/json;stream=watch"))
+            negotiate_watch(Some("application/json;stream=watch"), Serves::BuiltIn)
                 .unwrap()
                 .format,
             Format::Json
         );
         assert_eq!(
-            negotiate_watch(Some(
-                "application/vnd.kubernetes.protobuf;stream=watch, application/json"
-            ))
+            negotiate_watch(
+                Some("application/vnd.kubernetes.protobuf;stream=watch, application/json"),
+                Serves::BuiltIn
+            )
             .unwrap()
             .format,
-            Format::Json
+            Format::Protobuf
         );
         // YAML cannot stream.
-        let e = negotiate_watch(Some("application/yaml")).unwrap_err();
+        let e = negotiate_watch(Some("application/yaml"), Serves::BuiltIn).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(
             e.message,
-            "only the following media types are accepted: application/json;stream=watch"
+            "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
         );
-        let e = negotiate_watch(Some("text/plain")).unwrap_err();
+        let e = negotiate_watch(Some("text/plain"), Serves::BuiltIn).unwrap_err();
         assert_eq!(
             e.message,
-            "only the following media types are accepted: application/json, application/yaml"
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
         );
-        let n = negotiate_watch(Some("application/json;as=Table;g=meta.k8s.io;v=v1")).unwrap();
+        let n = negotiate_watch(
+            Some("application/json;as=Table;g=meta.k8s.io;v=v1"),
+            Serves::BuiltIn,
+        )
+        .unwrap();
         assert_eq!(n.target, Target::Table);
-        let n = negotiate_watch(Some(
-            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
-        ))
+        let n = negotiate_watch(
+            Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            Serves::BuiltIn,
+        )
         .unwrap();
         assert_eq!(n.target, Target::PartialObjectMetadata);
-        let n = negotiate_watch(Some(
-            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-        ))
+        let n = negotiate_watch(
+            Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+            Serves::BuiltIn,
+        )
         .unwrap();
         assert_eq!(n.target, Target::Object);
         // The representation comes from the first negotiation, the encoding
         // from the second.
-        let n = negotiate_watch(Some(
-            "application/yaml;as=Table;g=meta.k8s.io;v=v1, application/json",
-        ))
+        let n = negotiate_watch(
+            Some("application/yaml;as=Table;g=meta.k8s.io;v=v1, application/json"),
+            Serves::BuiltIn,
+        )
         .unwrap();
         assert_eq!((n.format, n.target), (Format::Json, Target::Table));
         assert!(
-            !negotiate_watch(Some("application/json;pretty=1"))
+            !negotiate_watch(Some("application/json;pretty=1"), Serves::BuiltIn)
                 .unwrap()
                 .pretty
         );
@@ -947,8 +1160,8 @@ mod tests {
     proptest! {
         #[test]
         fn negotiate_never_panics(accept in any::<String>(), list in any::<bool>()) {
-            let _ = negotiate(Some(&accept), list);
-            let _ = negotiate_watch(Some(&accept));
+            let _ = negotiate(Some(&accept), list, Serves::BuiltIn);
+            let _ = negotiate_watch(Some(&accept), Serves::BuiltIn);
         }
 
         #[test]
@@ -956,8 +1169,8 @@ mod tests {
             accept in "[a-z*/;=, .0-9qQ\"]{0,40}",
             list in any::<bool>(),
         ) {
-            let _ = negotiate(Some(&accept), list);
-            let _ = negotiate_watch(Some(&accept));
+            let _ = negotiate(Some(&accept), list, Serves::BuiltIn);
+            let _ = negotiate_watch(Some(&accept), Serves::BuiltIn);
         }
 
         #[test]

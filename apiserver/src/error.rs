@@ -6,6 +6,7 @@
 //! answered as a generic 500; internals never leak into messages.
 
 use crate::registry::Resource;
+use apimachinery::media::{self, Format};
 use apimachinery::status::{GroupResource, Status};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -130,15 +131,35 @@ fn storage_status(err: &StorageError, gr: GroupResource<'static>, name: &str) ->
 
 /// Serializes a Status as the response body with its code and headers.
 pub fn status_response(status: &Status) -> Response {
+    status_response_as(status, Format::Json)
+}
+
+/// A Status in the request's negotiated encoding: protobuf (a metav1 Status
+/// message in the `k8s\0` envelope, as kube's `ErrorNegotiated` writes it
+/// for a protobuf client) or JSON. A YAML request still gets JSON: a
+/// departure from kube, which writes the Status in YAML.
+pub fn status_response_as(status: &Status, format: Format) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut body = serde_json::to_vec(status).unwrap_or_default();
-    // As kube's JSON encoder writes it.
-    body.push(b'\n');
+    let protobuf = match format {
+        Format::Protobuf => serde_json::to_value(status)
+            .map_err(|e| e.to_string())
+            .and_then(|v| k8s_proto::encode_object(&v).map_err(|e| e.to_string()))
+            .inspect_err(|e| tracing::error!(error = %e, "a Status does not encode as protobuf"))
+            .ok(),
+        _ => None,
+    };
+    let (body, ctype) = match protobuf {
+        Some(body) => (body, media::PROTOBUF),
+        None => {
+            let mut body = serde_json::to_vec(status).unwrap_or_default();
+            // As kube's JSON encoder writes it.
+            body.push(b'\n');
+            (body, media::JSON)
+        }
+    };
     let mut resp = (code, body).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
     if let Some(secs) = status.retry_after() {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -149,5 +170,48 @@ pub fn status_response(status: &Status) -> Response {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         status_response(&self.to_status())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(resp: Response) -> Vec<u8> {
+        axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn status_in_the_negotiated_encoding() {
+        let status = Status::not_found(
+            GroupResource {
+                group: "",
+                resource: "configmaps",
+            },
+            "x",
+        );
+        let resp = status_response_as(&status, Format::Protobuf);
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            resp.headers()[header::CONTENT_TYPE],
+            "application/vnd.kubernetes.protobuf"
+        );
+        let v = k8s_proto::decode_object(&body(resp).await).unwrap();
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["code"], 404);
+        assert_eq!(v["reason"], "NotFound");
+        assert_eq!(v["details"]["name"], "x");
+
+        // JSON for everything else, YAML included.
+        for format in [Format::Json, Format::Yaml] {
+            let resp = status_response_as(&status, format);
+            assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+            let b = body(resp).await;
+            assert!(b.ends_with(b"}\n"));
+        }
     }
 }

@@ -1,12 +1,16 @@
-//! Encoding objects and lists for the negotiated representation: JSON or
-//! YAML, pretty or compact, the object itself, its PartialObjectMetadata, or
-//! a meta.k8s.io Table. Lists in compact JSON are written item by item from
-//! the shared stored values, without building a combined document.
+//! Encoding objects and lists for the negotiated representation: JSON,
+//! YAML or protobuf, pretty or compact, the object itself, its
+//! PartialObjectMetadata, or a meta.k8s.io Table. Lists in compact JSON and
+//! in protobuf are written item by item from the stored objects' shared
+//! encodings (`Object::json`, `Object::protobuf`), without building a
+//! combined document.
 
+use crate::error::Result;
 use crate::handlers::Scope;
 use crate::registry::Resource;
 use apimachinery::kinds::print::PrintContext;
 use apimachinery::media::{Format, Target};
+use apimachinery::Status;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
@@ -20,24 +24,34 @@ pub fn include_object(scope: &Scope) -> IncludeObject {
 }
 
 fn content_type(format: Format) -> &'static str {
-    match format {
-        Format::Yaml => "application/yaml",
-        _ => "application/json",
-    }
+    format.media_type()
 }
 
 /// Serializes a document in the scope's format.
-pub fn encode(scope: &Scope, v: &Value) -> Vec<u8> {
+pub fn encode(scope: &Scope, v: &Value) -> Result<Vec<u8>> {
     encode_as(scope.out.format, scope.pretty, v)
 }
 
-pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Vec<u8> {
-    match format {
+/// The 500 of a document the server made but cannot write as protobuf (a
+/// value that does not fit its field): a bug, logged.
+fn protobuf_failure(what: &str, e: impl std::fmt::Display) -> crate::error::ApiError {
+    tracing::error!(%what, error = %e, "protobuf encoding failed");
+    Status::internal(format!("unable to encode {what} as protobuf")).into()
+}
+
+/// Serializes a document carrying `kind` and `apiVersion` in `format`.
+/// Only protobuf can fail.
+pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Result<Vec<u8>> {
+    Ok(match format {
         // kube's YAML is its JSON through sigs.k8s.io/yaml, which sorts the
         // keys of every mapping.
         Format::Yaml => serde_yaml_ng::to_string(&sorted_keys(v))
             .map(String::into_bytes)
             .unwrap_or_default(),
+        Format::Protobuf => k8s_proto::encode_object(v).map_err(|e| {
+            let kind = v.get("kind").and_then(Value::as_str).unwrap_or("object");
+            protobuf_failure(kind, e)
+        })?,
         // kube's JSON encoder (`json.NewEncoder(w).Encode`, or its
         // 2-space indent for `?pretty`) ends every body with a newline.
         _ => {
@@ -50,7 +64,7 @@ pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Vec<u8> {
             b.push(b'\n');
             b
         }
-    }
+    })
 }
 
 /// `v` with the keys of every object in byte order.
@@ -71,7 +85,8 @@ fn sorted_keys(v: &Value) -> Value {
     }
 }
 
-pub fn bytes_response(code: StatusCode, ctype: &str, body: Vec<u8>) -> Response {
+/// A body (`Vec<u8>`, or shared `Bytes`) with its code and `Content-Type`.
+pub fn bytes_response(code: StatusCode, ctype: &str, body: impl IntoResponse) -> Response {
     let mut r = (code, body).into_response();
     if let Ok(v) = HeaderValue::from_str(ctype) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
@@ -245,7 +260,10 @@ pub fn object(scope: &Scope, code: StatusCode, obj: &Value) -> Response {
         Some(v) => encode(scope, &v),
         None => encode(scope, obj),
     };
-    bytes_response(code, content_type(scope.out.format), body)
+    match body {
+        Ok(body) => bytes_response(code, content_type(scope.out.format), body),
+        Err(e) => crate::error::status_response_as(&e.to_status(), scope.out.format),
+    }
 }
 
 fn list_meta(result: &ListResult) -> Value {
@@ -269,8 +287,14 @@ fn list_meta(result: &ListResult) -> Value {
 
 /// Responds with a list read from storage.
 pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
+    match encode_list(scope, res, result) {
+        Ok(body) => bytes_response(StatusCode::OK, content_type(scope.out.format), body),
+        Err(e) => crate::error::status_response_as(&e.to_status(), scope.out.format),
+    }
+}
+
+fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec<u8>> {
     let meta = list_meta(result);
-    let ctype = content_type(scope.out.format);
     match scope.out.target {
         Target::Table => {
             let t = table(
@@ -279,7 +303,7 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
                 meta,
                 include_object(scope),
             );
-            bytes_response(StatusCode::OK, ctype, encode(scope, &t))
+            encode(scope, &t)
         }
         Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
             let items: Vec<Value> = result
@@ -293,7 +317,10 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
                 "metadata": meta,
                 "items": items,
             });
-            bytes_response(StatusCode::OK, ctype, encode(scope, &doc))
+            encode(scope, &doc)
+        }
+        Target::Object if scope.out.format == Format::Protobuf => {
+            protobuf_list(res, &meta, &result.items)
         }
         Target::Object => {
             if scope.pretty || scope.out.format != Format::Json {
@@ -304,15 +331,27 @@ pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
                     "metadata": meta,
                     "items": items,
                 });
-                return bytes_response(StatusCode::OK, ctype, encode(scope, &doc));
+                return encode(scope, &doc);
             }
-            bytes_response(
-                StatusCode::OK,
-                ctype,
-                compact_list(res, &meta, &result.items),
-            )
+            Ok(compact_list(res, &meta, &result.items))
         }
     }
+}
+
+/// A protobuf list body made of the items' shared protobuf encodings (the
+/// message inside each item's envelope).
+pub fn protobuf_list(res: &Resource, meta: &Value, items: &[Object]) -> Result<Vec<u8>> {
+    let mut bodies = Vec::with_capacity(items.len());
+    for item in items {
+        bodies.push(item.protobuf().map_err(|e| protobuf_failure(res.kind, e))?);
+    }
+    let mut raws = Vec::with_capacity(bodies.len());
+    for body in &bodies {
+        let unknown = k8s_proto::decode_unknown(body).map_err(|e| protobuf_failure(res.kind, e))?;
+        raws.push(unknown.raw);
+    }
+    k8s_proto::encode_list(&res.api_version(), &res.list_kind(), meta, raws)
+        .map_err(|e| protobuf_failure(&res.list_kind(), e))
 }
 
 /// Compact JSON of a list, each stored item serialized straight into the

@@ -261,7 +261,7 @@ fn zero_json(s: Scalar) -> Value {
     }
 }
 
-fn encode_message(
+pub(crate) fn encode_message(
     t: &Table,
     mi: usize,
     v: &Value,

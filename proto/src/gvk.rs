@@ -49,7 +49,11 @@ pub(crate) fn message_in<'t>(
         ))
         .or_else(|| meta_kind(t, kind));
     }
-    let short = t.groups.get(group)?;
+    // kube registers the meta kinds (DeleteOptions, Status, ...) in every
+    // group version, custom groups included.
+    let Some(short) = t.groups.get(group) else {
+        return meta_kind(t, kind);
+    };
     find(format!("k8s.io.api.{short}.{version}.{kind}")).or_else(|| meta_kind(t, kind))
 }
 
@@ -169,5 +173,10 @@ mod tests {
         );
         assert_eq!(message_for("", "v1.x", "Pod"), None);
         assert_eq!(message_for("", "", "Pod"), None);
+        // The meta kinds exist in custom groups too.
+        assert_eq!(
+            message_for("example.com", "v1", "DeleteOptions"),
+            Some("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions")
+        );
     }
 }

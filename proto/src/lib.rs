@@ -40,6 +40,7 @@
 //! The top-level `kind` and `apiVersion` are not part of the protobuf
 //! message; [`decode_object`] takes them from the envelope.
 
+mod compose;
 mod decode;
 mod encode;
 mod envelope;
@@ -50,6 +51,7 @@ mod table;
 mod timefmt;
 mod wire;
 
+pub use compose::{encode_list, encode_raw, watch_event_frame};
 pub use decode::decode_to_json;
 pub use encode::encode_from_json;
 pub use envelope::{

@@ -1,6 +1,9 @@
 //! Hostile input never panics.
 
-use k8s_proto::{decode_object, decode_to_json, decode_unknown, encode_from_json, MAGIC};
+use k8s_proto::{
+    decode_object, decode_to_json, decode_unknown, encode_from_json, encode_list, encode_raw,
+    watch_event_frame, MAGIC,
+};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -108,5 +111,47 @@ proptest! {
         let s = decode_to_json(m, &nanos_field).unwrap();
         let bytes = encode_from_json(m, &s).unwrap();
         prop_assert_eq!(bytes, nanos_field);
+    }
+
+    #[test]
+    fn lists_of_shared_items_decode_as_the_list(
+        items in proptest::collection::vec(
+            proptest::collection::btree_map("[a-z]{1,8}", ".{0,12}", 0..4), 0..6),
+        rv in "[0-9]{1,8}",
+        cont in proptest::option::of("[a-zA-Z0-9]{1,16}"),
+    ) {
+        let objects: Vec<Value> = items.iter().enumerate().map(|(i, data)| {
+            let mut v = json!({"kind": "ConfigMap", "apiVersion": "v1",
+                               "metadata": {"name": format!("cm-{i}")}});
+            if !data.is_empty() {
+                v["data"] = json!(data);
+            }
+            v
+        }).collect();
+        let raws: Vec<Vec<u8>> = objects.iter().map(|o| encode_raw(o).unwrap()).collect();
+        let mut meta = json!({"resourceVersion": rv});
+        if let Some(c) = &cont {
+            meta["continue"] = json!(c);
+        }
+        let body = encode_list("v1", "ConfigMapList", &meta, raws.iter().map(Vec::as_slice)).unwrap();
+        let back = decode_object(&body).unwrap();
+        prop_assert_eq!(&back["metadata"], &meta);
+        let names: Vec<Value> = back["items"].as_array().cloned().unwrap_or_default()
+            .iter().map(|i| i["metadata"]["name"].clone()).collect();
+        let want: Vec<Value> = objects.iter().map(|o| o["metadata"]["name"].clone()).collect();
+        prop_assert_eq!(names, want);
+    }
+
+    #[test]
+    fn watch_frames_carry_any_object_body(
+        kind in "[A-Z]{1,10}",
+        object in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let frame = watch_event_frame("apps/v1", &kind, &object);
+        let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+        prop_assert_eq!(len, frame.len() - 4);
+        let unknown = decode_unknown(&frame[4..]).unwrap();
+        prop_assert_eq!(unknown.api_version.as_str(), "apps/v1");
+        prop_assert_eq!(unknown.kind.as_str(), "WatchEvent");
     }
 }

@@ -25,6 +25,10 @@ pub struct Object {
     /// shared by every clone: every list response and watch event that
     /// carries this version writes these bytes instead of re-serializing.
     encoded: Arc<std::sync::OnceLock<bytes::Bytes>>,
+    /// The whole protobuf body of `value` (`k8s\0` envelope included), or
+    /// why it has none, made at most once, like `encoded`: lists take the
+    /// message out of the envelope, watch events embed the whole body.
+    protobuf: Arc<std::sync::OnceLock<Result<bytes::Bytes, String>>>,
 }
 
 impl PartialEq for Object {
@@ -41,7 +45,22 @@ impl Object {
             value,
             revision,
             encoded: Arc::default(),
+            protobuf: Arc::default(),
         }
+    }
+
+    /// The Kubernetes protobuf body of the object (envelope included),
+    /// encoded once and shared; an error when its kind has no protobuf
+    /// message (custom resources) or a value does not fit its field.
+    pub fn protobuf(&self) -> Result<&bytes::Bytes, &str> {
+        self.protobuf
+            .get_or_init(|| {
+                k8s_proto::encode_object(&self.value)
+                    .map(|b| bytes::Bytes::from(b.into_boxed_slice()))
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(String::as_str)
     }
 
     /// The compact JSON of the object, encoded once and shared.
@@ -288,5 +307,25 @@ mod tests {
         let back: Value = serde_json::from_slice(b.json()).unwrap();
         assert_eq!(back, *a.value);
         assert_eq!(back["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn protobuf_is_encoded_once_and_shared_by_clones() {
+        let a = Object::at_revision(
+            serde_json::json!({"kind": "ConfigMap", "apiVersion": "v1",
+                               "metadata": {"name": "x"}, "data": {"k": "v"}}),
+            5,
+        );
+        let b = a.clone();
+        let first = a.protobuf().unwrap().as_ptr();
+        assert_eq!(b.protobuf().unwrap().as_ptr(), first);
+        let back = k8s_proto::decode_object(b.protobuf().unwrap()).unwrap();
+        assert_eq!(back["metadata"]["resourceVersion"], "5");
+        assert_eq!(back["data"]["k"], "v");
+        let cr = Object::at_revision(
+            serde_json::json!({"kind": "Foo", "apiVersion": "example.com/v1"}),
+            6,
+        );
+        assert!(cr.protobuf().is_err());
     }
 }

@@ -352,7 +352,9 @@ fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Option<Value> {
         return serde_yaml_ng::from_slice(bytes).ok();
     }
     if ctype.contains("protobuf") {
-        return None;
+        // A protobuf request or response body is audited as the JSON of
+        // its object, as kube records it.
+        return k8s_proto::decode_object(bytes).ok();
     }
     serde_json::from_slice(bytes).ok()
 }

@@ -271,8 +271,52 @@ pub fn is_token_request(r: &crate::request::ResourceRequest) -> bool {
 }
 
 /// `POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token`: a
-/// TokenRequest in, the same TokenRequest with `status` out.
+/// TokenRequest in, the same TokenRequest with `status` out, in protobuf
+/// when the client asks for it (client-go configured for protobuf), as
+/// the answer and errors of any built-in kind.
 pub async fn token_request(
+    state: Arc<AppState>,
+    method: Method,
+    headers: &axum::http::HeaderMap,
+    r: &crate::request::ResourceRequest,
+    body: Body,
+) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let protobuf =
+        apimachinery::media::negotiate(accept, false, apimachinery::media::Serves::BuiltIn)
+            .is_ok_and(|n| n.format == apimachinery::media::Format::Protobuf);
+    let resp = token_request_json(state, method, headers, r, body).await;
+    if protobuf {
+        to_protobuf(resp).await
+    } else {
+        resp
+    }
+}
+
+/// A JSON answer (a TokenRequest or a Status) re-encoded in protobuf; the
+/// JSON stays when it has no protobuf form.
+async fn to_protobuf(resp: Response) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return status_response(&Status::internal("unable to encode the answer"));
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| k8s_proto::encode_object(&v).ok());
+    match encoded {
+        Some(pb) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static(apimachinery::media::PROTOBUF),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(pb))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+async fn token_request_json(
     state: Arc<AppState>,
     method: Method,
     headers: &axum::http::HeaderMap,
@@ -305,7 +349,7 @@ pub async fn token_request(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf"));
     let decoded = if protobuf {
-        k8s_proto::decode_object(&bytes).map_err(|e| e.to_string())
+        crate::handlers::write::decode_protobuf(&bytes).map(|d| d.value)
     } else if bytes.is_empty() {
         Ok(json!({}))
     } else {

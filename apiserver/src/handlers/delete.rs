@@ -28,9 +28,21 @@ pub enum Outcome {
     Pending(Value),
 }
 
+/// The options of a delete: a `DeleteOptions` body (JSON, or protobuf as
+/// client-go sends it when configured for protobuf, e.g. Helm 4), else the
+/// query.
 fn delete_params(scope: &Scope, body: &[u8]) -> Result<DeleteParams> {
+    let protobuf =
+        apimachinery::media::request_body(scope.header(axum::http::header::CONTENT_TYPE), false)
+            .is_ok_and(|f| f == apimachinery::media::BodyFormat::Protobuf);
     let opts: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
         None
+    } else if protobuf {
+        Some(
+            write::decode_protobuf(body)
+                .map_err(Status::bad_request)?
+                .value,
+        )
     } else {
         let d = apimachinery::fieldvalidation::decode_json(body)
             .map_err(|e| Status::bad_request(e.to_string()))?;
@@ -286,8 +298,8 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
                 }
                 return Ok(response::bytes_response(
                     StatusCode::OK,
-                    "application/json",
-                    response::encode(scope, &body),
+                    scope.out.content_type(),
+                    response::encode(scope, &body)?,
                 ));
             }
             Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => continue,
@@ -362,7 +374,7 @@ pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result
     });
     Ok(response::bytes_response(
         StatusCode::OK,
-        "application/json",
-        response::encode(scope, &doc),
+        scope.out.content_type(),
+        response::encode(scope, &doc)?,
     ))
 }

@@ -165,6 +165,9 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
 /// Deletes the Pod as a DELETE of it would, with the Eviction's
 /// `deleteOptions`.
 async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
+    // The options are handed over as JSON, whatever the Eviction came in.
+    let mut headers = scope.headers.clone();
+    headers.remove(axum::http::header::CONTENT_TYPE);
     let pod_scope = Scope {
         state: scope.state.clone(),
         res: scope.res,
@@ -174,7 +177,7 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
         query: scope.query.clone(),
         out: scope.out,
         pretty: scope.pretty,
-        headers: scope.headers.clone(),
+        headers,
         user: scope.user.clone(),
         warnings: Default::default(),
     };

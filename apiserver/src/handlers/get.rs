@@ -2,6 +2,7 @@
 
 use super::Scope;
 use crate::error::Result;
+use apimachinery::media::{Format, Target};
 use apimachinery::query;
 use apimachinery::Status;
 use axum::http::StatusCode;
@@ -16,5 +17,19 @@ pub async fn get(scope: &Scope) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?
         .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
+    if scope.out.format == Format::Protobuf
+        && scope.out.target == Target::Object
+        && !scope.res.converts()
+    {
+        // The cached object's protobuf body, made once and shared with
+        // lists and watches.
+        if let Ok(body) = obj.protobuf() {
+            return Ok(crate::response::bytes_response(
+                StatusCode::OK,
+                scope.out.content_type(),
+                body.clone(),
+            ));
+        }
+    }
     super::object_response(scope, StatusCode::OK, &obj.value).await
 }

@@ -224,17 +224,18 @@ async fn resource(
             || query.contains("watch")
                 && query.get("watch") != Some("false")
                 && query.get("watch") != Some("0"));
+    let serves = serves(res);
     let out = if watching {
-        media::negotiate_watch(accept)?
+        media::negotiate_watch(accept, serves)?
     } else if connect.is_some() {
         // A connection's answer is not an object: whatever the client
         // accepts, its errors are JSON Status.
-        match media::negotiate(accept, false) {
-            Ok(n) => n,
-            Err(_) => media::negotiate(None, false)?,
+        match media::negotiate(accept, false, media::Serves::JsonOnly) {
+            Ok(n) if n.format != media::Format::Protobuf => n,
+            _ => media::negotiate(None, false, serves)?,
         }
     } else {
-        media::negotiate(accept, is_list)?
+        media::negotiate(accept, is_list, serves)?
     };
     let ua = headers
         .get(header::USER_AGENT)
@@ -256,26 +257,54 @@ async fn resource(
         user,
         warnings: Default::default(),
     };
+    // From here on a failure is written in the negotiated encoding.
+    match serve(&scope, method, r, connect, body).await {
+        Err(e) if out.format == media::Format::Protobuf => {
+            Ok(crate::error::status_response_as(&e.to_status(), out.format))
+        }
+        answer => answer,
+    }
+}
+
+/// Which encodings the resource's responses may use: protobuf for the kinds
+/// the protobuf table knows (built-in kinds), never for custom resources.
+fn serves(res: &Resource) -> media::Serves {
+    if res.custom.is_none() && k8s_proto::message_for(res.group, res.version, res.kind).is_some() {
+        media::Serves::BuiltIn
+    } else {
+        media::Serves::JsonOnly
+    }
+}
+
+/// Runs the request once its scope is negotiated.
+async fn serve(
+    scope: &Scope,
+    method: Method,
+    r: ResourceRequest,
+    connect: Option<&'static crate::registry::Connect>,
+    body: Body,
+) -> Result<Response> {
+    let (res, subresource) = (scope.res, scope.subresource);
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
     if let Some(c) = connect {
         if !connect::serves(c, &method) {
             return Err(Status::method_not_allowed().into());
         }
-        return (c.answer)(&scope, &method, r.subpath.as_deref()).await;
+        return (c.answer)(scope, &method, r.subpath.as_deref()).await;
     }
     if let Some(c) = res.computed {
-        return computed::serve(&scope, c, &method, r.name.is_some()).await;
+        return computed::serve(scope, c, &method, r.name.is_some()).await;
     }
     if let Some(answer) = res.virtual_create {
         return match (method, r.name.is_some()) {
             (Method::POST, false) => {
-                create::create_virtual(&scope, answer, read_body(body).await?).await
+                create::create_virtual(scope, answer, read_body(body).await?).await
             }
             _ => Err(Status::method_not_allowed().into()),
         };
     }
     let answer = verb(
-        &scope,
+        scope,
         method,
         r.name.is_some(),
         is_scale,
@@ -347,5 +376,23 @@ async fn verb(
         }
         (Method::DELETE, false) => delete::delete_collection(scope, read_body(body).await?).await,
         _ => Err(Status::method_not_allowed().into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every built-in resource is served in protobuf but the two whose
+    /// IDL (apiextensions-apiserver's, kube-aggregator's) the shared
+    /// `.proto` set lacks; kube serves those in protobuf too.
+    #[test]
+    fn built_in_resources_serve_protobuf() {
+        let json_only: Vec<&str> = crate::registry::RESOURCES
+            .iter()
+            .filter(|r| serves(r) == media::Serves::JsonOnly)
+            .map(|r| r.kind)
+            .collect();
+        assert_eq!(json_only, ["APIService", "CustomResourceDefinition"]);
     }
 }

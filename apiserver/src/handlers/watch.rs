@@ -1,7 +1,10 @@
 //! WATCH of a collection (or of one object through
-//! `fieldSelector=metadata.name=X`): a chunked stream of JSON watch events,
+//! `fieldSelector=metadata.name=X`): a chunked stream of watch events,
 //! served by the storage trait's watch (the watch cache, falling back to
-//! etcd).
+//! etcd). The events are JSON lines, or in protobuf
+//! (`application/vnd.kubernetes.protobuf;stream=watch`) frames of a 4-byte
+//! big-endian length and a `WatchEvent` body whose `object` holds the
+//! object's own protobuf body, as kube's stream encoder writes them.
 //!
 //! The stream's lifecycle: initial events (when asked for), ended by the
 //! bookmark storage sends at the snapshot's revision (sent to the client
@@ -17,7 +20,7 @@ use crate::error::Result;
 use crate::registry::Resource;
 use crate::response::{self, IncludeObject};
 use crate::server::NoCompression;
-use apimachinery::media::Target;
+use apimachinery::media::{Format, Target};
 use apimachinery::query::{self, ListParams, WatchPlan, WatchStart};
 use apimachinery::read::{Freshness, Predicate};
 use apimachinery::Status;
@@ -71,7 +74,8 @@ fn object_event_line(kind: &str, object_json: &[u8]) -> Bytes {
     Bytes::from(line)
 }
 
-fn encode_event(
+/// The object an event carries in the response's representation.
+fn event_object(
     kind: EventType,
     obj: &Value,
     target: Target,
@@ -79,8 +83,8 @@ fn encode_event(
     res: &Resource,
     api_version: &str,
     initial_events_end: bool,
-) -> Bytes {
-    let object = match kind {
+) -> Value {
+    match kind {
         EventType::Bookmark => {
             let rv = obj
                 .pointer("/metadata/resourceVersion")
@@ -111,22 +115,12 @@ fn encode_event(
                 )
             }
         },
-    };
-    let mut line = serde_json::to_vec(&json!({"type": event_type(kind), "object": object}))
-        .unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
+    }
 }
 
-fn status_event(status: &Status) -> Bytes {
-    let mut line =
-        serde_json::to_vec(&json!({"type": "ERROR", "object": status})).unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
-}
-
-fn error_event(err: &StorageError) -> Bytes {
-    let status = match err {
+/// The Status of an `ERROR` event ending a watch on a storage error.
+fn error_status(err: &StorageError) -> Status {
+    match err {
         StorageError::Compacted {
             requested,
             compacted,
@@ -140,11 +134,7 @@ fn error_event(err: &StorageError) -> Bytes {
             tracing::warn!(error = %other, "watch ended with an error");
             Status::internal("the watch stream ended unexpectedly; please retry")
         }
-    };
-    let mut line =
-        serde_json::to_vec(&json!({"type": "ERROR", "object": status})).unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
+    }
 }
 
 pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
@@ -180,6 +170,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
         // A watch from N has everything up to N already.
         reached: after_revision.max(0),
         encoder: Encoder {
+            protobuf: scope.out.format == Format::Protobuf,
             target: scope.out.target,
             include: response::include_object(scope),
             res: scope.res,
@@ -200,7 +191,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
     let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(scope.out.stream_content_type()),
     );
     resp.extensions_mut().insert(NoCompression);
     Ok(resp)
@@ -208,6 +199,8 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
 
 /// How one response encodes its events.
 struct Encoder {
+    /// Protobuf frames, else JSON lines.
+    protobuf: bool,
     target: Target,
     include: IncludeObject,
     res: &'static Resource,
@@ -215,23 +208,37 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn event(&self, event: &WatchEvent) -> Bytes {
+    /// An event; an object that cannot be encoded is the stream's last
+    /// event, an `ERROR` (a bug, logged).
+    fn event(&self, event: &WatchEvent) -> Result<Bytes, Bytes> {
         if self.target == Target::Object && event.kind != EventType::Bookmark {
-            // The object's JSON is encoded once and shared by every watcher
-            // (and list) that carries this version; only the envelope is
-            // written per watcher.
-            return object_event_line(event_type(event.kind), event.object.json());
+            // The object's encoding is made once and shared by every
+            // watcher (and list) that carries this version; only the
+            // event around it is written per watcher.
+            let kind = event_type(event.kind);
+            if !self.protobuf {
+                return Ok(object_event_line(kind, event.object.json()));
+            }
+            return match event.object.protobuf() {
+                Ok(body) => Ok(self.frame(kind, body)),
+                Err(e) => Err(self.failure(e)),
+            };
         }
         self.encode(event.kind, &event.object.value, false)
     }
 
-    fn bookmark(&self, revision: i64, initial_events_end: bool) -> Bytes {
+    fn bookmark(&self, revision: i64, initial_events_end: bool) -> Result<Bytes, Bytes> {
         let object = watchcache::Object::bookmark(revision);
         self.encode(EventType::Bookmark, &object.value, initial_events_end)
     }
 
-    fn encode(&self, kind: EventType, obj: &Value, initial_events_end: bool) -> Bytes {
-        encode_event(
+    fn encode(
+        &self,
+        kind: EventType,
+        obj: &Value,
+        initial_events_end: bool,
+    ) -> Result<Bytes, Bytes> {
+        let object = event_object(
             kind,
             obj,
             self.target,
@@ -239,7 +246,50 @@ impl Encoder {
             self.res,
             &self.api_version,
             initial_events_end,
-        )
+        );
+        self.value_event(event_type(kind), &object)
+    }
+
+    /// An `ERROR` event carrying `status`.
+    fn status(&self, status: &Status) -> Bytes {
+        let object = serde_json::to_value(status).unwrap_or_default();
+        self.value_event("ERROR", &object).unwrap_or_else(|e| e)
+    }
+
+    fn value_event(&self, kind: &str, object: &Value) -> Result<Bytes, Bytes> {
+        if self.protobuf {
+            return match k8s_proto::encode_object(object) {
+                Ok(body) => Ok(self.frame(kind, &body)),
+                Err(e) => Err(self.failure(e)),
+            };
+        }
+        let mut line =
+            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+        line.push(b'\n');
+        Ok(Bytes::from(line))
+    }
+
+    /// A protobuf frame: the `WatchEvent` in the resource's group version.
+    fn frame(&self, kind: &str, object_body: &[u8]) -> Bytes {
+        Bytes::from(k8s_proto::watch_event_frame(
+            &self.api_version,
+            kind,
+            object_body,
+        ))
+    }
+
+    /// The `ERROR` event of an object the stream cannot encode.
+    fn failure(&self, e: impl std::fmt::Display) -> Bytes {
+        tracing::error!(kind = self.res.kind, error = %e, "watch event does not encode as protobuf");
+        let status = Status::internal(format!(
+            "unable to encode a {} watch event as protobuf",
+            self.res.kind
+        ));
+        let object = serde_json::to_value(&status).unwrap_or_default();
+        match k8s_proto::encode_object(&object) {
+            Ok(body) => self.frame("ERROR", &body),
+            Err(_) => Bytes::new(),
+        }
     }
 }
 
@@ -301,7 +351,7 @@ impl WatchBody {
                 }
                 Some(Err(e)) => {
                     self.stage = Stage::Done;
-                    return Some(error_event(&e));
+                    return Some(self.encoder.status(&error_status(&e)));
                 }
                 Some(Ok(event)) => event,
             };
@@ -318,12 +368,13 @@ impl WatchBody {
                         match crate::conversion::for_request(res, &event.object.value).await {
                             // Unchanged: the shared encoding serves.
                             Ok(std::borrow::Cow::Borrowed(_)) => {
-                                return Some(self.encoder.event(&event))
+                                let sent = self.encoder.event(&event);
+                                return self.emit(sent);
                             }
                             Ok(v) => v.into_owned(),
                             Err(e) => {
                                 self.stage = Stage::Done;
-                                return Some(status_event(&e.to_status()));
+                                return Some(self.encoder.status(&e.to_status()));
                             }
                         };
                     let event = WatchEvent {
@@ -333,9 +384,11 @@ impl WatchBody {
                             event.object.revision,
                         ),
                     };
-                    return Some(self.encoder.event(&event));
+                    let sent = self.encoder.event(&event);
+                    return self.emit(sent);
                 }
-                return Some(self.encoder.event(&event));
+                let sent = self.encoder.event(&event);
+                return self.emit(sent);
             }
             let revision = event.object.revision;
             self.reached = self.reached.max(revision);
@@ -344,11 +397,13 @@ impl WatchBody {
                 // bookmark at the snapshot's revision.
                 self.stage = Stage::Watching;
                 if self.initial_events_end {
-                    return Some(self.encoder.bookmark(revision, true));
+                    let sent = self.encoder.bookmark(revision, true);
+                    return self.emit(sent);
                 }
             }
             if self.bookmarks {
-                return Some(self.encoder.bookmark(revision, false));
+                let sent = self.encoder.bookmark(revision, false);
+                return self.emit(sent);
             }
         }
     }
@@ -358,8 +413,23 @@ impl WatchBody {
     fn end_at_timeout(&mut self) -> Option<Bytes> {
         let watching = self.stage == Stage::Watching;
         self.stage = Stage::Done;
-        (self.bookmarks && watching && self.reached > 0)
-            .then(|| self.encoder.bookmark(self.reached, false))
+        (self.bookmarks && watching && self.reached > 0).then(|| {
+            match self.encoder.bookmark(self.reached, false) {
+                Ok(b) | Err(b) => b,
+            }
+        })
+    }
+
+    /// Sends an encoded event; one that failed to encode is the `ERROR`
+    /// that ends the stream.
+    fn emit(&mut self, encoded: Result<Bytes, Bytes>) -> Option<Bytes> {
+        match encoded {
+            Ok(b) => Some(b),
+            Err(b) => {
+                self.stage = Stage::Done;
+                Some(b)
+            }
+        }
     }
 }
 
@@ -380,5 +450,88 @@ mod tests {
         assert!(line.ends_with(b"\n"));
         let v: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value}));
+    }
+
+    fn protobuf_encoder() -> Encoder {
+        let res = crate::registry::Registry::builtin()
+            .lookup("apps", "v1", "deployments")
+            .unwrap();
+        Encoder {
+            protobuf: true,
+            target: Target::Object,
+            include: IncludeObject::default(),
+            res,
+            api_version: res.api_version(),
+        }
+    }
+
+    /// A frame's WatchEvent, and its object, decoded.
+    fn decode_frame(frame: &[u8]) -> (Value, Value) {
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 4);
+        let event = k8s_proto::decode_object(&frame[4..]).unwrap();
+        assert_eq!(event["apiVersion"], "apps/v1");
+        assert_eq!(event["kind"], "WatchEvent");
+        let object = event["object"].clone();
+        (event, object)
+    }
+
+    #[test]
+    fn protobuf_frames_for_objects_bookmarks_and_errors() {
+        let enc = protobuf_encoder();
+        let obj = watchcache::Object::new(
+            Arc::new(json!({"kind": "Deployment", "apiVersion": "apps/v1",
+                            "metadata": {"name": "web", "resourceVersion": "7"},
+                            "spec": {"replicas": 2}})),
+            7,
+        );
+        let frame = enc
+            .event(&WatchEvent {
+                kind: EventType::Modified,
+                object: obj.clone(),
+            })
+            .unwrap();
+        let (event, object) = decode_frame(&frame);
+        assert_eq!(event["type"], "MODIFIED");
+        assert_eq!(object["metadata"]["name"], "web");
+        assert_eq!(object["spec"]["replicas"], 2);
+        // The object's own body is shared, not re-encoded.
+        assert!(frame
+            .windows(obj.protobuf().unwrap().len())
+            .any(|w| w == &obj.protobuf().unwrap()[..]));
+
+        let (event, object) = decode_frame(&enc.bookmark(9, true).unwrap());
+        assert_eq!(event["type"], "BOOKMARK");
+        assert_eq!(object["kind"], "Deployment");
+        assert_eq!(object["metadata"]["resourceVersion"], "9");
+        assert_eq!(
+            object["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+
+        let status = error_status(&StorageError::Compacted {
+            requested: 3,
+            compacted: 5,
+        });
+        let (event, object) = decode_frame(&enc.status(&status));
+        assert_eq!(event["type"], "ERROR");
+        assert_eq!(object["kind"], "Status");
+        assert_eq!(object["code"], 410);
+        assert_eq!(object["reason"], "Expired");
+
+        // An object protobuf cannot carry ends the stream with an ERROR.
+        let cr = watchcache::Object::new(
+            Arc::new(json!({"kind": "Widget", "apiVersion": "example.com/v1"})),
+            8,
+        );
+        let failed = enc
+            .event(&WatchEvent {
+                kind: EventType::Added,
+                object: cr,
+            })
+            .unwrap_err();
+        let (event, object) = decode_frame(&failed);
+        assert_eq!(event["type"], "ERROR");
+        assert_eq!(object["code"], 500);
     }
 }

@@ -35,14 +35,27 @@ pub fn manager(scope: &Scope, params: &WriteParams) -> String {
     query::manager_or_user_agent(params.field_manager.as_deref(), Some(scope.user_agent()))
 }
 
-/// Decodes a POST/PUT body (JSON or YAML) into an object of the scope's kind,
-/// applying the field validation level. Returns the object and the warnings.
+/// Decodes a POST/PUT body (JSON, YAML or protobuf) into an object of the
+/// scope's kind, applying the field validation level. Returns the object
+/// and the warnings.
 pub fn decode_object(
     scope: &Scope,
     body: &[u8],
     params: &WriteParams,
 ) -> Result<(Value, Vec<String>)> {
-    let format = media::request_body(scope.header(header::CONTENT_TYPE), false)?;
+    let content_type = scope.header(header::CONTENT_TYPE);
+    let format = media::request_body(content_type, false)?;
+    if format == BodyFormat::Protobuf
+        && scope.res.custom.is_some()
+        && scope.subresource_name() != Some("scale")
+    {
+        // kube's custom resource handler has no protobuf codec.
+        return Err(Status::unsupported_media_type(
+            content_type.unwrap_or_default().trim(),
+            media::SUPPORTED_CUSTOM,
+        )
+        .into());
+    }
     let (kind, api_version) = expected_kind(scope);
     // An undecodable JSON/YAML body is reported the way kube's create and
     // update handlers do: "the object provided is unrecognized (must be of
@@ -65,8 +78,10 @@ pub fn decode_object(
 }
 
 /// A protobuf body: the `k8s\0` envelope names the kind, whose message the
-/// generated table decodes into the JSON kube-apiserver would store.
-fn decode_protobuf(body: &[u8]) -> Result<fieldvalidation::Decoded, String> {
+/// generated table decodes into the JSON kube-apiserver would store. Every
+/// protobuf request body (objects, subresource and virtual kinds,
+/// DeleteOptions, TokenRequest) is decoded here.
+pub fn decode_protobuf(body: &[u8]) -> Result<fieldvalidation::Decoded, String> {
     let value = k8s_proto::decode_object(body)
         .map_err(|e| format!("unable to decode the protobuf request body: {e}"))?;
     Ok(fieldvalidation::Decoded {

@@ -113,7 +113,12 @@ impl Http {
     /// A GET whose body is streamed (a watch): returns once the headers of a
     /// 2xx reply are in.
     pub async fn stream(&self, path: &str) -> Result<Incoming> {
-        self.send(Method::GET, path, "application/json", None).await
+        self.stream_as(path, "application/json").await
+    }
+
+    /// `stream` asking for `accept` (a protobuf watch).
+    pub async fn stream_as(&self, path: &str, accept: &str) -> Result<Incoming> {
+        self.send(Method::GET, path, accept, None).await
     }
 }
 

@@ -2,7 +2,8 @@
 //! budget names, RV=0 and consistent, next to a raw etcd get of the same key
 //! (serializable for RV=0, linearizable for consistent). LIST of N objects,
 //! RV=0, consistent and paged by 500, next to raw etcd ranges of the same
-//! keys read the same way.
+//! keys read the same way; and the RV=0 LIST in protobuf next to the same
+//! LIST in JSON (protobuf must not be slower).
 
 use super::client::{find, find_str_field, Http};
 use super::fixture::{self, Template};
@@ -278,6 +279,20 @@ async fn lists(b: &Bench, n: u64) -> Result<Vec<Row>> {
             ));
         }
         rows.push(row);
+        if let Read::Any = read {
+            let pb = repeat(r, n, || server_list_protobuf(http, &url)).await;
+            let case = format!("LIST {} × 2 KiB, {}, protobuf", fmt_count(n), read.label());
+            let mut row = list_row(case, &pb, &srv, "the same LIST in JSON");
+            if row.problem.is_none() && pb.hist.count() > 0 && srv.hist.count() > 0 {
+                row.budget = Some(Budget::under(
+                    "p50 ≤ JSON's",
+                    pb.p50().as_secs_f64() * 1e3,
+                    srv.p50().as_secs_f64() * 1e3 * 1.0001,
+                    " ms",
+                ));
+            }
+            rows.push(row);
+        }
     }
     let raw = repeat(r, n, || etcd_paged(kv.clone(), &dir)).await;
     let srv = repeat(r, n, || server_paged(http, &path)).await;
@@ -323,6 +338,72 @@ fn items(body: &[u8]) -> u64 {
 async fn server_list(http: &Http, path: &str) -> Result<(u64, u64)> {
     let reply = http.get(path).await?;
     Ok((reply.body.len() as u64, items(&reply.body)))
+}
+
+async fn server_list_protobuf(http: &Http, path: &str) -> Result<(u64, u64)> {
+    let reply = http
+        .call_as(
+            hyper::Method::GET,
+            path,
+            "application/vnd.kubernetes.protobuf",
+            None,
+        )
+        .await?;
+    let items = protobuf_items(&reply.body)
+        .ok_or_else(|| Error::Http("a malformed protobuf list".into()))?;
+    Ok((reply.body.len() as u64, items))
+}
+
+/// Items in a protobuf list reply: the `k8s\0` envelope's `raw` (field 2)
+/// is the list message, whose `items` are field 2.
+fn protobuf_items(body: &[u8]) -> Option<u64> {
+    let list = protobuf_fields(body.strip_prefix(b"k8s\0")?)?
+        .into_iter()
+        .find(|(n, _)| *n == 2)?
+        .1;
+    Some(
+        protobuf_fields(list)?
+            .into_iter()
+            .filter(|(n, _)| *n == 2)
+            .count() as u64,
+    )
+}
+
+/// The length-delimited fields of a message (others skipped), or `None`
+/// when it is malformed.
+fn protobuf_fields(mut msg: &[u8]) -> Option<Vec<(u64, &[u8])>> {
+    fn varint(b: &mut &[u8]) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = b.split_first()?;
+            *b = rest;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut out = Vec::new();
+    while !msg.is_empty() {
+        let tag = varint(&mut msg)?;
+        match tag & 7 {
+            0 => {
+                varint(&mut msg)?;
+            }
+            2 => {
+                let len = usize::try_from(varint(&mut msg)?).ok()?;
+                if len > msg.len() {
+                    return None;
+                }
+                let (value, rest) = msg.split_at(len);
+                out.push((tag >> 3, value));
+                msg = rest;
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 async fn server_paged(http: &Http, path: &str) -> Result<(u64, u64)> {
@@ -404,6 +485,18 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_protobuf_items() {
+        // k8s\0, Unknown { raw (2): List { metadata (1): {}, items (2) × 2 } }
+        let list = [0x0a, 0x00, 0x12, 0x01, 0x41, 0x12, 0x00];
+        let mut body = b"k8s\0".to_vec();
+        body.extend([0x12, list.len() as u8]);
+        body.extend(list);
+        assert_eq!(protobuf_items(&body), Some(2));
+        assert_eq!(protobuf_items(b"k8s\0\x12\x05"), None);
+        assert_eq!(protobuf_items(b"{}"), None);
+    }
 
     #[test]
     fn counts_items_and_ends_prefixes() {

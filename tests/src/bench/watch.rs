@@ -3,6 +3,8 @@
 //! number; a watcher that receives it looks up when that write's request
 //! started, so the latency is write request start → event received. The
 //! limit is one raw etcd watcher on the same keys, fed by the same writes.
+//! The first shape runs a second time with the watchers asking for
+//! protobuf (`;stream=watch` frames), next to JSON in the same run.
 
 use super::client::{find, find_str_field, Http};
 use super::fixture;
@@ -41,15 +43,44 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             fmt_rate(shape.watchers as f64 * shape.rate),
             b.plan.watch_duration.as_secs_f64()
         );
-        rows.push(match fan_out(b, i, *shape).await {
-            Ok(mut row) => {
-                row.case = case;
-                row
-            }
-            Err(e) => Row::failed(PHASE, case, e.to_string()),
-        });
+        let encodings: &[Encoding] = if i == 0 {
+            &[Encoding::Json, Encoding::Protobuf]
+        } else {
+            &[Encoding::Json]
+        };
+        for &encoding in encodings {
+            let case = match encoding {
+                Encoding::Json => case.clone(),
+                Encoding::Protobuf => format!("{case}, protobuf"),
+            };
+            rows.push(match fan_out(b, i, *shape, encoding).await {
+                Ok(mut row) => {
+                    row.case = case;
+                    row
+                }
+                Err(e) => Row::failed(PHASE, case, e.to_string()),
+            });
+        }
     }
     Ok(rows)
+}
+
+/// How the server's watchers ask for their events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    /// JSON lines.
+    Json,
+    /// Length-prefixed protobuf `WatchEvent` frames.
+    Protobuf,
+}
+
+impl Encoding {
+    fn accept(self) -> &'static str {
+        match self {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+        }
+    }
 }
 
 /// What all watchers of one run share.
@@ -76,8 +107,22 @@ impl Shared {
     /// Records the latency of the write whose object is in `bytes` (a JSON
     /// line or an etcd value); returns when it was received.
     fn receive(&self, bytes: &[u8], hist: &SharedHistogram) -> Option<u64> {
-        let now = self.now();
         let k = find_str_field(bytes, "seq").and_then(|s| s.parse::<usize>().ok())?;
+        self.received(k, hist)
+    }
+
+    /// `receive` for a protobuf frame: the `seq` entry of the ConfigMap's
+    /// `data` map (key = 1, value = 2) is found by its bytes.
+    fn receive_protobuf(&self, frame: &[u8], hist: &SharedHistogram) -> Option<u64> {
+        let at = find(frame, b"\x0a\x03seq\x12")? + 6;
+        let len = usize::from(*frame.get(at)?);
+        let digits = frame.get(at + 1..at + 1 + len)?;
+        let k = std::str::from_utf8(digits).ok()?.parse::<usize>().ok()?;
+        self.received(k, hist)
+    }
+
+    fn received(&self, k: usize, hist: &SharedHistogram) -> Option<u64> {
+        let now = self.now();
         let start = self.starts.get(k).map_or(0, |s| s.load(Ordering::Relaxed));
         if start == 0 || start > now {
             return None;
@@ -87,9 +132,12 @@ impl Shared {
     }
 }
 
-async fn fan_out(b: &Bench, index: usize, shape: WatchShape) -> Result<Row> {
+async fn fan_out(b: &Bench, index: usize, shape: WatchShape, encoding: Encoding) -> Result<Row> {
     let http = &b.server.http;
-    let ns = format!("bwatch-{index}");
+    let ns = match encoding {
+        Encoding::Json => format!("bwatch-{index}"),
+        Encoding::Protobuf => format!("bwatch-pb-{index}"),
+    };
     fixture::namespace(http, &ns).await?;
     let d = b.plan.watch_duration;
     let planned = (shape.rate * d.as_secs_f64()).ceil() as usize + WRITERS + 1;
@@ -117,6 +165,7 @@ async fn fan_out(b: &Bench, index: usize, shape: WatchShape) -> Result<Row> {
             tokio::spawn(watcher(
                 http.clone(),
                 path.clone(),
+                encoding,
                 gate.clone(),
                 shared.clone(),
             ))
@@ -222,10 +271,16 @@ async fn fan_out(b: &Bench, index: usize, shape: WatchShape) -> Result<Row> {
 
 /// One watch on the server: counts the events it receives and their
 /// latency, until aborted.
-async fn watcher(http: Http, path: Arc<str>, gate: Arc<Semaphore>, shared: Arc<Shared>) {
+async fn watcher(
+    http: Http,
+    path: Arc<str>,
+    encoding: Encoding,
+    gate: Arc<Semaphore>,
+    shared: Arc<Shared>,
+) {
     let body = {
         let _permit = gate.acquire().await;
-        http.stream(&path).await
+        http.stream_as(&path, encoding.accept()).await
     };
     let mut body = match body {
         Ok(body) => body,
@@ -236,12 +291,16 @@ async fn watcher(http: Http, path: Arc<str>, gate: Arc<Semaphore>, shared: Arc<S
     };
     shared.established.fetch_add(1, Ordering::Relaxed);
     let mut lines = Lines::default();
+    let mut frames = Frames::default();
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else { break };
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        lines.feed(&data, |line| event(line, &shared));
+        match encoding {
+            Encoding::Json => lines.feed(&data, |line| event(line, &shared)),
+            Encoding::Protobuf => frames.feed(&data, |f| protobuf_event(f, &shared)),
+        }
     }
     if !shared.stopping.load(Ordering::Relaxed) {
         shared.ended_early.fetch_add(1, Ordering::Relaxed);
@@ -273,6 +332,39 @@ impl Lines {
             rest = &rest[nl + 1..];
         }
         self.partial.extend_from_slice(rest);
+    }
+}
+
+/// Splits a protobuf watch stream into its frames (a 4-byte big-endian
+/// length, then the `WatchEvent` body).
+#[derive(Default)]
+struct Frames {
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    fn feed(&mut self, data: &[u8], mut frame: impl FnMut(&[u8])) {
+        self.buf.extend_from_slice(data);
+        let mut at = 0;
+        while let Some(header) = self.buf.get(at..at + 4) {
+            let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+            let Some(body) = self.buf.get(at + 4..at + 4 + len) else {
+                break;
+            };
+            frame(body);
+            at += 4 + len;
+        }
+        self.buf.drain(..at);
+    }
+}
+
+/// One protobuf event frame of a server watch.
+fn protobuf_event(frame: &[u8], shared: &Shared) {
+    if let Some(at) = shared.receive_protobuf(frame, &shared.latency) {
+        shared.delivered.fetch_add(1, Ordering::Relaxed);
+        shared.last.fetch_max(at, Ordering::Relaxed);
+    } else if find(&frame[..frame.len().min(64)], b"ERROR").is_some() {
+        shared.errors.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -364,5 +456,17 @@ mod tests {
         }
         assert_eq!(seen, ["a", "bc", "d", "e"]);
         assert_eq!(lines.partial, b"f");
+    }
+
+    #[test]
+    fn splits_protobuf_frames_across_chunks() {
+        let mut frames = Frames::default();
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        let stream = [0, 0, 0, 2, b'a', b'b', 0, 0, 0, 0, 0, 0, 0, 1, b'c', 0, 0];
+        for chunk in [&stream[..3], &stream[3..5], &stream[5..15], &stream[15..]] {
+            frames.feed(chunk, |f| seen.push(f.to_vec()));
+        }
+        assert_eq!(seen, [b"ab".to_vec(), b"".to_vec(), b"c".to_vec()]);
+        assert_eq!(frames.buf, [0, 0]);
     }
 }

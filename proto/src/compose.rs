@@ -1,0 +1,146 @@
+//! Bodies composed from parts encoded elsewhere, so that a stored object is
+//! encoded once and its bytes shared: a list whose items are already
+//! encoded ([`encode_list`]), and the frames of a watch stream
+//! ([`watch_event_frame`]).
+
+use serde_json::Value;
+
+use crate::envelope::{encode_unknown, split_api_version};
+use crate::table::{table, Kind, Ty};
+use crate::wire::put_len;
+use crate::{encode, gvk, ProtoError};
+
+/// The protobuf message of an object carrying `apiVersion` and `kind`,
+/// without the envelope: what a list's `items` and a watch event's object
+/// are made of.
+pub fn encode_raw(object: &Value) -> Result<Vec<u8>, ProtoError> {
+    let field = |k: &str| {
+        object
+            .get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| ProtoError::invalid_json(k, "missing or not a string"))
+    };
+    let api_version = field("apiVersion")?;
+    let kind = field("kind")?;
+    let (group, version) = split_api_version(api_version);
+    let message =
+        gvk::message_for(group, version, kind).ok_or_else(|| ProtoError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        })?;
+    encode::encode_from_json(message, object)
+}
+
+/// A whole list body (envelope included) of kind `kind` (`ConfigMapList`)
+/// in `api_version`: `metadata` (a ListMeta, as JSON) and `items`, each the
+/// message of one item as [`encode_raw`] makes it. The field numbers come
+/// from the list's message, so any list kind of the table works.
+pub fn encode_list<'a>(
+    api_version: &str,
+    kind: &str,
+    metadata: &Value,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, ProtoError> {
+    let t = table()?;
+    let (group, version) = split_api_version(api_version);
+    let message =
+        gvk::message_in(t, group, version, kind).ok_or_else(|| ProtoError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        })?;
+    let m = t.message(t.lookup(message)?);
+    let field = |name: &str| {
+        m.fields
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| ProtoError::invalid_json(name, format!("{} has no such field", m.name)))
+    };
+    let meta_field = field("metadata")?;
+    let items_field = field("items")?;
+    let Kind::Single(Ty::Message(meta_message)) = meta_field.kind else {
+        return Err(ProtoError::invalid_json("metadata", "not a message"));
+    };
+    let mut meta = Vec::new();
+    encode::encode_message(t, meta_message, metadata, &mut meta, 1)?;
+    let items: Vec<&[u8]> = items.into_iter().collect();
+    let mut raw =
+        Vec::with_capacity(meta.len() + items.iter().map(|i| i.len() + 6).sum::<usize>() + 8);
+    put_len(&mut raw, meta_field.number, &meta);
+    for item in items {
+        put_len(&mut raw, items_field.number, item);
+    }
+    Ok(encode_unknown(api_version, kind, &raw))
+}
+
+/// One frame of a protobuf watch stream: a 4-byte big-endian length, then
+/// a `WatchEvent` body (envelope included) in `api_version` (the watched
+/// resource's group version, as kube's stream encoder writes it): `type`
+/// and `object`, a RawExtension holding the object's own whole body
+/// (`object_body`, envelope included).
+pub fn watch_event_frame(api_version: &str, event_type: &str, object_body: &[u8]) -> Vec<u8> {
+    // k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent: type = 1,
+    // object = 2; runtime.RawExtension: raw = 1.
+    let mut object = Vec::with_capacity(object_body.len() + 6);
+    put_len(&mut object, 1, object_body);
+    let mut event = Vec::with_capacity(object.len() + event_type.len() + 12);
+    put_len(&mut event, 1, event_type.as_bytes());
+    put_len(&mut event, 2, &object);
+    let body = encode_unknown(api_version, "WatchEvent", &event);
+    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+    let mut frame = Vec::with_capacity(body.len() + 4);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    frame
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode_object, decode_unknown, encode_object};
+    use serde_json::json;
+
+    fn cm(name: &str) -> Value {
+        json!({"kind": "ConfigMap", "apiVersion": "v1",
+               "metadata": {"name": name, "resourceVersion": "5"}, "data": {"a": "b"}})
+    }
+
+    #[test]
+    fn list_of_shared_items_decodes_as_the_list() {
+        let items = [encode_raw(&cm("x")).unwrap(), encode_raw(&cm("y")).unwrap()];
+        let body = encode_list(
+            "v1",
+            "ConfigMapList",
+            &json!({"resourceVersion": "9", "continue": "c"}),
+            items.iter().map(Vec::as_slice),
+        )
+        .unwrap();
+        let v = decode_object(&body).unwrap();
+        assert_eq!(v["kind"], "ConfigMapList");
+        assert_eq!(v["metadata"]["resourceVersion"], "9");
+        assert_eq!(v["metadata"]["continue"], "c");
+        assert_eq!(v["items"][1]["metadata"]["name"], "y");
+        assert_eq!(v["items"][0]["data"]["a"], "b");
+        // The same bytes as encoding the whole list at once.
+        let whole = encode_object(&json!({"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "9", "continue": "c"},
+            "items": [cm("x"), cm("y")]}))
+        .unwrap();
+        assert_eq!(body, whole);
+    }
+
+    #[test]
+    fn watch_frame_is_length_prefixed_watch_event() {
+        let object = encode_object(&cm("x")).unwrap();
+        let frame = watch_event_frame("v1", "ADDED", &object);
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 4);
+        let unk = decode_unknown(&frame[4..]).unwrap();
+        assert_eq!(
+            (unk.api_version.as_str(), unk.kind.as_str()),
+            ("v1", "WatchEvent")
+        );
+        let v = decode_object(&frame[4..]).unwrap();
+        assert_eq!(v["type"], "ADDED");
+        assert_eq!(v["object"]["metadata"]["name"], "x");
+    }
+}
