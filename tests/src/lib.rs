@@ -227,6 +227,33 @@ impl Server {
         stdout(&out)
     }
 
+    /// Whether `kubectl args` fails with NotFound (the object is gone).
+    pub fn gone(&self, args: &[&str]) -> bool {
+        let out = self.kubectl(args);
+        !out.status.success() && stderr(&out).contains("NotFound")
+    }
+
+    /// Waits until `kubectl args` answers NotFound.
+    pub async fn wait_gone(&self, timeout: Duration, what: &str, args: &[&str]) {
+        eventually(what, timeout, || self.gone(args).then_some(())).await;
+    }
+
+    /// Creates the [`GADGETS_CRD`] and waits until it is served.
+    pub async fn install_gadgets(&self) {
+        self.kubectl_stdin_ok(&["create", "-f", "-"], GADGETS_CRD);
+        eventually(
+            "the Gadget CRD to be served",
+            Duration::from_secs(20),
+            || {
+                self.kubectl(&["get", "gadgets"])
+                    .status
+                    .success()
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
     /// kubectl that must fail; returns (exit code, stderr).
     pub fn kubectl_err(&self, args: &[&str]) -> (i32, String) {
         let out = self.kubectl(args);

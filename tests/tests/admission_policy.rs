@@ -171,14 +171,7 @@ async fn a_policy_denies_with_kubes_status_where_its_binding_matches() {
 #[tokio::test]
 async fn warn_params_message_expressions_reasons_and_deletes() {
     let s = Server::start().await;
-    s.kubectl_stdin_ok(&["create", "-f", "-"], e2e::GADGETS_CRD);
-    eventually("the CRD", SETTLE, || {
-        s.kubectl(&["get", "gadgets"])
-            .status
-            .success()
-            .then_some(())
-    })
-    .await;
+    s.install_gadgets().await;
     s.kubectl_stdin_ok(
         &["create", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: limits\n  namespace: default\nspec:\n  max: 3\n",

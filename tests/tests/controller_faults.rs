@@ -9,7 +9,7 @@
 //! `kubernetes_endpoints.rs`.)
 
 use e2e::cluster::EtcdCluster;
-use e2e::{eventually, eventually_async, http_request, stderr, unique_prefix, Server};
+use e2e::{eventually, eventually_async, http_request, unique_prefix, Server};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -78,11 +78,6 @@ async fn leads(s: &Server) -> bool {
     })
 }
 
-fn gone(s: &Server, args: &[&str]) -> bool {
-    let out = s.kubectl(args);
-    !out.status.success() && stderr(&out).contains("NotFound")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_finishes_a_namespace_deletion_of_1000_objects() {
     let etcd = TestEtcd::shared().await;
@@ -127,7 +122,7 @@ async fn a_new_leader_finishes_a_namespace_deletion_of_1000_objects() {
     eventually(
         "the survivor to finish the deletion",
         Duration::from_secs(90),
-        || gone(&survivor, &["get", "namespace", "big"]).then_some(()),
+        || survivor.gone(&["get", "namespace", "big"]).then_some(()),
     )
     .await;
     assert_eq!(count(survivor.addr(), "big").await, Some(0));
@@ -174,7 +169,7 @@ async fn controllers_finish_their_work_when_etcd_returns() {
     eventually(
         "the namespace to be deleted",
         Duration::from_secs(60),
-        || gone(&s, &["get", "namespace", "doomed"]).then_some(()),
+        || s.gone(&["get", "namespace", "doomed"]).then_some(()),
     )
     .await;
     // And they keep working.

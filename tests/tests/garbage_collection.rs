@@ -6,21 +6,12 @@
 //! references; and two replicas, where one collects what the other was
 //! told to delete.
 
-use e2e::{eventually, stderr, unique_prefix, Server};
+use e2e::{eventually, unique_prefix, Server};
 use serde_json::Value;
 use std::time::Duration;
 use watchcache::testing::TestEtcd;
 
 const SETTLE: Duration = Duration::from_secs(20);
-
-fn gone(s: &Server, args: &[&str]) -> bool {
-    let out = s.kubectl(args);
-    !out.status.success() && stderr(&out).contains("NotFound")
-}
-
-async fn wait_gone(s: &Server, what: &str, args: &[&str]) {
-    eventually(what, SETTLE, || gone(s, args).then_some(())).await;
-}
 
 fn uid(s: &Server, args: &[&str]) -> String {
     s.get_json(args)["metadata"]["uid"]
@@ -101,14 +92,19 @@ async fn background_deletion_collects_dependents_and_keeps_those_with_another_ow
 
     b.kubectl_ok(&["delete", "configmap", "owner"]);
     for i in 0..5 {
-        wait_gone(
-            &a,
+        a.wait_gone(
+            SETTLE,
             "a dependent to be collected",
             &["get", "configmap", &format!("d{i}")],
         )
         .await;
     }
-    wait_gone(&b, "the secret to be collected", &["get", "secret", "s"]).await;
+    b.wait_gone(
+        SETTLE,
+        "the secret to be collected",
+        &["get", "secret", "s"],
+    )
+    .await;
     // The object with another owner stays, without the dead reference.
     eventually("the dead reference to go", SETTLE, || {
         (owner_uids(&a.get_json(&["configmap", "shared"])) == [other.clone()]).then_some(())
@@ -168,9 +164,16 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         serde_json::json!(["foregroundDeletion"])
     );
 
-    wait_gone(&s, "the loose dependent", &["get", "configmap", "loose"]).await;
-    wait_gone(&s, "the leaf", &["get", "configmap", "leaf"]).await;
-    wait_gone(&s, "the middle", &["get", "configmap", "middle"]).await;
+    s.wait_gone(
+        SETTLE,
+        "the loose dependent",
+        &["get", "configmap", "loose"],
+    )
+    .await;
+    s.wait_gone(SETTLE, "the leaf", &["get", "configmap", "leaf"])
+        .await;
+    s.wait_gone(SETTLE, "the middle", &["get", "configmap", "middle"])
+        .await;
     eventually("the held dependent to be deleting", SETTLE, || {
         s.get_json(&["configmap", "held"])["metadata"]["deletionTimestamp"]
             .is_string()
@@ -189,8 +192,10 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         "-p",
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
-    wait_gone(&s, "the held dependent", &["get", "configmap", "held"]).await;
-    wait_gone(&s, "the owner", &["get", "configmap", "owner"]).await;
+    s.wait_gone(SETTLE, "the held dependent", &["get", "configmap", "held"])
+        .await;
+    s.wait_gone(SETTLE, "the owner", &["get", "configmap", "owner"])
+        .await;
 }
 
 #[tokio::test]
@@ -218,7 +223,8 @@ async fn orphan_deletion_releases_dependents() {
         "",
     );
     s.kubectl_ok(&["delete", "configmap", "owner", "--cascade=orphan"]);
-    wait_gone(&s, "the owner", &["get", "configmap", "owner"]).await;
+    s.wait_gone(SETTLE, "the owner", &["get", "configmap", "owner"])
+        .await;
     let d = s.get_json(&["configmap", "d"]);
     assert!(d["metadata"].get("ownerReferences").is_none(), "{d}");
     assert_eq!(owner_uids(&s.get_json(&["configmap", "two"])), [k]);
@@ -257,14 +263,14 @@ async fn dependents_of_absent_owners_or_of_another_uid_are_collected() {
         )],
         "",
     );
-    wait_gone(
-        &s,
+    s.wait_gone(
+        SETTLE,
         "the dependent of an absent owner",
         &["get", "configmap", "ghostly"],
     )
     .await;
-    wait_gone(
-        &s,
+    s.wait_gone(
+        SETTLE,
         "the dependent of another uid",
         &["get", "configmap", "stale"],
     )
@@ -296,8 +302,8 @@ async fn invalid_references_get_kubes_event() {
         &[owner("v1", "ConfigMap", "owner", &o, false)],
         "",
     );
-    wait_gone(
-        &s,
+    s.wait_gone(
+        SETTLE,
         "the cross-namespace dependent",
         &["get", "configmap", "elsewhere", "-n", "b"],
     )
@@ -347,14 +353,7 @@ async fn invalid_references_get_kubes_event() {
 #[tokio::test]
 async fn custom_resources_own_and_are_owned() {
     let s = Server::start().await;
-    s.kubectl_stdin_ok(&["create", "-f", "-"], e2e::GADGETS_CRD);
-    eventually("the CRD to be served", SETTLE, || {
-        s.kubectl(&["get", "gadgets"])
-            .status
-            .success()
-            .then_some(())
-    })
-    .await;
+    s.install_gadgets().await;
     s.kubectl_stdin_ok(
         &["create", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: top\n",
@@ -382,14 +381,20 @@ async fn custom_resources_own_and_are_owned() {
         "--cascade=foreground",
         "--wait=false",
     ]);
-    wait_gone(
-        &s,
+    s.wait_gone(
+        SETTLE,
         "the gadget's dependents, in the foreground",
         &["get", "gadget", "bottom"],
     )
     .await;
-    wait_gone(&s, "the config map", &["get", "configmap", "under-gadget"]).await;
-    wait_gone(&s, "the owner gadget", &["get", "gadget", "top"]).await;
+    s.wait_gone(
+        SETTLE,
+        "the config map",
+        &["get", "configmap", "under-gadget"],
+    )
+    .await;
+    s.wait_gone(SETTLE, "the owner gadget", &["get", "gadget", "top"])
+        .await;
 }
 
 #[tokio::test]

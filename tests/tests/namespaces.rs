@@ -14,15 +14,6 @@ use watchcache::testing::TestEtcd;
 
 const SETTLE: Duration = Duration::from_secs(20);
 
-fn gone(s: &Server, args: &[&str]) -> bool {
-    let out = s.kubectl(args);
-    !out.status.success() && stderr(&out).contains("NotFound")
-}
-
-async fn wait_gone(s: &Server, what: &str, args: &[&str]) {
-    eventually(what, SETTLE, || gone(s, args).then_some(())).await;
-}
-
 fn items_in(s: &Server, kind: &str, ns: &str) -> Vec<Value> {
     let all = s.get_json(&[kind, "--all-namespaces"]);
     all["items"]
@@ -69,7 +60,8 @@ async fn deleting_a_namespace_deletes_its_content_then_the_namespace() {
 
     let out = s.kubectl_ok(&["delete", "namespace", "x", "--wait=false"]);
     assert_eq!(out.trim(), r#"namespace "x" deleted"#);
-    wait_gone(&s, "namespace x to go", &["get", "namespace", "x"]).await;
+    s.wait_gone(SETTLE, "namespace x to go", &["get", "namespace", "x"])
+        .await;
     for kind in [
         "configmaps",
         "secrets",
@@ -136,7 +128,7 @@ async fn a_finalizer_keeps_the_namespace_terminating_until_it_is_removed() {
     assert_eq!(ns["spec"]["finalizers"], serde_json::json!(["kubernetes"]));
 
     // The object without finalizers went; the held one is marked.
-    assert!(gone(&s, &["get", "configmap", "plain", "-n", "held"]));
+    assert!(s.gone(&["get", "configmap", "plain", "-n", "held"]));
     let keep = s.get_json(&["configmap", "keep", "-n", "held"]);
     assert!(keep["metadata"]["deletionTimestamp"].is_string(), "{keep}");
     // Creating in a terminating namespace stays forbidden.
@@ -158,7 +150,12 @@ async fn a_finalizer_keeps_the_namespace_terminating_until_it_is_removed() {
         "-p",
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
-    wait_gone(&s, "namespace held to go", &["get", "namespace", "held"]).await;
+    s.wait_gone(
+        SETTLE,
+        "namespace held to go",
+        &["get", "namespace", "held"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -231,10 +228,7 @@ async fn every_namespace_gets_the_default_service_account_back() {
     })
     .await;
     // Without a CA (plain HTTP only) nothing claims to be the cluster's.
-    assert!(gone(
-        &s,
-        &["get", "configmap", "kube-root-ca.crt", "-n", "team"]
-    ));
+    assert!(s.gone(&["get", "configmap", "kube-root-ca.crt", "-n", "team"]));
 }
 
 /// A server with the secure port on, so that it makes a CA under `data`.
@@ -332,7 +326,12 @@ async fn with_two_replicas_only_the_leader_works_and_both_converge() {
     b.kubectl_ok(&["create", "configmap", "c", "-n", "pair"]);
     b.kubectl_ok(&["delete", "namespace", "pair", "--wait=false"]);
     for s in [&a, &b] {
-        wait_gone(s, "namespace pair to go", &["get", "namespace", "pair"]).await;
+        s.wait_gone(
+            SETTLE,
+            "namespace pair to go",
+            &["get", "namespace", "pair"],
+        )
+        .await;
     }
     // Exactly one replica ran the controllers' queues.
     let scrape = |s: &Server| {
@@ -403,7 +402,11 @@ async fn a_new_leader_finishes_a_deletion_the_old_one_started() {
     eventually(
         "the survivor to finish the deletion",
         Duration::from_secs(60),
-        || gone(&survivor, &["get", "namespace", "handover"]).then_some(()),
+        || {
+            survivor
+                .gone(&["get", "namespace", "handover"])
+                .then_some(())
+        },
     )
     .await;
     assert!(items_in(&survivor, "configmaps", "handover").is_empty());
