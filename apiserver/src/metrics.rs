@@ -196,6 +196,9 @@ pub struct Metrics {
     workqueue_depth: IntGaugeVec,
     workqueue_adds: IntCounterVec,
     workqueue_retries: IntCounterVec,
+    webhook_durations: HistogramVec,
+    webhook_requests: IntCounterVec,
+    webhook_rejections: IntCounterVec,
     /// Serializes scrape-time counter updates (never held across `.await`).
     refresh: std::sync::Mutex<()>,
 }
@@ -385,6 +388,25 @@ impl Metrics {
                 "Keys a controller's work queue took back for a rate-limited retry.",
                 &["name"],
             )?,
+            webhook_durations: histogram_vec(
+                &r,
+                "apiserver_admission_webhook_admission_duration_seconds",
+                "Admission webhook latency in seconds, by webhook name, type (validating or admit), operation and whether it rejected.",
+                &["name", "type", "operation", "rejected"],
+                vec![0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0],
+            )?,
+            webhook_requests: counter_vec(
+                &r,
+                "apiserver_admission_webhook_request_total",
+                "Admission webhook requests, by webhook name, type, operation, HTTP code (0 when no answer came) and whether it rejected.",
+                &["name", "type", "operation", "code", "rejected"],
+            )?,
+            webhook_rejections: counter_vec(
+                &r,
+                "apiserver_admission_webhook_rejection_count",
+                "Admission webhook rejections, by webhook name, type, operation, error type (calling_webhook_error or no_error) and rejection code.",
+                &["name", "type", "operation", "error_type", "rejection_code"],
+            )?,
             registry: r,
             refresh: std::sync::Mutex::new(()),
         })
@@ -392,6 +414,39 @@ impl Metrics {
 
     /// The work queue metrics of the controller `name` (kube's
     /// `workqueue_*` with label `name`).
+    /// Records one admission webhook call (kube's
+    /// `apiserver_admission_webhook_*`): `kind` is `validating` or
+    /// `admit`; `answered` whether the webhook answered; `rejection`, the
+    /// code of the refusal it caused, if any.
+    pub fn webhook_call(
+        &self,
+        name: &str,
+        kind: &str,
+        operation: &str,
+        answered: bool,
+        rejection: Option<u16>,
+        elapsed: std::time::Duration,
+    ) {
+        let rejected = if rejection.is_some() { "true" } else { "false" };
+        self.webhook_durations
+            .with_label_values(&[name, kind, operation, rejected])
+            .observe(elapsed.as_secs_f64());
+        let code = if answered { "200" } else { "0" };
+        self.webhook_requests
+            .with_label_values(&[name, kind, operation, code, rejected])
+            .inc();
+        if let Some(c) = rejection {
+            let error_type = if answered {
+                "no_error"
+            } else {
+                "calling_webhook_error"
+            };
+            self.webhook_rejections
+                .with_label_values(&[name, kind, operation, error_type, &c.to_string()])
+                .inc();
+        }
+    }
+
     pub fn queue(&self, name: &str) -> QueueMetrics {
         QueueMetrics {
             depth: self.workqueue_depth.with_label_values(&[name]),

@@ -162,6 +162,19 @@ webhooks:
         v["message"],
         "admission webhook \"deny.example.com\" denied the request: bad data"
     );
+    // kube's metrics count the rejection.
+    let metrics = e2e::http_get(s.addr(), "/metrics").await.expect("metrics");
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("apiserver_admission_webhook_rejection_count{")
+                && l.contains("name=\"deny.example.com\"")
+                && l.contains("error_type=\"no_error\"")
+                && l.contains("rejection_code=\"403\"")
+                && l.contains("type=\"validating\"")
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("apiserver_admission_webhook_admission_duration_seconds_bucket{"));
     // The review carried what kube sends.
     let review = seen.lock().unwrap().last().cloned().expect("a review");
     assert_eq!(review["apiVersion"], "admission.k8s.io/v1");

@@ -26,7 +26,9 @@
 //!   request: <message>`, with the webhook's code (at least 400); a call
 //!   that fails is `failed calling webhook "<name>": <error>` (500) under
 //!   `failurePolicy: Fail` (the default), and is skipped under `Ignore`;
-//!   `warnings` become `Warning` headers.
+//!   `warnings` become `Warning` headers;
+//! - every call is counted in kube's `apiserver_admission_webhook_*`
+//!   metrics (duration, requests, rejections).
 
 use super::policy::{named_exprs, namespace_object, request_var, Expr, Match};
 use super::Attributes;
@@ -445,6 +447,32 @@ fn dry_run_refused(hook: &str) -> Status {
     ))
 }
 
+/// Records a call in kube's webhook metrics.
+fn observe(
+    state: &AppState,
+    hook: &Hook,
+    kind: &str,
+    a: &Attributes<'_>,
+    answered: bool,
+    rejection: Option<u16>,
+    started: std::time::Instant,
+) {
+    if let Some(m) = &state.metrics {
+        m.webhook_call(
+            &hook.name,
+            kind,
+            a.operation,
+            answered,
+            rejection,
+            started.elapsed(),
+        );
+    }
+}
+
+fn allowed(response: &Value) -> bool {
+    response.get("allowed").and_then(Value::as_bool) == Some(true)
+}
+
 fn take_warnings(scope: &Scope, response: &Value) {
     for w in object::strings(response.get("warnings")) {
         scope.warn(w);
@@ -495,18 +523,34 @@ async fn run_mutating(
     if a.dry_run && !hook.dry_run_safe {
         return Err(dry_run_refused(&hook.name).into());
     }
+    let started = std::time::Instant::now();
     let response = match call(&scope.state, hook, a, Some(obj)).await {
         Ok(r) => r,
-        Err(e) if hook.fail => return Err(call_failed(&hook.name, &e).into()),
+        Err(e) if hook.fail => {
+            observe(&scope.state, hook, "admit", a, false, Some(500), started);
+            return Err(call_failed(&hook.name, &e).into());
+        }
         Err(e) => {
+            observe(&scope.state, hook, "admit", a, false, None, started);
             tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook; ignored");
             return Ok(false);
         }
     };
     take_warnings(scope, &response);
-    if response.get("allowed").and_then(Value::as_bool) != Some(true) {
-        return Err(denial(&hook.name, &response).into());
+    if !allowed(&response) {
+        let refusal = denial(&hook.name, &response);
+        observe(
+            &scope.state,
+            hook,
+            "admit",
+            a,
+            true,
+            Some(refusal.code),
+            started,
+        );
+        return Err(refusal.into());
     }
+    observe(&scope.state, hook, "admit", a, true, None, started);
     if let Some(patch) = response.get("patch").and_then(Value::as_str) {
         let patched = base64::engine::general_purpose::STANDARD
             .decode(patch)
@@ -545,10 +589,21 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
             if a.dry_run && !hook.dry_run_safe {
                 return Err(dry_run_refused(&hook.name));
             }
-            match call(&scope.state, hook, a, a.object).await {
-                Ok(r) => Ok(Some((hook, r))),
-                Err(e) if hook.fail => Err(call_failed(&hook.name, &e)),
+            let started = std::time::Instant::now();
+            let result = call(&scope.state, hook, a, a.object).await;
+            let state = &scope.state;
+            match result {
+                Ok(r) => {
+                    let rejection = (!allowed(&r)).then(|| denial(&hook.name, &r).code);
+                    observe(state, hook, "validating", a, true, rejection, started);
+                    Ok(Some((hook, r)))
+                }
+                Err(e) if hook.fail => {
+                    observe(state, hook, "validating", a, false, Some(500), started);
+                    Err(call_failed(&hook.name, &e))
+                }
                 Err(e) => {
+                    observe(state, hook, "validating", a, false, None, started);
                     tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook; ignored");
                     Ok(None)
                 }
@@ -561,7 +616,7 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
         match r {
             Ok(Some((hook, response))) => {
                 take_warnings(scope, &response);
-                if response.get("allowed").and_then(Value::as_bool) != Some(true) {
+                if !allowed(&response) {
                     first_error.get_or_insert(denial(&hook.name, &response));
                 }
             }
