@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::table::{table, Table};
 use crate::wire::{put_len, Reader, WIRE_LEN};
-use crate::{decode, encode, gvk, ProtoError, MAGIC};
+use crate::{decode, gvk, ProtoError, MAGIC};
 
 /// The media type of the Kubernetes protobuf encoding.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -160,20 +160,8 @@ pub(crate) fn decode_object_at(t: &Table, body: &[u8], depth: usize) -> Result<V
 /// Encodes a JSON object carrying `apiVersion` and `kind` as a whole
 /// protobuf body (envelope included).
 pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtoError> {
-    let field = |k: &str| {
-        object
-            .get(k)
-            .and_then(Value::as_str)
-            .ok_or_else(|| ProtoError::invalid_json(k, "missing or not a string"))
-    };
-    let api_version = field("apiVersion")?;
-    let kind = field("kind")?;
-    let (group, version) = split_api_version(api_version);
-    let message =
-        gvk::message_for(group, version, kind).ok_or_else(|| ProtoError::UnknownKind {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        })?;
-    let raw = encode::encode_from_json(message, object)?;
-    Ok(encode_unknown(api_version, kind, &raw))
+    let raw = crate::compose::encode_raw(object)?;
+    // `encode_raw` checked both fields.
+    let field = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
+    Ok(encode_unknown(field("apiVersion"), field("kind"), &raw))
 }

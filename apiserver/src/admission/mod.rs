@@ -12,9 +12,82 @@ use apimachinery::status::StatusCause;
 use apimachinery::Status;
 use serde_json::Value;
 
+use crate::controllers::{Controller, Next, Source};
 use crate::error::Result;
 use crate::handlers::Scope;
 use crate::registry::Resource;
+use crate::server::AppState;
+use apimachinery::read::Freshness;
+use futures_util::FutureExt;
+use std::sync::Arc;
+use watchcache::ListOptions;
+
+/// A controller that keeps a replica's compiled admission configuration:
+/// it follows two `admissionregistration.k8s.io/v1` collections and, on any
+/// change, lists both and hands them to `install`. Every replica runs it
+/// (not leader-gated: each one enforces). The lists are consistent reads:
+/// the event that woke it may come from a watch ahead of the cache (served
+/// by etcd while the cache fills).
+pub(crate) fn config_controller(
+    state: &AppState,
+    name: &'static str,
+    plurals: [&str; 2],
+    install: fn(&AppState, &[Value], &[Value]),
+) -> Option<Controller> {
+    let mut prefixes = Vec::with_capacity(2);
+    for plural in plurals {
+        let res = state
+            .registry
+            .lookup("admissionregistration.k8s.io", "v1", plural)?;
+        prefixes.push(state.collection_prefix(res, None));
+    }
+    let sources = prefixes
+        .iter()
+        .map(|prefix| Source {
+            prefix: prefix.clone(),
+            key_of: |_| Some("configuration".into()),
+        })
+        .collect();
+    let prefixes = Arc::new(prefixes);
+    Some(Controller {
+        name,
+        feed: None,
+        sources,
+        reconcile: Arc::new(move |state, _| {
+            let prefixes = Arc::clone(&prefixes);
+            async move {
+                let opts = ListOptions {
+                    freshness: Freshness::MostRecent,
+                    limit: None,
+                    continue_from: None,
+                    predicate: Default::default(),
+                };
+                let mut lists = Vec::with_capacity(2);
+                for prefix in prefixes.iter() {
+                    let listed = state
+                        .store
+                        .list(prefix, &opts)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    lists.push(
+                        listed
+                            .items
+                            .iter()
+                            .map(|o| (*o.value).clone())
+                            .collect::<Vec<Value>>(),
+                    );
+                }
+                install(&state, &lists[0], &lists[1]);
+                Ok(Next::Done)
+            }
+            .boxed()
+        }),
+        workers: 1,
+        capacity: 4,
+        backoff: crate::controllers::queue::Backoff::default(),
+        resync: None,
+    })
+}
 
 /// What admission sees of a request (kube's `admission.Attributes`).
 #[derive(Clone, Copy)]

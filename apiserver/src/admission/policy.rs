@@ -33,12 +33,11 @@
 //! in the audit log's annotations (not yet: see the module's tests).
 
 use super::{Attributes, Decision};
-use crate::controllers::{Controller, Next, Source};
+use crate::controllers::Controller;
 use crate::object;
 use crate::server::AppState;
 use apimachinery::read::Freshness;
 use apimachinery::selector::LabelSelector;
-use futures_util::FutureExt;
 use k8s_cel::{Bindings, Program};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, RwLock};
@@ -309,74 +308,23 @@ fn compile(policies: &[Value], bindings: &[Value]) -> PolicySet {
 
 /// The loop that keeps this replica's set (see the module doc).
 pub fn controller(state: &AppState) -> Option<Controller> {
-    let vap = state.registry.lookup(
-        "admissionregistration.k8s.io",
-        "v1",
-        "validatingadmissionpolicies",
-    )?;
-    let vapb = state.registry.lookup(
-        "admissionregistration.k8s.io",
-        "v1",
-        "validatingadmissionpolicybindings",
-    )?;
-    let (p, b) = (
-        state.collection_prefix(vap, None),
-        state.collection_prefix(vapb, None),
-    );
-    let (lp, lb) = (p.clone(), b.clone());
-    Some(Controller {
-        name: "validating_admission_policy",
-        feed: None,
-        sources: vec![
-            Source {
-                prefix: p,
-                key_of: |_| Some("policies".into()),
-            },
-            Source {
-                prefix: b,
-                key_of: |_| Some("policies".into()),
-            },
+    super::config_controller(
+        state,
+        "validating_admission_policy",
+        [
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
         ],
-        reconcile: Arc::new(move |state, _| {
-            let (lp, lb) = (lp.clone(), lb.clone());
-            async move { reload(&state, &lp, &lb).await }.boxed()
-        }),
-        workers: 1,
-        capacity: 4,
-        backoff: crate::controllers::queue::Backoff::default(),
-        resync: None,
-    })
-}
-
-async fn reload(state: &AppState, policies: &str, bindings: &str) -> Result<Next, String> {
-    // A consistent list: the event that woke this may come from a watch
-    // that is ahead of the cache (served by etcd while the cache fills).
-    let opts = ListOptions {
-        freshness: Freshness::MostRecent,
-        limit: None,
-        continue_from: None,
-        predicate: Default::default(),
-    };
-    let p = state
-        .store
-        .list(policies, &opts)
-        .await
-        .map_err(|e| e.to_string())?;
-    let b = state
-        .store
-        .list(bindings, &opts)
-        .await
-        .map_err(|e| e.to_string())?;
-    let p: Vec<Value> = p.items.iter().map(|o| (*o.value).clone()).collect();
-    let b: Vec<Value> = b.items.iter().map(|o| (*o.value).clone()).collect();
-    let set = compile(&p, &b);
-    tracing::debug!(
-        policies = set.policies.len(),
-        bindings = set.bindings.len(),
-        "validating admission policies loaded"
-    );
-    state.policies.replace(set);
-    Ok(Next::Done)
+        |state, policies, bindings| {
+            let set = compile(policies, bindings);
+            tracing::debug!(
+                policies = set.policies.len(),
+                bindings = set.bindings.len(),
+                "validating admission policies loaded"
+            );
+            state.policies.replace(set);
+        },
+    )
 }
 
 fn any_or(list: &[String], want: &str) -> bool {

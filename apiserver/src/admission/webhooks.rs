@@ -32,7 +32,7 @@
 
 use super::policy::{named_exprs, namespace_object, request_var, Expr, Match};
 use super::Attributes;
-use crate::controllers::{Controller, Next, Source};
+use crate::controllers::Controller;
 use crate::error::Result;
 use crate::handlers::Scope;
 use crate::object;
@@ -41,7 +41,6 @@ use crate::webhook::Webhook;
 use apimachinery::read::Freshness;
 use apimachinery::Status;
 use base64::Engine;
-use futures_util::FutureExt;
 use k8s_cel::Bindings;
 use serde_json::{json, Value};
 use std::sync::{Arc, RwLock};
@@ -159,78 +158,20 @@ fn compile_configs(configs: &[Value]) -> Vec<Hook> {
 
 /// The loop that keeps this replica's set.
 pub fn controller(state: &AppState) -> Option<Controller> {
-    let group = "admissionregistration.k8s.io";
-    let m = state
-        .registry
-        .lookup(group, "v1", "mutatingwebhookconfigurations")?;
-    let v = state
-        .registry
-        .lookup(group, "v1", "validatingwebhookconfigurations")?;
-    let (mp, vp) = (
-        state.collection_prefix(m, None),
-        state.collection_prefix(v, None),
-    );
-    let (lm, lv) = (mp.clone(), vp.clone());
-    Some(Controller {
-        name: "admission_webhooks",
-        feed: None,
-        sources: vec![
-            Source {
-                prefix: mp,
-                key_of: |_| Some("webhooks".into()),
-            },
-            Source {
-                prefix: vp,
-                key_of: |_| Some("webhooks".into()),
-            },
+    super::config_controller(
+        state,
+        "admission_webhooks",
+        [
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations",
         ],
-        reconcile: Arc::new(move |state, _| {
-            let (lm, lv) = (lm.clone(), lv.clone());
-            async move { reload(&state, &lm, &lv).await }.boxed()
-        }),
-        workers: 1,
-        capacity: 4,
-        backoff: crate::controllers::queue::Backoff::default(),
-        resync: None,
-    })
-}
-
-async fn reload(
-    state: &AppState,
-    mutating: &str,
-    validating: &str,
-) -> std::result::Result<Next, String> {
-    // Consistent: the event may come from a watch ahead of the cache.
-    let opts = ListOptions {
-        freshness: Freshness::MostRecent,
-        limit: None,
-        continue_from: None,
-        predicate: Default::default(),
-    };
-    let list = |prefix: &str| {
-        let prefix = prefix.to_string();
-        let opts = &opts;
-        async move {
-            state
-                .store
-                .list(&prefix, opts)
-                .await
-                .map(|l| {
-                    l.items
-                        .iter()
-                        .map(|o| (*o.value).clone())
-                        .collect::<Vec<_>>()
-                })
-                .map_err(|e| e.to_string())
-        }
-    };
-    let m = list(mutating).await?;
-    let v = list(validating).await?;
-    state.webhooks.replace(HookSet {
-        mutating: compile_configs(&m),
-        validating: compile_configs(&v),
-    });
-    Ok(Next::Done)
+        |state, mutating, validating| {
+            state.webhooks.replace(HookSet {
+                mutating: compile_configs(mutating),
+                validating: compile_configs(validating),
+            });
+        },
+    )
 }
 
 /// The `AdmissionReview` sent for `a`.
