@@ -79,6 +79,28 @@ fn local_api_services() -> Vec<Value> {
 }
 
 /// kube's default ServiceCIDR, publishing `--service-cluster-ip-range`.
+/// The PriorityClasses kube-apiserver keeps for system pods.
+fn system_priority_classes() -> Vec<Value> {
+    apimachinery::kinds::scheduling::SYSTEM
+        .iter()
+        .map(|(name, value)| {
+            let description = if *name == "system-node-critical" {
+                "Used for system critical pods that must not be moved from their current node."
+            } else {
+                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."
+            };
+            json!({
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "preemptionPolicy": "PreemptLowerPriority",
+                "description": description,
+            })
+        })
+        .collect()
+}
+
 fn default_service_cidr(network: &crate::allocator::ServiceNetwork) -> Value {
     json!({
         "apiVersion": "networking.k8s.io/v1",
@@ -194,6 +216,9 @@ async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
             service,
         )
         .await?;
+    }
+    for class in system_priority_classes() {
+        ensure(state, "scheduling.k8s.io", "priorityclasses", None, class).await?;
     }
     // Levels first, so a schema never names a level that is not there.
     for level in crate::flowcontrol_bootstrap::priority_levels() {

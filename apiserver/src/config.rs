@@ -133,6 +133,16 @@ pub struct Config {
     #[arg(long, default_value = "3m", value_parser = parse_duration)]
     pub allocation_repair_interval: Duration,
 
+    /// Admission plugins to enable besides kube's default set, by kube's
+    /// names (comma-separated; order does not matter: plugins run in
+    /// kube's order).
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+
+    /// Admission plugins to turn off, default ones included.
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
+
     /// How long Events live after their last write.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub event_ttl: Duration,

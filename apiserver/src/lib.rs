@@ -74,6 +74,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("admission plugins: {0}")]
+    Admission(String),
     #[error("server error: {0}")]
     Serve(#[source] std::io::Error),
     #[error("--listen={0} is not a loopback address: the plain-HTTP port serves every request as a cluster admin; use --secure-listen for other addresses")]
@@ -165,6 +167,11 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         .map(encryption::EncryptionConfig::load)
         .transpose()?;
     let auditor = audit_from(&cfg)?;
+    let admission_chain = admission::plugins::Chain::new(
+        &cfg.enable_admission_plugins,
+        &cfg.disable_admission_plugins,
+    )
+    .map_err(StartError::Admission)?;
     let mut embedded = None;
     let endpoints = if cfg.etcd_servers.is_empty() {
         let p = EtcdProcess::start(&cfg.data_dir).await?;
@@ -204,6 +211,18 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     state.event_ttl = event_ttl::EventLeases::new(cfg.event_ttl);
     state.endpoint_lease_ttl = cfg.endpoint_reconciler_lease_ttl;
     state.repair_interval = cfg.allocation_repair_interval;
+    state.admission = admission_chain;
+    let (mutating, validating) = state.admission.names();
+    tracing::info!(
+        "Loaded {} mutating admission controller(s) successfully in the following order: {}.",
+        mutating.len(),
+        mutating.join(",")
+    );
+    tracing::info!(
+        "Loaded {} validating admission controller(s) successfully in the following order: {}.",
+        validating.len(),
+        validating.join(",")
+    );
     if cfg.watch_cache {
         let cache = Cacher::new(
             store,

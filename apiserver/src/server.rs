@@ -78,6 +78,8 @@ pub struct AppState {
     pub policies: crate::admission::policy::Policies,
     /// This replica's compiled admission webhooks.
     pub webhooks: crate::admission::webhooks::Webhooks,
+    /// The enabled admission plugins, in kube's order.
+    pub admission: crate::admission::plugins::Chain,
 }
 
 impl AppState {
@@ -118,6 +120,7 @@ impl AppState {
             repair_interval: Duration::from_secs(180),
             policies: Default::default(),
             webhooks: Default::default(),
+            admission: Default::default(),
         }
     }
 

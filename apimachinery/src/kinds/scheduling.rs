@@ -18,7 +18,7 @@ pub static PRIORITY_CLASS: KindRules = KindRules {
 
 const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
 /// The system classes kube creates, with their values.
-const SYSTEM: &[(&str, i64)] = &[
+pub const SYSTEM: &[(&str, i64)] = &[
     ("system-node-critical", 2_000_001_000),
     ("system-cluster-critical", 2_000_000_000),
 ];

@@ -1,13 +1,16 @@
-//! Validating admission, run in the write path after validation and before
-//! storage (see ARCHITECTURE.md): kube's built-in plugins (each decides
-//! from the request's resource whether it applies), then
-//! ValidatingAdmissionPolicies ([`policy`]). Webhooks and mutating
-//! admission (issue 15) will join them here.
+//! Admission: what runs on every write between decoding and storage (see
+//! ARCHITECTURE.md). The chain is kube's ([`plugins`]): the mutating
+//! halves of the enabled plugins (built-in ones, then
+//! MutatingAdmissionPolicies, then mutating webhooks ([`webhooks`])) change
+//! the object, the write path validates it, then the validating halves
+//! (built-in ones, then ValidatingAdmissionPolicies ([`policy`]), then
+//! validating webhooks, then quota) may refuse it.
 
+pub mod plugins;
 pub mod policy;
 pub mod webhooks;
 
-use apimachinery::auth::{RequestInfo, UserInfo};
+use apimachinery::auth::UserInfo;
 use apimachinery::status::StatusCause;
 use apimachinery::Status;
 use serde_json::Value;
@@ -144,6 +147,30 @@ pub enum Decision {
     Warn(String),
 }
 
+/// kube's `admission.NewForbidden`: `<resource> "<name>" is forbidden:
+/// <message>`, named by the request's name, else by the object's name or
+/// generateName, else `Unknown`.
+pub fn forbidden(a: &Attributes<'_>, message: &str) -> Status {
+    let gr = a.res.group_resource();
+    let name = if a.name.is_empty() {
+        a.object
+            .and_then(|o| {
+                crate::object::name(o)
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| crate::object::meta_str(o, "generateName"))
+            })
+            .filter(|g| !g.is_empty())
+            .unwrap_or("Unknown")
+    } else {
+        a.name
+    };
+    Status::forbidden(format!("{gr} {name:?} is forbidden: {message}")).with_details(
+        name,
+        a.res.group,
+        a.res.plural,
+    )
+}
+
 /// kube's `reasonToCode` for policy denials.
 fn reason_code(reason: &str) -> u16 {
     match reason {
@@ -154,18 +181,16 @@ fn reason_code(reason: &str) -> u16 {
     }
 }
 
-/// Runs the validating admission of this server on a write: the
-/// policies, then the validating webhooks. A policy's denial fails it with
-/// kube's Status (`admission.NewForbidden`'s message, the policy's reason
-/// and code, the denial as a cause); warnings are added to the response.
+/// Runs the validating half of the admission chain on a request: the
+/// enabled plugins in kube's order ([`plugins::PLUGINS`]): built-in
+/// plugins, ValidatingAdmissionPolicies, validating webhooks, quota.
 pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
-    policies(scope, a).await?;
-    webhooks::validating(scope, a).await
+    scope.state.admission.validate(scope, a).await
 }
 
-/// Runs the mutating admission of this server on the object of a create
-/// or update, before it is validated: the mutating webhooks (nothing is
-/// copied when there are none).
+/// Runs the mutating half of the admission chain on the object of a
+/// create or update, before it is validated: built-in plugins, then
+/// MutatingAdmissionPolicies, then mutating webhooks.
 pub async fn mutating(
     scope: &Scope,
     operation: &'static str,
@@ -173,13 +198,19 @@ pub async fn mutating(
     dry_run: bool,
     obj: &mut Value,
 ) -> Result<()> {
-    if !scope.state.webhooks.has_mutating() {
-        return Ok(());
-    }
-    // The attributes hold the object as it came; the webhooks change `obj`.
-    let seen = obj.clone();
-    let a = Attributes::of(scope, operation, Some(&seen), old, dry_run);
-    webhooks::mutating(scope, &a, obj).await
+    let name;
+    let a = Attributes {
+        name: match scope.name.as_deref() {
+            Some(n) => n,
+            None => {
+                name = crate::object::name(obj).unwrap_or("").to_string();
+                &name
+            }
+        },
+        object: None,
+        ..Attributes::of(scope, operation, None, old, dry_run)
+    };
+    scope.state.admission.mutate(scope, &a, obj).await
 }
 
 async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
@@ -196,20 +227,7 @@ async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     let Some((message, reason)) = denial else {
         return Ok(());
     };
-    let gr = a.res.group_resource();
-    let name = if a.name.is_empty() {
-        a.object
-            .and_then(|o| crate::object::meta_str(o, "generateName"))
-            .filter(|g| !g.is_empty())
-            .unwrap_or("Unknown")
-    } else {
-        a.name
-    };
-    let mut s = Status::forbidden(format!("{gr} {name:?} is forbidden: {message}")).with_details(
-        name,
-        a.res.group,
-        a.res.plural,
-    );
+    let mut s = forbidden(a, &message);
     s.reason = reason.clone();
     s.code = reason_code(&reason);
     if let Some(d) = s.details.as_mut() {
@@ -220,48 +238,4 @@ async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
         });
     }
     Err(s.into())
-}
-
-/// kube's `CertificateApproval`: approving or denying a
-/// CertificateSigningRequest takes the `approve` verb on its signer
-/// (`signers` in `certificates.k8s.io`, named by the signerName or by
-/// `<domain>/*`).
-pub async fn certificate_approval(scope: &Scope, csr: &Value) -> Result<()> {
-    if scope.res.group != "certificates.k8s.io"
-        || scope.res.plural != "certificatesigningrequests"
-        || scope.subresource_name() != Some("approval")
-    {
-        return Ok(());
-    }
-    let signer = csr
-        .pointer("/spec/signerName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let mut names = vec![signer.to_string()];
-    if let Some((domain, _)) = signer.split_once('/') {
-        names.push(format!("{domain}/*"));
-    }
-    for name in names {
-        let request = RequestInfo {
-            resource_request: true,
-            verb: "approve".into(),
-            api_group: "certificates.k8s.io".into(),
-            api_version: "*".into(),
-            resource: "signers".into(),
-            name,
-            ..Default::default()
-        };
-        if crate::auth::decide(&scope.state, &scope.user, &request).await
-            == crate::auth::Decision::Allow
-        {
-            return Ok(());
-        }
-    }
-    let name = scope.name();
-    let gr = scope.res.group_resource();
-    Err(Status::forbidden(format!(
-        "{gr} {name:?} is forbidden: user not permitted to approve requests with signerName {signer:?}"
-    ))
-    .with_details(name, scope.res.group, scope.res.plural)
-    .into())
 }

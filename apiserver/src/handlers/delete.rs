@@ -269,7 +269,6 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             .map_err(|e| scope.storage_err(e))?
             .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         check_preconditions(scope, &current, &params)?;
-        check_immortal(scope)?;
         crate::admission::validating(
             scope,
             &crate::admission::Attributes::of(
@@ -312,27 +311,6 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
         Status::CONFLICT_MODIFIED,
     )
     .into())
-}
-
-/// Namespaces kube's NamespaceLifecycle admission never lets go.
-const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
-
-fn check_immortal(scope: &Scope) -> Result<()> {
-    if is_namespace(scope.res) && IMMORTAL_NAMESPACES.contains(&scope.name()) {
-        let gr = scope.res.group_resource();
-        let mut s = Status::forbidden(format!(
-            "{gr} \"{}\" is forbidden: this namespace may not be deleted",
-            scope.name()
-        ));
-        s.details = Some(apimachinery::status::StatusDetails {
-            name: scope.name().to_string(),
-            group: gr.group.to_string(),
-            kind: gr.resource.to_string(),
-            ..Default::default()
-        });
-        return Err(s.into());
-    }
-    Ok(())
 }
 
 fn returns_deleted_object(scope: &Scope) -> bool {

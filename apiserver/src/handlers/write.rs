@@ -218,59 +218,6 @@ pub fn check_namespace(scope: &Scope, obj: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Namespaced creates need an existing namespace that is not terminating.
-pub async fn ensure_namespace_open(scope: &Scope, name: &str) -> Result<()> {
-    let Some(ns) = scope.namespace.as_deref() else {
-        return Ok(());
-    };
-    let namespaces = scope
-        .state
-        .registry
-        .lookup("", "v1", "namespaces")
-        .ok_or_else(|| ApiError::internal("namespaces missing from the registry"))?;
-    let key = scope.state.key(namespaces, None, ns);
-    // Like kube's NamespaceLifecycle admission: the replica's cached copy
-    // first, a quorum read only when the cache does not know the namespace
-    // (it may have been created through another replica a moment ago).
-    let mut found = scope
-        .state
-        .store
-        .get(&key, Freshness::NotOlderThan(0))
-        .await
-        .map_err(|e| ApiError::storage(e, namespaces, ns))?;
-    if found.is_none() {
-        found = scope
-            .state
-            .store
-            .get(&key, Freshness::MostRecent)
-            .await
-            .map_err(|e| ApiError::storage(e, namespaces, ns))?;
-    }
-    match found {
-        None => Err(Status::not_found(namespaces.group_resource(), ns).into()),
-        Some(o) if object::is_deleting(&o.value) => {
-            let gr = scope.res.group_resource();
-            let msg = format!(
-                "unable to create new content in namespace {ns} because it is being terminated"
-            );
-            let mut s = Status::forbidden(format!("{gr} \"{name}\" is forbidden: {msg}"));
-            s.details = Some(apimachinery::status::StatusDetails {
-                name: name.to_string(),
-                group: gr.group.to_string(),
-                kind: gr.resource.to_string(),
-                causes: vec![StatusCause::new(
-                    "NamespaceTerminating",
-                    msg,
-                    "metadata.namespace",
-                )],
-                ..Default::default()
-            });
-            Err(s.into())
-        }
-        Some(_) => Ok(()),
-    }
-}
-
 /// A write of `/status` or of a part (`/approval`, ...): the kind's own
 /// prepare steps and hooks do not apply.
 fn status_like(scope: &Scope) -> bool {
@@ -497,7 +444,6 @@ where
         .await?;
         validate(scope, &new, Some(&current.value))?;
         crate::rbac::admit(scope, &new, Some(&current.value)).await?;
-        crate::admission::certificate_approval(scope, &new).await?;
         crate::admission::validating(
             scope,
             &crate::admission::Attributes::of(
@@ -690,7 +636,6 @@ pub async fn create_object(
         &crate::admission::Attributes::of(scope, "CREATE", Some(&obj), None, params.dry_run),
     )
     .await?;
-    ensure_namespace_open(scope, &first_name).await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     crate::conversion::for_storage(scope.res, &mut obj).await?;
     let reservation = match scope.res.hooks {

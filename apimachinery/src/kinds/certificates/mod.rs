@@ -458,3 +458,25 @@ fn condition(csr: &Value, _: &PrintContext) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+/// The subject organizations of the CSR in `spec.request` (`None` when it
+/// does not parse; validation reports that).
+pub fn request_organizations(csr: &Value) -> Option<Vec<String>> {
+    let bytes = STANDARD
+        .decode(csr.pointer("/spec/request")?.as_str()?)
+        .ok()?;
+    let pem = Pem::iter_from_buffer(&bytes)
+        .next()?
+        .ok()
+        .filter(|p| p.label == "CERTIFICATE REQUEST")?;
+    let (_, req) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+            .ok()?;
+    Some(
+        req.certification_request_info
+            .subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect(),
+    )
+}

@@ -24,7 +24,7 @@ use super::podprint;
 use super::podspec_defaults::{default_pod_spec, mirror_service_account};
 use super::podspec_validation::{validate_pod_spec, validate_pod_template};
 use super::quantity;
-use crate::kinds::common::{default_field, existing_mut, object_mut};
+use crate::kinds::common::{existing_mut, object_mut};
 use crate::kinds::print::{label_map, Column, PrintContext, NAME};
 use crate::kinds::KindRules;
 use crate::status::StatusCause;
@@ -97,10 +97,9 @@ fn pod_template_defaults(obj: &mut Value) {
     }
 }
 
-/// The pod strategy's `PrepareForCreate` plus the ServiceAccount admission:
-/// a new pod is `Pending` with its QoS class, runs as the `default`
-/// service account unless it names one, and is `SchedulingGated` while it
-/// has scheduling gates.
+/// The pod strategy's `PrepareForCreate`: a new pod is `Pending` with its
+/// QoS class, and `SchedulingGated` while it has scheduling gates. (The
+/// service account, priority and default tolerations are admission's.)
 fn pod_prepare_create(obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else {
         return;
@@ -124,46 +123,13 @@ fn pod_prepare_create(obj: &mut Value) {
     status.insert("qosClass".into(), Value::String(qos.into()));
     o.insert("status".into(), Value::Object(status));
     if let Some(spec) = object_mut(o, "spec") {
-        admit_priority(spec);
-        admit_default_tolerations(spec);
         mirror_service_account(spec);
-        let named = spec
-            .get("serviceAccountName")
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty());
-        if !named {
-            spec.insert("serviceAccountName".into(), Value::String("default".into()));
-            spec.insert("serviceAccount".into(), Value::String("default".into()));
-        }
     }
 }
 
-/// The Priority admission plugin: a pod without a class gets priority 0
-/// (no global default class is known here), the built-in system classes
-/// their values; both get the default preemption policy.
-fn admit_priority(spec: &mut Map<String, Value>) {
-    let class = spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let priority: i64 = match class {
-        "" => 0,
-        "system-node-critical" => 2_000_001_000,
-        "system-cluster-critical" => 2_000_000_000,
-        // Other classes are objects this pure rule cannot read.
-        _ => return,
-    };
-    default_field(spec, "priority", Value::from(priority));
-    default_field(
-        spec,
-        "preemptionPolicy",
-        Value::String("PreemptLowerPriority".into()),
-    );
-}
-
-/// The DefaultTolerationSeconds admission plugin: pods tolerate
+/// The DefaultTolerationSeconds admission plugin's rule: pods tolerate
 /// `not-ready` and `unreachable` nodes for 300s unless they say otherwise.
-fn admit_default_tolerations(spec: &mut Map<String, Value>) {
+pub fn default_tolerations(spec: &mut Map<String, Value>) {
     const NOT_READY: &str = "node.kubernetes.io/not-ready";
     const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
     let tolerates = |key: &str| {
@@ -514,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn create_sets_status_and_service_account() {
+    fn create_sets_status_and_default_tolerations() {
         let mut p = pod(json!([{"name": "a", "image": "nginx",
             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]));
         pod_defaults(&mut p);
@@ -523,9 +489,8 @@ mod tests {
             p["status"],
             json!({"phase": "Pending", "qosClass": "Guaranteed"})
         );
-        assert_eq!(p["spec"]["serviceAccountName"], "default");
-        assert_eq!(p["spec"]["priority"], 0);
-        assert_eq!(p["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+        assert!(pod_validate(&p, None).is_empty());
+        default_tolerations(p["spec"].as_object_mut().unwrap());
         assert_eq!(
             p["spec"]["tolerations"],
             json!([
@@ -533,16 +498,13 @@ mod tests {
                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
             ])
         );
-        assert_eq!(p["spec"]["serviceAccount"], "default");
-        assert!(pod_validate(&p, None).is_empty());
         let mut named = pod(json!([{"name": "a", "image": "nginx"}]));
         named["spec"]["serviceAccountName"] = json!("robot");
         named["spec"]["schedulingGates"] = json!([{"name": "g"}]);
-        named["spec"]["priorityClassName"] = json!("system-node-critical");
         named["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
         pod_prepare_create(&mut named);
+        default_tolerations(named["spec"].as_object_mut().unwrap());
         assert_eq!(named["spec"]["serviceAccount"], "robot");
-        assert_eq!(named["spec"]["priority"], 2_000_001_000);
         assert_eq!(
             named["spec"]["tolerations"],
             json!([{"operator": "Exists"}])

@@ -1,0 +1,459 @@
+//! kube-apiserver's admission plugins, by kube's names and in kube's order
+//! (`AllOrderedPlugins`), and the chain `--enable-admission-plugins` and
+//! `--disable-admission-plugins` make of them.
+//!
+//! A plugin is data: its name, whether kube turns it on by default, which
+//! requests it looks at, and up to two rule functions, one that may change
+//! the object (mutating phase) and one that may only refuse (validating
+//! phase). [`Chain::mutate`] runs every enabled plugin's mutating half in
+//! order, then schema validation runs (in the write path), then
+//! [`Chain::validate`] runs the validating halves in order. The CEL
+//! policies and the webhooks are plugins of the table like the others,
+//! which is how kube orders them: built-in mutators, then
+//! MutatingAdmissionPolicy, then mutating webhooks; built-in validators,
+//! then ValidatingAdmissionPolicy, then validating webhooks, then
+//! ResourceQuota last.
+//!
+//! Plugins kube has but this server does not implement are listed too
+//! (`supported: false`): they may not be enabled (the server refuses to
+//! start, naming them). Those kube turns on by default only act behind
+//! feature gates that are off by default or on kinds this server does not
+//! serve, so leaving them out changes nothing a client sees.
+
+// Fallible functions here answer with the `Status` the client is sent.
+#![allow(clippy::result_large_err)]
+
+mod certificates;
+mod namespace;
+mod network;
+mod pods;
+mod storage;
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use serde_json::Value;
+
+use super::Attributes;
+use crate::error::{ApiError, Result};
+use crate::handlers::Scope;
+use apimachinery::read::Freshness;
+
+/// The mutating half of a plugin: may change the object of a create or
+/// update (`a.object` is `None`: the object is `obj`).
+pub type MutateFn =
+    for<'a> fn(&'a Scope, &'a Attributes<'a>, &'a mut Value) -> BoxFuture<'a, Result<()>>;
+/// The validating half of a plugin: may refuse the request.
+pub type ValidateFn = for<'a> fn(&'a Scope, &'a Attributes<'a>) -> BoxFuture<'a, Result<()>>;
+
+/// One of kube's admission plugins.
+pub struct Plugin {
+    /// kube's name, as the flags spell it.
+    pub name: &'static str,
+    /// In kube's default set (`DefaultOffAdmissionPlugins` leaves it out).
+    pub default_on: bool,
+    /// Implemented here; an unsupported plugin may not be enabled.
+    pub supported: bool,
+    /// Whether the plugin looks at this request at all (cheap: checked
+    /// before any future is made).
+    pub handles: fn(&Attributes) -> bool,
+    pub mutate: Option<MutateFn>,
+    pub validate: Option<ValidateFn>,
+}
+
+impl Plugin {
+    /// A plugin kube has and this server does not implement.
+    const fn unsupported(name: &'static str, default_on: bool) -> Plugin {
+        Plugin {
+            name,
+            default_on,
+            supported: false,
+            handles: |_| false,
+            mutate: None,
+            validate: None,
+        }
+    }
+}
+
+/// Whether the request is on `group`/`plural` itself (not a subresource).
+pub fn on(a: &Attributes, group: &str, plural: &str) -> bool {
+    a.res.group == group && a.res.plural == plural && a.subresource.is_empty()
+}
+
+/// Whether the request is a create or update of the object itself.
+pub fn writes(a: &Attributes, group: &str, plural: &str) -> bool {
+    on(a, group, plural) && matches!(a.operation, "CREATE" | "UPDATE")
+}
+
+/// Reads one object the way kube's plugins read their informers: the
+/// replica's cached copy, else a quorum read (it may have been written
+/// through another replica a moment ago).
+pub async fn lookup(
+    scope: &Scope,
+    (group, version, plural): (&str, &str, &str),
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<std::sync::Arc<Value>>> {
+    let state = &scope.state;
+    let res = state
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
+    let key = state.key(res, namespace, name);
+    for freshness in [Freshness::NotOlderThan(0), Freshness::MostRecent] {
+        let found = state
+            .store
+            .get(&key, freshness)
+            .await
+            .map_err(|e| ApiError::storage(e, res, name))?;
+        if let Some(o) = found {
+            return Ok(Some(o.value));
+        }
+    }
+    Ok(None)
+}
+
+/// Every object of a cluster-scoped collection, from the replica's cache.
+pub async fn list_all(
+    scope: &Scope,
+    (group, version, plural): (&str, &str, &str),
+) -> Result<Vec<std::sync::Arc<Value>>> {
+    let state = &scope.state;
+    let res = state
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
+    let opts = watchcache::ListOptions {
+        freshness: Freshness::NotOlderThan(0),
+        limit: None,
+        continue_from: None,
+        predicate: Default::default(),
+    };
+    let listed = state
+        .store
+        .list(&state.collection_prefix(res, None), &opts)
+        .await
+        .map_err(|e| ApiError::storage(e, res, ""))?;
+    Ok(listed.items.into_iter().map(|o| o.value).collect())
+}
+
+fn mutating_policies<'a>(
+    scope: &'a Scope,
+    a: &'a Attributes<'a>,
+    obj: &'a mut Value,
+) -> BoxFuture<'a, Result<()>> {
+    // MutatingAdmissionPolicy is not evaluated yet: nothing matches.
+    let _ = (scope, a, obj);
+    async { Ok(()) }.boxed()
+}
+
+fn mutating_webhooks<'a>(
+    scope: &'a Scope,
+    a: &'a Attributes<'a>,
+    obj: &'a mut Value,
+) -> BoxFuture<'a, Result<()>> {
+    async move {
+        if !scope.state.webhooks.has_mutating() {
+            return Ok(());
+        }
+        // The webhooks see the object as it came to them and change `obj`.
+        let seen = obj.clone();
+        let a = Attributes {
+            object: Some(&seen),
+            ..*a
+        };
+        super::webhooks::mutating(scope, &a, obj).await
+    }
+    .boxed()
+}
+
+fn validating_policies<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+    super::policies(scope, a).boxed()
+}
+
+fn validating_webhooks<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+    super::webhooks::validating(scope, a).boxed()
+}
+
+fn any(_: &Attributes) -> bool {
+    true
+}
+
+fn always_deny<'a>(_: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+    let err = apimachinery::Status::forbidden(format!(
+        "{} {:?} is forbidden: admission control is denying all modifications",
+        a.res.group_resource(),
+        a.name
+    ));
+    async move { Err(err.into()) }.boxed()
+}
+
+/// Every plugin kube-apiserver knows, in the order kube runs them.
+pub static PLUGINS: &[Plugin] = &[
+    Plugin {
+        name: "AlwaysAdmit",
+        default_on: false,
+        supported: true,
+        handles: |_| false,
+        mutate: None,
+        validate: None,
+    },
+    Plugin::unsupported("NamespaceAutoProvision", false),
+    namespace::LIFECYCLE,
+    Plugin::unsupported("NamespaceExists", false),
+    Plugin::unsupported("LimitPodHardAntiAffinityTopology", false),
+    Plugin::unsupported("LimitRanger", true),
+    pods::SERVICE_ACCOUNT,
+    Plugin::unsupported("NodeRestriction", false),
+    pods::TAINT_NODES_BY_CONDITION,
+    Plugin::unsupported("AlwaysPullImages", false),
+    Plugin::unsupported("ImagePolicyWebhook", false),
+    Plugin::unsupported("PodSecurity", true),
+    Plugin::unsupported("PodNodeSelector", false),
+    pods::PRIORITY,
+    pods::DEFAULT_TOLERATION_SECONDS,
+    Plugin::unsupported("PodTolerationRestriction", false),
+    Plugin::unsupported("EventRateLimit", false),
+    Plugin::unsupported("ExtendedResourceToleration", false),
+    storage::DEFAULT_STORAGE_CLASS,
+    storage::STORAGE_OBJECT_IN_USE_PROTECTION,
+    // Behind the GenericWorkload gate (off by default).
+    Plugin::unsupported("PodGroupProtection", true),
+    Plugin::unsupported("OwnerReferencesPermissionEnforcement", false),
+    storage::PERSISTENT_VOLUME_CLAIM_RESIZE,
+    pods::RUNTIME_CLASS,
+    certificates::APPROVAL,
+    certificates::SIGNING,
+    // ClusterTrustBundles are not served (beta, off by default).
+    Plugin::unsupported("ClusterTrustBundleAttest", true),
+    certificates::SUBJECT_RESTRICTION,
+    network::DEFAULT_INGRESS_CLASS,
+    network::DENY_SERVICE_EXTERNAL_IPS,
+    // Behind feature gates that are off by default.
+    Plugin::unsupported("PodTopologyLabels", true),
+    Plugin::unsupported("PodGroupWorkloadExists", true),
+    Plugin::unsupported("NodeDeclaredFeatureValidator", true),
+    Plugin::unsupported("JobValidation", true),
+    // Checks resizes of running pods; no kubelet reports them here.
+    Plugin::unsupported("PodResizeValidator", true),
+    Plugin {
+        name: "MutatingAdmissionPolicy",
+        default_on: true,
+        supported: true,
+        handles: |a| matches!(a.operation, "CREATE" | "UPDATE"),
+        mutate: Some(mutating_policies),
+        validate: None,
+    },
+    Plugin {
+        name: "MutatingAdmissionWebhook",
+        default_on: true,
+        supported: true,
+        handles: any,
+        mutate: Some(mutating_webhooks),
+        validate: None,
+    },
+    Plugin {
+        name: "ValidatingAdmissionPolicy",
+        default_on: true,
+        supported: true,
+        handles: any,
+        mutate: None,
+        validate: Some(validating_policies),
+    },
+    Plugin {
+        name: "ValidatingAdmissionWebhook",
+        default_on: true,
+        supported: true,
+        handles: any,
+        mutate: None,
+        validate: Some(validating_webhooks),
+    },
+    Plugin::unsupported("ResourceQuota", true),
+    Plugin {
+        name: "AlwaysDeny",
+        default_on: false,
+        supported: true,
+        handles: any,
+        mutate: None,
+        validate: Some(always_deny),
+    },
+];
+
+/// The enabled plugins, in kube's order.
+pub struct Chain {
+    mutating: Vec<&'static Plugin>,
+    validating: Vec<&'static Plugin>,
+}
+
+impl Default for Chain {
+    /// kube's default set.
+    fn default() -> Chain {
+        Chain::new(&[], &[]).expect("the default plugins are known")
+    }
+}
+
+impl Chain {
+    /// The chain of kube's default plugins plus `enable`, minus `disable`,
+    /// as kube-apiserver's flags make it. A name kube does not know, a
+    /// name in both lists, or enabling a plugin this server does not
+    /// implement is an error naming it.
+    pub fn new(enable: &[String], disable: &[String]) -> std::result::Result<Chain, String> {
+        let mut errors = Vec::new();
+        for (flag, names) in [
+            ("enable-admission-plugins", enable),
+            ("disable-admission-plugins", disable),
+        ] {
+            for name in names {
+                if !PLUGINS.iter().any(|p| p.name == name) {
+                    errors.push(format!("{flag} plugin {name:?} is unknown"));
+                }
+            }
+        }
+        for name in enable {
+            if disable.contains(name) {
+                errors.push(format!(
+                    "{name} in enable-admission-plugins and disable-admission-plugins overlapped"
+                ));
+            }
+        }
+        let mut chain = Chain {
+            mutating: Vec::new(),
+            validating: Vec::new(),
+        };
+        for p in PLUGINS {
+            let on = (p.default_on || enable.iter().any(|n| n == p.name))
+                && !disable.iter().any(|n| n == p.name);
+            if !on {
+                continue;
+            }
+            if !p.supported {
+                if !p.default_on {
+                    errors.push(format!(
+                        "admission plugin {:?} is not supported by this server",
+                        p.name
+                    ));
+                }
+                continue;
+            }
+            if p.mutate.is_some() {
+                chain.mutating.push(p);
+            }
+            if p.validate.is_some() {
+                chain.validating.push(p);
+            }
+        }
+        if errors.is_empty() {
+            Ok(chain)
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// The names of the enabled plugins with a mutating and a validating
+    /// half, in order (for the start-up log, as kube logs them).
+    pub fn names(&self) -> (Vec<&'static str>, Vec<&'static str>) {
+        (
+            self.mutating.iter().map(|p| p.name).collect(),
+            self.validating.iter().map(|p| p.name).collect(),
+        )
+    }
+
+    /// Whether `name` is enabled.
+    pub fn enabled(&self, name: &str) -> bool {
+        self.mutating
+            .iter()
+            .chain(&self.validating)
+            .any(|p| p.name == name)
+    }
+
+    /// Runs the mutating halves in order on `obj`.
+    pub async fn mutate(&self, scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
+        for p in &self.mutating {
+            if (p.handles)(a) {
+                if let Some(m) = p.mutate {
+                    m(scope, a, obj).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the validating halves in order; the first refusal wins.
+    pub async fn validate(&self, scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+        for p in &self.validating {
+            if (p.handles)(a) {
+                if let Some(v) = p.validate {
+                    v(scope, a).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn plugin_names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for p in PLUGINS {
+            assert!(seen.insert(p.name), "{} listed twice", p.name);
+        }
+    }
+
+    #[test]
+    fn default_chain_runs_policies_before_webhooks() {
+        let (mutating, validating) = Chain::default().names();
+        let pos = |v: &[&str], n: &str| v.iter().position(|x| *x == n).unwrap();
+        assert!(
+            pos(&mutating, "MutatingAdmissionPolicy") < pos(&mutating, "MutatingAdmissionWebhook")
+        );
+        assert!(
+            pos(&validating, "ValidatingAdmissionPolicy")
+                < pos(&validating, "ValidatingAdmissionWebhook")
+        );
+        assert!(
+            pos(&validating, "NamespaceLifecycle") < pos(&validating, "ValidatingAdmissionPolicy")
+        );
+        assert!(!validating.contains(&"AlwaysDeny"));
+    }
+
+    #[test]
+    fn flags_enable_and_disable() {
+        let c = Chain::new(
+            &names(&["AlwaysDeny"]),
+            &names(&["ValidatingAdmissionWebhook"]),
+        )
+        .unwrap();
+        assert!(c.enabled("AlwaysDeny"));
+        assert!(!c.enabled("ValidatingAdmissionWebhook"));
+        assert!(c.enabled("ValidatingAdmissionPolicy"));
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        let e = Chain::new(&names(&["NoSuchPlugin"]), &[]).err().unwrap();
+        assert_eq!(
+            e,
+            "enable-admission-plugins plugin \"NoSuchPlugin\" is unknown"
+        );
+        let e = Chain::new(&names(&["AlwaysDeny"]), &names(&["AlwaysDeny"]))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains(
+                "AlwaysDeny in enable-admission-plugins and disable-admission-plugins overlapped"
+            ),
+            "{e}"
+        );
+        let e = Chain::new(&names(&["NodeRestriction"]), &[]).err().unwrap();
+        assert!(e.contains("\"NodeRestriction\" is not supported"), "{e}");
+        // Disabling an unsupported default plugin is fine.
+        assert!(Chain::new(&[], &names(&["PodSecurity"])).is_ok());
+    }
+}

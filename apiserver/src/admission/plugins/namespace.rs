@@ -1,0 +1,104 @@
+//! kube's NamespaceLifecycle: nothing is created in a namespace that does
+//! not exist or is being deleted, nothing is updated in one that does not
+//! exist, and `default`, `kube-system` and `kube-public` are never deleted.
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+
+use super::{Attributes, Plugin};
+use crate::admission::forbidden;
+use crate::error::{ApiError, Result};
+use crate::handlers::Scope;
+use crate::object;
+use apimachinery::read::Freshness;
+use apimachinery::status::StatusCause;
+use apimachinery::Status;
+
+/// Namespaces that may not be deleted.
+const IMMORTAL: &[&str] = &["default", "kube-system", "kube-public"];
+
+fn is_namespace(a: &Attributes) -> bool {
+    a.res.group.is_empty() && a.res.plural == "namespaces"
+}
+
+fn handles(a: &Attributes) -> bool {
+    if is_namespace(a) {
+        return a.operation == "DELETE" && IMMORTAL.contains(&a.name);
+    }
+    // Deletes always go through; access reviews say nothing about the
+    // namespace they name.
+    a.namespace.is_some()
+        && a.operation != "DELETE"
+        && !(a.res.group == "authorization.k8s.io" && a.res.plural == "localsubjectaccessreviews")
+}
+
+fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+    async move {
+        if is_namespace(a) {
+            let gr = a.res.group_resource();
+            return Err(Status::forbidden(format!(
+                "{gr} {:?} is forbidden: this namespace may not be deleted",
+                a.name
+            ))
+            .with_details(a.name, gr.group, gr.resource)
+            .into());
+        }
+        let Some(ns) = a.namespace else {
+            return Ok(());
+        };
+        let namespaces = scope
+            .state
+            .registry
+            .lookup("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("namespaces missing from the registry"))?;
+        let key = scope.state.key(namespaces, None, ns);
+        // The replica's cached copy first, a quorum read only when the
+        // cache does not know the namespace (it may have been created
+        // through another replica a moment ago), as kube's plugin falls
+        // back to a live lookup.
+        let mut found = scope
+            .state
+            .store
+            .get(&key, Freshness::NotOlderThan(0))
+            .await
+            .map_err(|e| ApiError::storage(e, namespaces, ns))?;
+        if found.is_none() {
+            found = scope
+                .state
+                .store
+                .get(&key, Freshness::MostRecent)
+                .await
+                .map_err(|e| ApiError::storage(e, namespaces, ns))?;
+        }
+        match found {
+            None => Err(Status::not_found(namespaces.group_resource(), ns).into()),
+            Some(o) if a.operation == "CREATE" && object::is_deleting(&o.value) => {
+                let mut s = forbidden(
+                    a,
+                    &format!(
+                        "unable to create new content in namespace {ns} because it is being terminated"
+                    ),
+                );
+                if let Some(d) = s.details.as_mut() {
+                    d.causes.push(StatusCause::new(
+                        "NamespaceTerminating",
+                        format!("namespace {ns} is being terminated"),
+                        "metadata.namespace",
+                    ));
+                }
+                Err(s.into())
+            }
+            Some(_) => Ok(()),
+        }
+    }
+    .boxed()
+}
+
+pub const LIFECYCLE: Plugin = Plugin {
+    name: "NamespaceLifecycle",
+    default_on: true,
+    supported: true,
+    handles,
+    mutate: None,
+    validate: Some(admit),
+};
