@@ -2,7 +2,7 @@
 # Installs what building and testing the project needs on a Debian machine:
 # etcd (the storage), protoc (etcd-client's build), kubectl (end-to-end tests),
 # haproxy (the fault tests' load balancer; Debian puts it in /usr/sbin, which a
-# normal user's PATH lacks, so look there too).
+# normal user's PATH lacks, so look there too), openssl (test CSRs).
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
@@ -10,6 +10,7 @@ command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v kubectl >/dev/null 2>&1 || need+=(kubectl)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -78,6 +78,8 @@ pub struct AppState {
     pub policies: crate::admission::policy::Policies,
     /// This replica's compiled admission webhooks.
     pub webhooks: crate::admission::webhooks::Webhooks,
+    /// This replica's compiled MutatingAdmissionPolicies and bindings.
+    pub mutating_policies: crate::admission::mutating_policy::MutatingPolicies,
     /// The enabled admission plugins, in kube's order.
     pub admission: crate::admission::plugins::Chain,
 }
@@ -121,6 +123,7 @@ impl AppState {
             policies: Default::default(),
             webhooks: Default::default(),
             admission: Default::default(),
+            mutating_policies: Default::default(),
         }
     }
 

@@ -265,6 +265,18 @@ impl Server {
         (out.status.code().unwrap_or(-1), stderr(&out))
     }
 
+    /// kubectl with `input` on stdin that must fail; returns (exit code,
+    /// stderr).
+    pub fn kubectl_stdin_err(&self, args: &[&str], input: &str) -> (i32, String) {
+        let out = self.kubectl_stdin(args, input);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded but should have failed: {}",
+            stdout(&out)
+        );
+        (out.status.code().unwrap_or(-1), stderr(&out))
+    }
+
     /// `kubectl get -o json`, parsed.
     pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
         let mut a = vec!["get"];

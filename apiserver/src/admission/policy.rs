@@ -86,7 +86,7 @@ impl Expr {
     }
 
     /// The top-level variables the expression reads.
-    fn reads(&self) -> Vec<String> {
+    pub(super) fn reads(&self) -> Vec<String> {
         self.program
             .as_ref()
             .map(Program::variables)
@@ -355,7 +355,7 @@ impl Rule {
     }
 }
 
-fn labels(v: Option<&Value>) -> Map<String, Value> {
+pub(super) fn labels(v: Option<&Value>) -> Map<String, Value> {
     v.and_then(|o| o.pointer("/metadata/labels"))
         .and_then(Value::as_object)
         .cloned()
@@ -415,16 +415,16 @@ pub(super) fn request_var(a: &Attributes<'_>) -> Value {
 
 /// The params a binding names for a request; `Err` is the message of a
 /// denial (none found, with `Deny`).
-async fn params(
+pub(super) async fn params(
     state: &AppState,
-    policy: &Policy,
-    binding: &Binding,
+    param_kind: Option<&(String, String)>,
+    param_ref: Option<&Value>,
     a: &Attributes<'_>,
 ) -> Result<Vec<Option<Value>>, String> {
-    let Some((api_version, kind)) = &policy.param_kind else {
+    let Some((api_version, kind)) = param_kind else {
         return Ok(vec![None]);
     };
-    let Some(r) = &binding.param_ref else {
+    let Some(r) = param_ref else {
         return Err(format!(
             "failed to configure binding: paramKind kind `{kind}` not found"
         ));
@@ -588,7 +588,14 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
             continue;
         }
         let mut found = Vec::new();
-        match params(state, policy, binding, a).await {
+        match params(
+            state,
+            policy.param_kind.as_ref(),
+            binding.param_ref.as_ref(),
+            a,
+        )
+        .await
+        {
             Ok(params) => {
                 let reads = |v: &str| policy.reads.contains(v);
                 let request = reads("request").then(|| request_var(a));

@@ -161,6 +161,10 @@ pub fn start_all(
     handles.extend(
         crate::admission::webhooks::controller(state).map(|c| start(Arc::clone(state), None, c)),
     );
+    handles.extend(
+        crate::admission::mutating_policy::controller(state)
+            .map(|c| start(Arc::clone(state), None, c)),
+    );
     handles
 }
 

@@ -332,7 +332,7 @@ async fn terminating_namespace_refuses_new_content() {
         r.body["details"]["causes"],
         json!([{
             "reason": "NamespaceTerminating",
-            "message": "unable to create new content in namespace closing because it is being terminated",
+            "message": "namespace closing is being terminated",
             "field": "metadata.namespace"
         }])
     );

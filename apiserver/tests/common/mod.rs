@@ -96,6 +96,16 @@ pub fn names(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// No controllers run in these servers, so no namespace gets its
+/// `default` ServiceAccount: the ServiceAccount admission plugin is off
+/// here, as kube's own integration servers turn it off.
+pub fn without_controllers(mut state: AppState) -> AppState {
+    state.admission =
+        apiserver::admission::plugins::Chain::new(&[], &["ServiceAccount".to_string()])
+            .expect("known plugin");
+    state
+}
+
 impl Api {
     /// A server on the shared etcd of this test binary, bootstrapped.
     pub async fn new(name: &str) -> Api {
@@ -114,7 +124,9 @@ impl Api {
                 ..CacherConfig::default()
             },
         );
-        let state = Arc::new(AppState::new(Arc::new(store.clone()), &prefix).with_cache(cache));
+        let state = Arc::new(without_controllers(
+            AppState::new(Arc::new(store.clone()), &prefix).with_cache(cache),
+        ));
         // As `run` does: etcd requests go to this state's metrics.
         state.observe_etcd(&store);
         apiserver::bootstrap::run(Arc::clone(&state)).await;
@@ -138,7 +150,9 @@ impl Api {
                 ..CacherConfig::default()
             },
         );
-        let state = Arc::new(AppState::new(Arc::new(store), prefix).with_cache(cache));
+        let state = Arc::new(without_controllers(
+            AppState::new(Arc::new(store), prefix).with_cache(cache),
+        ));
         apiserver::bootstrap::run(Arc::clone(&state)).await;
         let router = router(Arc::clone(&state));
         Api { state, router }

@@ -141,9 +141,11 @@ fn mutating_policies<'a>(
     a: &'a Attributes<'a>,
     obj: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
-    // MutatingAdmissionPolicy is not evaluated yet: nothing matches.
-    let _ = (scope, a, obj);
-    async { Ok(()) }.boxed()
+    async move {
+        crate::admission::mutating_policy::mutate(scope, a, obj, false).await?;
+        Ok(())
+    }
+    .boxed()
 }
 
 fn mutating_webhooks<'a>(
@@ -157,11 +159,17 @@ fn mutating_webhooks<'a>(
         }
         // The webhooks see the object as it came to them and change `obj`.
         let seen = obj.clone();
-        let a = Attributes {
+        let view = Attributes {
             object: Some(&seen),
             ..*a
         };
-        super::webhooks::mutating(scope, &a, obj).await
+        super::webhooks::mutating(scope, &view, obj).await?;
+        // kube reinvokes the `IfNeeded` mutating policies when the
+        // webhooks changed the object.
+        if *obj != seen && scope.state.admission.enabled("MutatingAdmissionPolicy") {
+            crate::admission::mutating_policy::mutate(scope, a, obj, true).await?;
+        }
+        Ok(())
     }
     .boxed()
 }

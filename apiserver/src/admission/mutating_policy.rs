@@ -1,0 +1,385 @@
+//! MutatingAdmissionPolicy (`admissionregistration.k8s.io/v1`): CEL
+//! mutations bound to requests by MutatingAdmissionPolicyBindings, run in
+//! the mutating half of the admission chain (after the built-in mutating
+//! plugins, before the mutating webhooks), on every replica.
+//!
+//! The set is kept like the ValidatingAdmissionPolicies' ([`super::policy`]
+//! module doc): a controller per replica lists both collections on any
+//! change and compiles every expression once. Matching
+//! (`matchConstraints`, the binding's `matchResources`), params,
+//! `matchConditions` and `variables` are the validating policies' own.
+//!
+//! Per request, bindings run in order of policy name, then binding name;
+//! each matching (binding, param) runs the policy's mutations in order,
+//! each seeing the object as the previous one left it:
+//! - `ApplyConfiguration`: the expression builds a partial object
+//!   (`Object{spec: Object.spec{replicas: 3}}`) that is merged into the
+//!   object as server-side apply merges a configuration (maps and structs
+//!   key by key, associative lists item by item, atomic values whole),
+//!   by the kind's schema;
+//! - `JSONPatch`: the expression builds a list of patch operations
+//!   (`[JSONPatch{op: "add", path: "/metadata/labels/x", value: "y"}]`)
+//!   applied as RFC 6902.
+//!
+//! A failure (an expression that errs, a result of the wrong type, a patch
+//! that does not apply) is kube's `policy '<p>' with binding '<b>' denied
+//! request: <message>` (403, reason `Invalid`), unless the policy's
+//! `failurePolicy` is `Ignore`. Policies with `reinvocationPolicy:
+//! IfNeeded` run once more after the mutating webhooks when those changed
+//! the object.
+
+use super::policy::{self, match_of, named_exprs, Expr, Match};
+use super::Attributes;
+use crate::controllers::Controller;
+use crate::error::Result;
+use crate::handlers::Scope;
+use crate::object;
+use crate::server::AppState;
+use apimachinery::status::StatusCause;
+use k8s_cel::Bindings;
+use serde_json::{Map, Value};
+use std::sync::{Arc, RwLock};
+
+/// The compiled mutating policies and bindings of this replica.
+#[derive(Default)]
+pub struct MutatingPolicies {
+    set: RwLock<Arc<MutatingSet>>,
+}
+
+impl MutatingPolicies {
+    pub fn current(&self) -> Arc<MutatingSet> {
+        Arc::clone(&self.set.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn replace(&self, set: MutatingSet) {
+        *self.set.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+    }
+}
+
+#[derive(Default)]
+pub struct MutatingSet {
+    policies: std::collections::HashMap<String, Arc<Policy>>,
+    /// Sorted by (policy name, binding name).
+    bindings: Vec<Binding>,
+}
+
+impl MutatingSet {
+    pub fn is_empty(&self) -> bool {
+        self.bindings.is_empty()
+    }
+}
+
+enum Mutation {
+    Apply(Expr),
+    JsonPatch(Expr),
+}
+
+struct Policy {
+    name: String,
+    reads: std::collections::HashSet<String>,
+    fail: bool,
+    reinvoke: bool,
+    param_kind: Option<(String, String)>,
+    constraints: Option<Match>,
+    conditions: Vec<(String, Expr)>,
+    variables: Vec<(String, Expr)>,
+    mutations: Vec<Mutation>,
+}
+
+struct Binding {
+    name: String,
+    policy: String,
+    param_ref: Option<Value>,
+    resources: Option<Match>,
+}
+
+fn compile_policy(v: &Value) -> Option<Policy> {
+    let name = object::name(v)?.to_string();
+    let spec = v.get("spec")?;
+    let s = |f: &str| spec.get(f).and_then(Value::as_str);
+    let param_kind = spec.get("paramKind").and_then(|p| {
+        Some((
+            p.get("apiVersion")?.as_str()?.to_string(),
+            p.get("kind")?.as_str()?.to_string(),
+        ))
+    });
+    let mutations: Vec<Mutation> = spec
+        .get("mutations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let expr = |field: &str| {
+                Expr::new(
+                    m.pointer(&format!("/{field}/expression"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                )
+            };
+            match m.get("patchType").and_then(Value::as_str)? {
+                "ApplyConfiguration" => Some(Mutation::Apply(expr("applyConfiguration"))),
+                "JSONPatch" => Some(Mutation::JsonPatch(expr("jsonPatch"))),
+                _ => None,
+            }
+        })
+        .collect();
+    let conditions = named_exprs(spec.get("matchConditions"), "expression");
+    let variables = named_exprs(spec.get("variables"), "expression");
+    let reads = conditions
+        .iter()
+        .chain(&variables)
+        .map(|(_, e)| e)
+        .chain(mutations.iter().map(|m| match m {
+            Mutation::Apply(e) | Mutation::JsonPatch(e) => e,
+        }))
+        .flat_map(Expr::reads)
+        .collect();
+    Some(Policy {
+        name,
+        reads,
+        fail: s("failurePolicy") != Some("Ignore"),
+        reinvoke: s("reinvocationPolicy") == Some("IfNeeded"),
+        param_kind,
+        constraints: match_of(spec.get("matchConstraints")),
+        conditions,
+        variables,
+        mutations,
+    })
+}
+
+fn compile_binding(v: &Value) -> Option<Binding> {
+    let spec = v.get("spec")?;
+    Some(Binding {
+        name: object::name(v)?.to_string(),
+        policy: spec.get("policyName")?.as_str()?.to_string(),
+        param_ref: spec.get("paramRef").filter(|p| p.is_object()).cloned(),
+        resources: match_of(spec.get("matchResources")),
+    })
+}
+
+fn compile(policies: &[Value], bindings: &[Value]) -> MutatingSet {
+    let policies = policies
+        .iter()
+        .filter_map(compile_policy)
+        .map(|p| (p.name.clone(), Arc::new(p)))
+        .collect();
+    let mut bindings: Vec<Binding> = bindings.iter().filter_map(compile_binding).collect();
+    bindings.sort_by(|a, b| (&a.policy, &a.name).cmp(&(&b.policy, &b.name)));
+    MutatingSet { policies, bindings }
+}
+
+/// The loop that keeps this replica's set.
+pub fn controller(state: &AppState) -> Option<Controller> {
+    super::config_controller(
+        state,
+        "mutating_admission_policy",
+        [
+            "mutatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+        ],
+        |state, policies, bindings| {
+            let set = compile(policies, bindings);
+            tracing::debug!(
+                policies = set.policies.len(),
+                bindings = set.bindings.len(),
+                "mutating admission policies loaded"
+            );
+            state.mutating_policies.replace(set);
+        },
+    )
+}
+
+/// Applies one mutation's result to `obj`.
+fn apply_mutation(
+    scope: &Scope,
+    mutation: &Mutation,
+    vars: &Bindings,
+    obj: &mut Value,
+) -> std::result::Result<(), String> {
+    match mutation {
+        Mutation::Apply(e) => {
+            let patch = e.eval(vars)?;
+            if !patch.is_object() {
+                return Err(format!(
+                    "unsupported return type from ApplyConfiguration expression: {}",
+                    type_name(&patch)
+                ));
+            }
+            let merged = apimachinery::managedfields::merge(scope.res.schema(), obj, &patch);
+            *obj = merged;
+            Ok(())
+        }
+        Mutation::JsonPatch(e) => {
+            let patch = e.eval(vars)?;
+            let Some(ops) = patch.as_array() else {
+                return Err(
+                    "type mismatch: JSONPatchType.expression should evaluate to array".into(),
+                );
+            };
+            if let Some(bad) = ops.iter().find(|op| !op.is_object()) {
+                return Err(format!(
+                    "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch, got element of {}",
+                    type_name(bad)
+                ));
+            }
+            *obj = apimachinery::patch::apply_json_patch(obj, &patch)
+                .map_err(|e| format!("JSON Patch: {e}"))?;
+            Ok(())
+        }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "map",
+    }
+}
+
+/// Runs every matching binding's mutations on `obj`. `reinvocation`:
+/// only the policies with `reinvocationPolicy: IfNeeded` run (the second
+/// round, after the webhooks changed the object). Answers whether any
+/// policy that may be reinvoked ran.
+pub async fn mutate(
+    scope: &Scope,
+    a: &Attributes<'_>,
+    obj: &mut Value,
+    reinvocation: bool,
+) -> Result<bool> {
+    let state = &scope.state;
+    let set = state.mutating_policies.current();
+    if set.is_empty() {
+        return Ok(false);
+    }
+    let mut namespace: Option<Option<Arc<Value>>> = None;
+    let mut errors: Vec<String> = Vec::new();
+    let mut reinvocable = false;
+    for binding in &set.bindings {
+        let Some(policy) = set.policies.get(&binding.policy) else {
+            continue;
+        };
+        if reinvocation && !policy.reinvoke {
+            continue;
+        }
+        if namespace.is_none() {
+            namespace = Some(match a.namespace.filter(|_| a.res.namespaced) {
+                Some(ns) => policy::namespace_object(state, ns).await,
+                None => None,
+            });
+        }
+        let ns = namespace.as_ref().and_then(Option::as_deref);
+        let params = {
+            let view = Attributes {
+                object: Some(&*obj),
+                ..*a
+            };
+            let constrained = policy
+                .constraints
+                .as_ref()
+                .is_some_and(|m| m.matches(&view, ns, false));
+            let bound = binding
+                .resources
+                .as_ref()
+                .is_none_or(|m| m.matches(&view, ns, true));
+            if !constrained || !bound {
+                continue;
+            }
+            policy::params(
+                state,
+                policy.param_kind.as_ref(),
+                binding.param_ref.as_ref(),
+                &view,
+            )
+            .await
+        };
+        let fail = |errors: &mut Vec<String>, message: String| {
+            if policy.fail {
+                errors.push(format!(
+                    "policy '{}' with binding '{}' denied request: {message}",
+                    policy.name, binding.name
+                ));
+            }
+        };
+        let params = match params {
+            Ok(p) => p,
+            Err(message) => {
+                fail(&mut errors, message);
+                continue;
+            }
+        };
+        let reads = |v: &str| policy.reads.contains(v);
+        let request = reads("request").then(|| policy::request_var(a));
+        reinvocable |= policy.reinvoke;
+        'params: for p in params {
+            let mut vars = Bindings::new();
+            let bind = |vars: &mut Bindings, name: &str, v: Option<&Value>| {
+                if reads(name) {
+                    vars.insert_json(name, v.unwrap_or(&Value::Null));
+                }
+            };
+            bind(&mut vars, "object", Some(obj));
+            bind(&mut vars, "oldObject", a.old);
+            bind(&mut vars, "request", request.as_ref());
+            bind(&mut vars, "namespaceObject", ns);
+            bind(&mut vars, "params", p.as_ref());
+            for (name, c) in &policy.conditions {
+                match c.eval(&vars) {
+                    Ok(Value::Bool(true)) => {}
+                    Ok(Value::Bool(false)) => continue 'params,
+                    Ok(_) => {
+                        fail(
+                            &mut errors,
+                            format!("matchCondition '{name}' must evaluate to bool"),
+                        );
+                        continue 'params;
+                    }
+                    Err(e) => {
+                        fail(&mut errors, e);
+                        continue 'params;
+                    }
+                }
+            }
+            let mut variables = Map::new();
+            for (name, v) in &policy.variables {
+                vars.insert_json("variables", &Value::Object(variables.clone()));
+                if let Ok(value) = v.eval(&vars) {
+                    variables.insert(name.clone(), value);
+                }
+            }
+            let variables = Value::Object(variables);
+            for m in &policy.mutations {
+                bind(&mut vars, "variables", Some(&variables));
+                if let Err(message) = apply_mutation(scope, m, &vars, obj) {
+                    fail(&mut errors, message);
+                    continue;
+                }
+                // The next mutation sees the object as this one left it.
+                bind(&mut vars, "object", Some(obj));
+            }
+        }
+    }
+    if errors.is_empty() {
+        return Ok(reinvocable);
+    }
+    let view = Attributes {
+        object: Some(&*obj),
+        ..*a
+    };
+    let mut s = super::forbidden(&view, "admission request denied by policy");
+    s.message = errors[0].clone();
+    s.reason = "Invalid".into();
+    if let Some(d) = s.details.as_mut() {
+        for message in errors {
+            d.causes.push(StatusCause {
+                reason: String::new(),
+                message,
+                field: String::new(),
+            });
+        }
+    }
+    Err(s.into())
+}
