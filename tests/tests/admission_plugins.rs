@@ -467,3 +467,51 @@ async fn mutating_admission_policies_apply_and_patch() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn connect_requests_are_admitted_with_their_options() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-rm}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CONNECT], resources: [pods/exec]}
+  validations:
+  - {expression: "object.kind == 'PodExecOptions' && !('rm' in object.command)", message: no rm, reason: Forbidden}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-rm}
+spec: {policyName: no-rm, validationActions: [Deny]}
+"#,
+    );
+    namespace(&s, "c").await;
+    s.kubectl_stdin_ok(&["create", "-n", "c", "-f", "-"], &pod("p", ""));
+    let exec = |cmd: &str| {
+        format!("/api/v1/namespaces/c/pods/p/exec?command={cmd}&command=x&container=c&stdout=true")
+    };
+    let r = e2e::eventually_async(
+        "the policy to refuse rm",
+        std::time::Duration::from_secs(10),
+        || async {
+            let r = s.http("POST", &exec("rm"), &[], b"").await.unwrap();
+            (r.status == 403).then_some(r)
+        },
+    )
+    .await;
+    assert!(
+        r.text().contains(
+            "ValidatingAdmissionPolicy 'no-rm' with binding 'no-rm' denied request: no rm"
+        ),
+        "{}",
+        r.text()
+    );
+    // Another command passes admission and gets the connect answer.
+    let r = s.http("POST", &exec("ls"), &[], b"").await.unwrap();
+    assert_ne!(r.status, 403, "{}", r.text());
+}

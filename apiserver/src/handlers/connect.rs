@@ -31,6 +31,41 @@ const PROXY_METHODS: &[&str] = &["delete", "get", "head", "options", "patch", "p
 const STREAM_VERBS: &[&str] = &["create", "get"];
 const STREAM_METHODS: &[&str] = &["get", "post"];
 
+/// The options object of a connect request, as kube decodes it from the
+/// query (and the proxy path): what admission sees as the `CONNECT`
+/// request's object.
+pub fn options_object(c: &Connect, scope: &Scope, subpath: Option<&str>) -> Value {
+    let mut o = serde_json::Map::new();
+    o.insert("kind".into(), Value::from(c.kind));
+    o.insert("apiVersion".into(), Value::from("v1"));
+    for (name, ty) in c.params {
+        // The repeated parameters are lists in the options kinds.
+        let list = matches!(*name, "command" | "ports");
+        let values: Vec<Value> = scope
+            .query
+            .get_all(name)
+            .map(|v| match *ty {
+                "boolean" => Value::Bool(v == "true" || v == "1"),
+                "integer" => v.parse::<i64>().map_or(Value::from(v), Value::from),
+                _ => Value::from(v),
+            })
+            .collect();
+        if list {
+            if !values.is_empty() {
+                o.insert((*name).into(), Value::Array(values));
+            }
+        } else if let Some(v) = values.into_iter().next() {
+            o.insert((*name).into(), v);
+        }
+    }
+    if c.with_path {
+        if let Some(path) = subpath {
+            o.insert("path".into(), Value::from(path));
+        }
+    }
+    Value::Object(o)
+}
+
 pub static POD_LOG: Connect = Connect {
     name: "log",
     kind: "Pod",

@@ -290,6 +290,16 @@ async fn serve(
         if !connect::serves(c, &method) {
             return Err(Status::method_not_allowed().into());
         }
+        if !c.read {
+            // kube admits connections (`CONNECT`, the options as the
+            // object) before it would connect.
+            let options = connect::options_object(c, scope, r.subpath.as_deref());
+            crate::admission::validating(
+                scope,
+                &crate::admission::Attributes::of(scope, "CONNECT", Some(&options), None, false),
+            )
+            .await?;
+        }
         return (c.answer)(scope, &method, r.subpath.as_deref()).await;
     }
     if let Some(c) = res.computed {
