@@ -73,9 +73,11 @@
 //!   `JSONPatch{...}` literals (as maps: there is no schema to type them),
 //!   and `jsonpatch.escapeKey`.
 //!
-//! Not provided: Kubernetes' authorizer library (`authorizer.group(...)`,
-//! which needs the API server's authorizer), the `ext.Math` and encoders
-//! extensions, and type checking.
+//! Kubernetes' authorizer library (`authorizer.group(...)...check(verb)`)
+//! is here, answered by an oracle the API server supplies
+//! ([`authorizer`], [`AuthzOracle`]).
+//!
+//! Not provided: the `ext.Math` and encoders extensions, and type checking.
 
 pub mod cost;
 pub mod estimate;
@@ -95,6 +97,7 @@ pub use cost::{
     STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
 pub use estimate::{CostEstimate, CostExceeded, SizeHints};
+pub use library::authz::{authorizer, AuthzCheck, AuthzDecision, AuthzOracle, PENDING};
 pub use limits::{MAX_AST_DEPTH, MAX_NESTING_DEPTH};
 pub use program::{Bindings, CompileError, EvalError, Evaluation, Program, MAX_EXPRESSION_LENGTH};
 pub use value::{cel_to_json, json_to_cel, ToJsonError};

@@ -215,6 +215,7 @@ impl Program {
         }
         let mut next_id = crate::instrument::max_id(&parsed);
         crate::objects::rewrite(&mut parsed, &mut next_id);
+        crate::library::authz::rewrite(&mut parsed);
         let metered = Instrumenter::new(&parsed).rewrite(parsed.clone());
         let base_cost = once_cost(&parsed);
         Ok(Program {

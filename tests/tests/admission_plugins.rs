@@ -515,3 +515,72 @@ spec: {policyName: no-rm, validationActions: [Deny]}
     let r = s.http("POST", &exec("ls"), &[], b"").await.unwrap();
     assert_ne!(r.status, 403, "{}", r.text());
 }
+
+#[tokio::test]
+async fn policies_ask_the_authorizer() {
+    let s = Server::start().await;
+    namespace(&s, "az").await;
+    s.kubectl_ok(&["create", "serviceaccount", "writer", "-n", "az"]);
+    s.kubectl_ok(&[
+        "create",
+        "role",
+        "cm-writer",
+        "-n",
+        "az",
+        "--verb=create",
+        "--resource=configmaps",
+    ]);
+    s.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "cm-writer",
+        "-n",
+        "az",
+        "--role=cm-writer",
+        "--serviceaccount=az:writer",
+    ]);
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: owner-may-write}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  matchConditions:
+  - {name: owned, expression: "has(object.metadata.annotations) && 'owner' in object.metadata.annotations"}
+  validations:
+  - expression: "authorizer.requestResource.check('create').allowed()"
+    message: requester may not create
+  - expression: >
+      authorizer.serviceAccount(object.metadata.namespace, object.metadata.annotations['owner'])
+        .group('').resource('configmaps').namespace(object.metadata.namespace)
+        .check('create').allowed()
+    messageExpression: "'owner ' + object.metadata.annotations['owner'] + ' may not create configmaps'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: owner-may-write}
+spec: {policyName: owner-may-write, validationActions: [Deny]}
+"#,
+    );
+    let cm = |name: &str, owner: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: az\n  annotations: {{owner: {owner}}}\n")
+    };
+    let err = e2e::eventually(
+        "the policy to refuse",
+        std::time::Duration::from_secs(10),
+        || {
+            let out = s.kubectl_stdin(&["create", "-f", "-"], &cm("bad", "nobody"));
+            (!out.status.success()).then(|| e2e::stderr(&out))
+        },
+    )
+    .await;
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'owner-may-write' with binding 'owner-may-write' denied request: owner nobody may not create configmaps"),
+        "{err}"
+    );
+    s.kubectl_stdin_ok(&["create", "-f", "-"], &cm("good", "writer"));
+}

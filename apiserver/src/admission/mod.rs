@@ -6,6 +6,7 @@
 //! (built-in ones, then ValidatingAdmissionPolicies ([`policy`]), then
 //! validating webhooks, then quota) may refuse it.
 
+pub mod authz;
 pub mod mutating_policy;
 pub mod plugins;
 pub mod policy;

@@ -240,6 +240,75 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// Runs one policy's conditions, variables and mutations for one param
+/// on `obj`; failures (when the policy fails closed) go to `errors`.
+#[allow(clippy::too_many_arguments)]
+fn run_policy(
+    scope: &Scope,
+    a: &Attributes<'_>,
+    policy: &Policy,
+    binding: &Binding,
+    (request, ns, param): (Option<&Value>, Option<&Value>, Option<&Value>),
+    oracle: Option<&Arc<super::authz::Oracle>>,
+    obj: &mut Value,
+    errors: &mut Vec<String>,
+) {
+    let mut fail = |message: String| {
+        if policy.fail {
+            errors.push(format!(
+                "policy '{}' with binding '{}' denied request: {message}",
+                policy.name, binding.name
+            ));
+        }
+    };
+    let reads = |v: &str| policy.reads.contains(v);
+    let mut vars = Bindings::new();
+    let bind = |vars: &mut Bindings, name: &str, v: Option<&Value>| {
+        if reads(name) {
+            vars.insert_json(name, v.unwrap_or(&Value::Null));
+        }
+    };
+    bind(&mut vars, "object", Some(obj));
+    bind(&mut vars, "oldObject", a.old);
+    bind(&mut vars, "request", request);
+    bind(&mut vars, "namespaceObject", ns);
+    bind(&mut vars, "params", param);
+    if let Some(o) = oracle {
+        vars.insert_value("authorizer", super::authz::variable(o, a));
+    }
+    for (name, c) in &policy.conditions {
+        match c.eval(&vars) {
+            Ok(Value::Bool(true)) => {}
+            Ok(Value::Bool(false)) => return,
+            Ok(_) => {
+                fail(format!("matchCondition '{name}' must evaluate to bool"));
+                return;
+            }
+            Err(e) => {
+                fail(e);
+                return;
+            }
+        }
+    }
+    let mut variables = Map::new();
+    for (name, v) in &policy.variables {
+        vars.insert_json("variables", &Value::Object(variables.clone()));
+        if let Ok(value) = v.eval(&vars) {
+            variables.insert(name.clone(), value);
+        }
+    }
+    let variables = Value::Object(variables);
+    for m in &policy.mutations {
+        bind(&mut vars, "variables", Some(&variables));
+        if let Err(message) = apply_mutation(scope, m, &vars, obj) {
+            fail(message);
+            continue;
+        }
+        // The next mutation sees the object as this one left it.
+        bind(&mut vars, "object", Some(obj));
+    }
+}
+
 /// Runs every matching binding's mutations on `obj`. `reinvocation`:
 /// only the policies with `reinvocationPolicy: IfNeeded` run (the second
 /// round, after the webhooks changed the object). Answers whether any
@@ -296,69 +365,50 @@ pub async fn mutate(
             )
             .await
         };
-        let fail = |errors: &mut Vec<String>, message: String| {
-            if policy.fail {
-                errors.push(format!(
-                    "policy '{}' with binding '{}' denied request: {message}",
-                    policy.name, binding.name
-                ));
-            }
-        };
         let params = match params {
             Ok(p) => p,
             Err(message) => {
-                fail(&mut errors, message);
+                if policy.fail {
+                    errors.push(format!(
+                        "policy '{}' with binding '{}' denied request: {message}",
+                        policy.name, binding.name
+                    ));
+                }
                 continue;
             }
         };
         let reads = |v: &str| policy.reads.contains(v);
         let request = reads("request").then(|| policy::request_var(a));
         reinvocable |= policy.reinvoke;
-        'params: for p in params {
-            let mut vars = Bindings::new();
-            let bind = |vars: &mut Bindings, name: &str, v: Option<&Value>| {
-                if reads(name) {
-                    vars.insert_json(name, v.unwrap_or(&Value::Null));
-                }
+        let oracle = reads("authorizer").then(|| Arc::new(super::authz::Oracle::default()));
+        for p in params {
+            let vars = (request.as_ref(), ns, p.as_ref());
+            let Some(o) = &oracle else {
+                run_policy(scope, a, policy, binding, vars, None, obj, &mut errors);
+                continue;
             };
-            bind(&mut vars, "object", Some(obj));
-            bind(&mut vars, "oldObject", a.old);
-            bind(&mut vars, "request", request.as_ref());
-            bind(&mut vars, "namespaceObject", ns);
-            bind(&mut vars, "params", p.as_ref());
-            for (name, c) in &policy.conditions {
-                match c.eval(&vars) {
-                    Ok(Value::Bool(true)) => {}
-                    Ok(Value::Bool(false)) => continue 'params,
-                    Ok(_) => {
-                        fail(
-                            &mut errors,
-                            format!("matchCondition '{name}' must evaluate to bool"),
-                        );
-                        continue 'params;
-                    }
-                    Err(e) => {
-                        fail(&mut errors, e);
-                        continue 'params;
-                    }
+            // With the authorizer, mutations are tried on a copy while it
+            // may still owe answers (see `authz`); the last round's result
+            // is kept.
+            for round in 1..=super::authz::ROUNDS {
+                let mut attempt = obj.clone();
+                let mut round_errors = Vec::new();
+                run_policy(
+                    scope,
+                    a,
+                    policy,
+                    binding,
+                    vars,
+                    Some(o),
+                    &mut attempt,
+                    &mut round_errors,
+                );
+                let again = round < super::authz::ROUNDS && o.resolve(state, a.user).await;
+                if !again {
+                    *obj = attempt;
+                    errors.extend(round_errors);
+                    break;
                 }
-            }
-            let mut variables = Map::new();
-            for (name, v) in &policy.variables {
-                vars.insert_json("variables", &Value::Object(variables.clone()));
-                if let Ok(value) = v.eval(&vars) {
-                    variables.insert(name.clone(), value);
-                }
-            }
-            let variables = Value::Object(variables);
-            for m in &policy.mutations {
-                bind(&mut vars, "variables", Some(&variables));
-                if let Err(message) = apply_mutation(scope, m, &vars, obj) {
-                    fail(&mut errors, message);
-                    continue;
-                }
-                // The next mutation sees the object as this one left it.
-                bind(&mut vars, "object", Some(obj));
             }
         }
     }

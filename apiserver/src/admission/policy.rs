@@ -599,19 +599,38 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
             Ok(params) => {
                 let reads = |v: &str| policy.reads.contains(v);
                 let request = reads("request").then(|| request_var(a));
+                let oracle = reads("authorizer").then(|| Arc::new(super::authz::Oracle::default()));
                 for p in params {
-                    let mut vars = Bindings::new();
-                    let mut bind = |name: &str, v: Option<&Value>| {
-                        if reads(name) {
-                            vars.insert_json(name, v.unwrap_or(&Value::Null));
+                    for round in 1..=super::authz::ROUNDS {
+                        let mut vars = Bindings::new();
+                        let mut bind = |name: &str, v: Option<&Value>| {
+                            if reads(name) {
+                                vars.insert_json(name, v.unwrap_or(&Value::Null));
+                            }
+                        };
+                        bind("object", a.object);
+                        bind("oldObject", a.old);
+                        bind("request", request.as_ref());
+                        bind("namespaceObject", ns);
+                        bind("params", p.as_ref());
+                        if let Some(o) = &oracle {
+                            vars.insert_value("authorizer", super::authz::variable(o, a));
                         }
-                    };
-                    bind("object", a.object);
-                    bind("oldObject", a.old);
-                    bind("request", request.as_ref());
-                    bind("namespaceObject", ns);
-                    bind("params", p.as_ref());
-                    evaluate(policy, &mut vars, &mut found);
+                        let mut outcome = Vec::new();
+                        evaluate(policy, &mut vars, &mut outcome);
+                        // Checks the authorizer had not answered: decide
+                        // them and evaluate again.
+                        let again = match &oracle {
+                            Some(o) if round < super::authz::ROUNDS => {
+                                o.resolve(state, a.user).await
+                            }
+                            _ => false,
+                        };
+                        if !again {
+                            found.extend(outcome);
+                            break;
+                        }
+                    }
                 }
             }
             Err(message) => found.push((message, None)),

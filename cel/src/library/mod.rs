@@ -14,6 +14,7 @@
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env};
 
+pub(crate) mod authz;
 pub(crate) mod comprehensions;
 pub(crate) mod format;
 pub(crate) mod ip;
@@ -50,6 +51,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     jsonpatch::register(env)?;
     format::register(env)?;
     semver::register(env)?;
+    authz::register(env)?;
     Ok(())
 }
 
