@@ -87,7 +87,7 @@ pub mod limits;
 mod native;
 mod objects;
 mod program;
-mod references;
+pub mod references;
 mod value;
 
 pub use cel::Value;

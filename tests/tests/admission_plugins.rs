@@ -584,3 +584,51 @@ spec: {policyName: owner-may-write, validationActions: [Deny]}
     );
     s.kubectl_stdin_ok(&["create", "-f", "-"], &cm("good", "writer"));
 }
+
+#[tokio::test]
+async fn policy_status_reports_type_checking() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: typo}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+  validations:
+  - expression: "object.spec.replicaz > 1"
+  - expression: "object.spec.replicas < 10"
+    messageExpression: "'too many: ' + string(object.spec.replicas)"
+"#,
+    );
+    let status = e2e::eventually(
+        "the type-checking status",
+        std::time::Duration::from_secs(20),
+        || {
+            let p = s.get_json(&["validatingadmissionpolicy", "typo"]);
+            (p["status"]["observedGeneration"] == 1).then(|| p["status"].clone())
+        },
+    )
+    .await;
+    assert_eq!(
+        status["typeChecking"]["expressionWarnings"],
+        serde_json::json!([{
+            "fieldRef": "spec.validations[0].expression",
+            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz > 1\n | ...........^"
+        }])
+    );
+    // Fixing the expression clears the warning at the next generation.
+    s.kubectl_ok(&[
+        "patch", "validatingadmissionpolicy", "typo", "--type=json",
+        "-p", r#"[{"op":"replace","path":"/spec/validations/0/expression","value":"object.spec.replicas > 1"}]"#,
+    ]);
+    let status = e2e::eventually("the new status", std::time::Duration::from_secs(20), || {
+        let p = s.get_json(&["validatingadmissionpolicy", "typo"]);
+        (p["status"]["observedGeneration"] == 2).then(|| p["status"].clone())
+    })
+    .await;
+    assert_eq!(status["typeChecking"], serde_json::json!({}));
+}

@@ -10,6 +10,7 @@ pub mod authz;
 pub mod mutating_policy;
 pub mod plugins;
 pub mod policy;
+pub mod typecheck;
 pub mod webhooks;
 
 use apimachinery::auth::UserInfo;

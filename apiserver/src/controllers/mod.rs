@@ -147,6 +147,7 @@ pub fn start_all(
     all.extend(serviceaccount::controllers(state));
     all.extend(repair_ip::controller(state));
     all.extend(repair_ports::controller(state));
+    all.extend(crate::admission::typecheck::controller(state));
     let mut handles: Vec<_> = all
         .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
