@@ -162,6 +162,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             }
         }
     }
+    let (with_plugins, without_plugins) = pods(b, http, n).await?;
     server.stop();
 
     let p50 = |h: &Histogram| h.quantile(0.5).as_secs_f64() * 1e6;
@@ -200,5 +201,76 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         row.budget = Some(Budget::under(target, added, budget, " µs"));
         rows.push(row);
     }
+    let mut row = Row::new(
+        PHASE,
+        format!("pod create p50 with kube's default admission plugins ({n} creates each, one at a time, interleaved)"),
+    );
+    row.server = format!(
+        "{} (p99 {})",
+        fmt_duration(with_plugins.quantile(0.5)),
+        fmt_duration(with_plugins.quantile(0.99))
+    );
+    row.limit = format!(
+        "the same creates on a server with the built-in plugins off: {} (p99 {})",
+        fmt_duration(without_plugins.quantile(0.5)),
+        fmt_duration(without_plugins.quantile(0.99))
+    );
+    row.ratio = format!("+{:.0} µs", p50(&with_plugins) - p50(&without_plugins));
+    rows.push(row);
     Ok(rows)
+}
+
+/// The built-in plugins a pod create goes through, turned off on the
+/// comparison server.
+const POD_PLUGINS: &str = "--disable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,Priority,DefaultTolerationSeconds,RuntimeClass,ResourceQuota";
+
+fn pod(ns: &str, name: &str) -> bytes::Bytes {
+    let body = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27",
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}});
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}
+
+/// Pod creates in `BARE` on `http` (kube's default plugins) and on a
+/// second server with the built-in plugins off, interleaved.
+async fn pods(b: &Bench, http: &super::client::Http, n: usize) -> Result<(Histogram, Histogram)> {
+    let bare = b
+        .start_server_with(&format!("{PREFIX}-off"), "admission-off", &[POD_PLUGINS])
+        .await?;
+    labelled_namespace(&bare.http, BARE, "none").await?;
+    // The ServiceAccount plugin needs the namespace's default account.
+    let t = Instant::now();
+    while http
+        .get(&format!(
+            "/api/v1/namespaces/{BARE}/serviceaccounts/default"
+        ))
+        .await
+        .is_err()
+    {
+        if t.elapsed() > LOADED {
+            return Err(Error::Setup("no default service account in time".into()));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let path = format!("/api/v1/namespaces/{BARE}/pods");
+    let (mut on, mut off) = (Histogram::default(), Histogram::default());
+    for i in 0..(n + n / 10 + 1) {
+        let name = format!("p-{i:07}");
+        let warm = i < n / 10 + 1;
+        for k in 0..2 {
+            let (client, h) = if (i + k) % 2 == 0 {
+                (http, &mut on)
+            } else {
+                (&bare.http, &mut off)
+            };
+            let t = Instant::now();
+            client.post(&path, pod(BARE, &name)).await?;
+            if !warm {
+                h.record(t.elapsed());
+            }
+        }
+    }
+    bare.stop();
+    Ok((on, off))
 }

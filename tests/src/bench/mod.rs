@@ -336,15 +336,20 @@ impl Bench {
     /// Another server on the run's etcd, under `prefix`, logging to
     /// `<logs>/apiserver-<name>.log`.
     pub async fn start_server(&self, prefix: &str, name: &str) -> Result<procs::Server> {
+        self.start_server_with(prefix, name, &[]).await
+    }
+
+    /// A server with flags besides the run's own.
+    pub async fn start_server_with(
+        &self,
+        prefix: &str,
+        name: &str,
+        extra: &[&str],
+    ) -> Result<procs::Server> {
         let log = self.logs.join(format!("apiserver-{name}.log"));
-        procs::Server::start(
-            &self.server_bin,
-            &self.server_args,
-            &self.etcd.endpoint,
-            prefix,
-            &log,
-        )
-        .await
+        let mut args = self.server_args.clone();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        procs::Server::start(&self.server_bin, &args, &self.etcd.endpoint, prefix, &log).await
     }
 }
 
