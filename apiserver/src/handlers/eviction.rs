@@ -180,6 +180,7 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
         headers,
         user: scope.user.clone(),
         warnings: Default::default(),
+        audit: scope.audit.clone(),
     };
     let options = eviction
         .get("deleteOptions")

@@ -67,6 +67,9 @@ pub struct Scope {
     pub user: Arc<UserInfo>,
     /// Warnings admission added, sent as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
+    /// The request's audit record, when the audit layer runs (admission
+    /// adds its audit annotations there).
+    pub audit: Option<crate::audit::AuditSlot>,
 }
 
 impl Scope {
@@ -76,6 +79,14 @@ impl Scope {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(w);
+    }
+
+    /// Adds an annotation to the request's audit events (kube's
+    /// `audit.AddAuditAnnotation`); nothing when auditing is off.
+    pub fn audit_annotate(&self, key: &str, value: &str) {
+        if let Some(slot) = &self.audit {
+            slot.annotate(key, value);
+        }
     }
 
     fn take_warnings(&self) -> Vec<String> {
@@ -127,6 +138,7 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
         .get::<crate::auth::Identity>()
         .map(|i| Arc::clone(&i.0))
         .unwrap_or_default();
+    let audit = parts.extensions.get::<crate::audit::AuditSlot>().cloned();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
         Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_request(&r) => {
@@ -147,7 +159,7 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
                 parts.headers,
                 r,
                 body,
-                user,
+                (user, audit),
             )
             .await
             {
@@ -190,7 +202,7 @@ async fn resource(
     headers: HeaderMap,
     r: ResourceRequest,
     body: Body,
-    user: Arc<UserInfo>,
+    (user, audit): (Arc<UserInfo>, Option<crate::audit::AuditSlot>),
 ) -> Result<Response> {
     let Some(res) = state.registry.lookup(&r.group, &r.version, &r.resource) else {
         return Err(Status::path_not_found().into());
@@ -256,6 +268,7 @@ async fn resource(
         headers,
         user,
         warnings: Default::default(),
+        audit,
     };
     // From here on a failure is written in the negotiated encoding.
     match serve(&scope, method, r, connect, body).await {
