@@ -632,3 +632,85 @@ spec:
     .await;
     assert_eq!(status["typeChecking"], serde_json::json!({}));
 }
+
+#[tokio::test]
+async fn audit_action_and_annotations_reach_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.log");
+    let etcd = TestEtcd::shared().await;
+    let s = Server::start_on(
+        &etcd.endpoint(),
+        &[
+            &format!("--audit-policy-file={}", policy.display()),
+            &format!("--audit-log-path={}", log.display()),
+        ],
+    )
+    .await;
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: audited}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - {expression: "!has(object.data) || object.data.size() < 1", message: too much data}
+  auditAnnotations:
+  - {key: size, valueExpression: "has(object.data) ? string(object.data.size()) : null"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: audited-binding}
+spec: {policyName: audited, validationActions: [Audit, Warn]}
+"#,
+    );
+    let mut n = 0;
+    e2e::eventually("the policy to warn", std::time::Duration::from_secs(10), || {
+        n += 1;
+        let name = format!("c{n}");
+        let out = s.kubectl(&["create", "configmap", &name, "--from-literal=a=b"]);
+        assert!(out.status.success(), "{}", e2e::stderr(&out));
+        e2e::stderr(&out)
+            .contains("Validation failed for ValidatingAdmissionPolicy 'audited' with binding 'audited-binding': too much data")
+            .then_some(())
+    })
+    .await;
+    let event = e2e::eventually(
+        "the audit event",
+        std::time::Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(&log).ok()?.lines().find_map(|l| {
+                let v: Value = serde_json::from_str(l).ok()?;
+                (v["verb"] == "create"
+                    && v["objectRef"]["resource"] == "configmaps"
+                    && v["stage"] == "ResponseComplete"
+                    && v["annotations"].get("audited/size").is_some())
+                .then_some(v)
+            })
+        },
+    )
+    .await;
+    let annotations = &event["annotations"];
+    assert_eq!(annotations["audited/size"], "1", "{event}");
+    let failures: Value = serde_json::from_str(
+        annotations["validation.policy.admission.k8s.io/validation_failure"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{event}")),
+    )
+    .unwrap();
+    assert_eq!(
+        failures,
+        serde_json::json!([{"message": "too much data", "policy": "audited",
+            "binding": "audited-binding", "expressionIndex": 0,
+            "validationActions": ["Audit", "Warn"]}])
+    );
+}

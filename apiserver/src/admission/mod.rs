@@ -148,6 +148,11 @@ pub enum Decision {
     Deny { message: String, reason: String },
     /// Allow, with this warning.
     Warn(String),
+    /// An audit annotation (`<policy>/<key>`) with its value.
+    Annotate { key: String, value: String },
+    /// A failed validation under the `Audit` action: one item of the
+    /// `validation.policy.admission.k8s.io/validation_failure` annotation.
+    AuditFailure(Value),
 }
 
 /// kube's `admission.NewForbidden`: `<resource> "<name>" is forbidden:
@@ -219,13 +224,36 @@ pub async fn mutating(
 async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     let decisions = policy::validate(&scope.state, a).await;
     let mut denial = None;
+    // Annotations of the same key from several bindings: kube keeps the
+    // distinct values, comma-separated.
+    let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
+    let mut failures = Vec::new();
     for d in decisions {
         match d {
             Decision::Warn(w) => scope.warn(w),
             Decision::Deny { message, reason } => {
                 denial.get_or_insert((message, reason));
             }
+            Decision::Annotate { key, value } => {
+                match annotations.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, values)) if values.contains(&value) => {}
+                    Some((_, values)) => values.push(value),
+                    None => annotations.push((key, vec![value])),
+                }
+            }
+            Decision::AuditFailure(v) => failures.push(v),
         }
+    }
+    for (key, values) in annotations {
+        scope.audit_annotate(&key, &values.join(", "));
+    }
+    if !failures.is_empty() {
+        // kube keeps the first 50.
+        failures.truncate(50);
+        scope.audit_annotate(
+            "validation.policy.admission.k8s.io/validation_failure",
+            &Value::Array(failures).to_string(),
+        );
     }
     let Some((message, reason)) = denial else {
         return Ok(());

@@ -29,8 +29,10 @@
 //!
 //! The binding's `validationActions` say what a decision does: `Deny` fails
 //! the request with kube's Status (the first denial; code from the reason,
-//! 422 for `Invalid`), `Warn` adds a `Warning` header, `Audit` is recorded
-//! in the audit log's annotations (not yet: see the module's tests).
+//! 422 for `Invalid`), `Warn` adds a `Warning` header, `Audit` adds the
+//! failure to the request's `validation.policy.admission.k8s.io/validation_failure`
+//! audit annotation (kube's JSON list). A policy's `auditAnnotations`
+//! become `<policy>/<key>` audit annotations (a `null` value adds none).
 
 use super::{Attributes, Decision};
 use crate::controllers::Controller;
@@ -128,6 +130,8 @@ struct Policy {
     conditions: Vec<(String, Expr)>,
     variables: Vec<(String, Expr)>,
     validations: Vec<Validation>,
+    /// `auditAnnotations`: key and value expression.
+    audit_annotations: Vec<(String, Expr)>,
 }
 
 struct Binding {
@@ -137,6 +141,9 @@ struct Binding {
     resources: Option<Match>,
     deny: bool,
     warn: bool,
+    audit: bool,
+    /// `validationActions` as written (the audit record repeats them).
+    actions: Vec<String>,
 }
 
 /// A `MatchResources` (webhooks match with the same fields).
@@ -257,9 +264,29 @@ fn compile_policy(v: &Value) -> Option<Policy> {
     let conditions = named_exprs(spec.get("matchConditions"), "expression");
     let variables = named_exprs(spec.get("variables"), "expression");
     let validations: Vec<Validation> = validations;
+    let audit_annotations: Vec<(String, Expr)> = spec
+        .get("auditAnnotations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            (
+                a.get("key")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                Expr::new(
+                    a.get("valueExpression")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                ),
+            )
+        })
+        .collect();
     let reads = conditions
         .iter()
         .chain(&variables)
+        .chain(&audit_annotations)
         .map(|(_, e)| e)
         .chain(
             validations
@@ -277,6 +304,7 @@ fn compile_policy(v: &Value) -> Option<Policy> {
         conditions,
         variables,
         validations,
+        audit_annotations,
     })
 }
 
@@ -291,6 +319,8 @@ fn compile_binding(v: &Value) -> Option<Binding> {
         resources: match_of(spec.get("matchResources")),
         deny: actions.iter().any(|a| a == "Deny"),
         warn: actions.iter().any(|a| a == "Warn"),
+        audit: actions.iter().any(|a| a == "Audit"),
+        actions,
     })
 }
 
@@ -488,8 +518,17 @@ fn is_true(v: &Value) -> Result<bool, ()> {
     v.as_bool().ok_or(())
 }
 
+/// What one evaluation of a policy found: failures (message, reason,
+/// index of the validation) and audit annotations (key, value).
+#[derive(Default)]
+struct Outcome {
+    failures: Vec<(String, Option<String>, usize)>,
+    annotations: Vec<(String, String)>,
+}
+
 /// Runs one policy with one param; the decisions it makes.
-fn evaluate(policy: &Policy, vars: &mut Bindings, out: &mut Vec<(String, Option<String>)>) {
+fn evaluate(policy: &Policy, vars: &mut Bindings, outcome: &mut Outcome) {
+    let out = &mut outcome.failures;
     for (name, c) in &policy.conditions {
         match c.eval(vars).map(|v| is_true(&v)) {
             Ok(Ok(true)) => {}
@@ -499,13 +538,14 @@ fn evaluate(policy: &Policy, vars: &mut Bindings, out: &mut Vec<(String, Option<
                     out.push((
                         format!("matchCondition '{name}' must evaluate to bool"),
                         None,
+                        0,
                     ));
                 }
                 return;
             }
             Err(e) => {
                 if policy.fail {
-                    out.push((e, None));
+                    out.push((e, None, 0));
                 }
                 return;
             }
@@ -519,7 +559,7 @@ fn evaluate(policy: &Policy, vars: &mut Bindings, out: &mut Vec<(String, Option<
         }
     }
     vars.insert_json("variables", &Value::Object(variables));
-    for v in &policy.validations {
+    for (index, v) in policy.validations.iter().enumerate() {
         match v.expr.eval(vars) {
             Ok(Value::Bool(true)) => {}
             Ok(Value::Bool(false)) => {
@@ -534,7 +574,7 @@ fn evaluate(policy: &Policy, vars: &mut Bindings, out: &mut Vec<(String, Option<
                     .and_then(|m| m.as_str().map(|s| s.trim().to_string()))
                     .filter(|m| !m.is_empty() && !m.contains('\n'))
                     .unwrap_or(fallback);
-                out.push((message, v.reason.clone()));
+                out.push((message, v.reason.clone(), index));
             }
             Ok(_) => {
                 if policy.fail {
@@ -544,12 +584,47 @@ fn evaluate(policy: &Policy, vars: &mut Bindings, out: &mut Vec<(String, Option<
                             v.expr.source.trim()
                         ),
                         None,
+                        index,
                     ));
                 }
             }
             Err(e) => {
                 if policy.fail {
-                    out.push((e, None));
+                    out.push((e, None, index));
+                }
+            }
+        }
+    }
+    // kube keeps at most 10 KiB of an annotation's value.
+    const MAX_VALUE: usize = 10 * 1024;
+    for (key, e) in &policy.audit_annotations {
+        match e.eval(vars) {
+            Ok(Value::Null) => {}
+            Ok(Value::String(mut v)) => {
+                if v.len() > MAX_VALUE {
+                    let mut cut = MAX_VALUE;
+                    while !v.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    v.truncate(cut);
+                }
+                outcome.annotations.push((key.clone(), v));
+            }
+            Ok(_) => {
+                if policy.fail {
+                    outcome.failures.push((
+                        format!(
+                            "valueExpression '{}' resulted in error: value must be a string",
+                            e.source.trim()
+                        ),
+                        None,
+                        0,
+                    ));
+                }
+            }
+            Err(err) => {
+                if policy.fail {
+                    outcome.failures.push((err, None, 0));
                 }
             }
         }
@@ -587,7 +662,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
         if !constrained || !bound {
             continue;
         }
-        let mut found = Vec::new();
+        let mut found = Outcome::default();
         match params(
             state,
             policy.param_kind.as_ref(),
@@ -616,7 +691,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
                         if let Some(o) = &oracle {
                             vars.insert_value("authorizer", super::authz::variable(o, a));
                         }
-                        let mut outcome = Vec::new();
+                        let mut outcome = Outcome::default();
                         evaluate(policy, &mut vars, &mut outcome);
                         // Checks the authorizer had not answered: decide
                         // them and evaluate again.
@@ -627,15 +702,31 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
                             _ => false,
                         };
                         if !again {
-                            found.extend(outcome);
+                            found.failures.extend(outcome.failures);
+                            found.annotations.extend(outcome.annotations);
                             break;
                         }
                     }
                 }
             }
-            Err(message) => found.push((message, None)),
+            Err(message) => found.failures.push((message, None, 0)),
         }
-        for (message, reason) in found {
+        for (key, value) in found.annotations {
+            decisions.push(Decision::Annotate {
+                key: format!("{}/{key}", policy.name),
+                value,
+            });
+        }
+        for (message, reason, index) in found.failures {
+            if binding.audit {
+                decisions.push(Decision::AuditFailure(json!({
+                    "message": message,
+                    "policy": binding.policy,
+                    "binding": binding.name,
+                    "expressionIndex": index,
+                    "validationActions": binding.actions,
+                })));
+            }
             if binding.deny {
                 decisions.push(Decision::Deny {
                     message: format!(

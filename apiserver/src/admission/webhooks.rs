@@ -414,9 +414,19 @@ fn allowed(response: &Value) -> bool {
     response.get("allowed").and_then(Value::as_bool) == Some(true)
 }
 
-fn take_warnings(scope: &Scope, response: &Value) {
+/// The response's warnings become `Warning` headers and its
+/// `auditAnnotations` the request's audit annotations, keyed
+/// `<webhook>/<key>` as kube keys them.
+fn take_warnings(scope: &Scope, webhook: &str, response: &Value) {
     for w in object::strings(response.get("warnings")) {
         scope.warn(w);
+    }
+    if let Some(annotations) = response.get("auditAnnotations").and_then(Value::as_object) {
+        for (key, value) in annotations {
+            if let Some(value) = value.as_str() {
+                scope.audit_annotate(&format!("{webhook}/{key}"), value);
+            }
+        }
     }
 }
 
@@ -477,7 +487,7 @@ async fn run_mutating(
             return Ok(false);
         }
     };
-    take_warnings(scope, &response);
+    take_warnings(scope, &hook.name, &response);
     if !allowed(&response) {
         let refusal = denial(&hook.name, &response);
         observe(
@@ -556,7 +566,7 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     for r in results {
         match r {
             Ok(Some((hook, response))) => {
-                take_warnings(scope, &response);
+                take_warnings(scope, &hook.name, &response);
                 if !allowed(&response) {
                     first_error.get_or_insert(denial(&hook.name, &response));
                 }
