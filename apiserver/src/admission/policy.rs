@@ -808,9 +808,9 @@ mod tests {
             .with_json("oldObject", &Value::Null)
             .with_json("request", &request_var(&a))
             .with_json("params", &Value::Null);
-        let mut out = Vec::new();
+        let mut out = Outcome::default();
         evaluate(policy, &mut vars, &mut out);
-        out
+        out.failures.into_iter().map(|(m, r, _)| (m, r)).collect()
     }
 
     #[test]
