@@ -199,6 +199,8 @@ pub struct Metrics {
     webhook_durations: HistogramVec,
     webhook_requests: IntCounterVec,
     webhook_rejections: IntCounterVec,
+    policy_checks: IntCounterVec,
+    policy_check_durations: HistogramVec,
     /// Serializes scrape-time counter updates (never held across `.await`).
     refresh: std::sync::Mutex<()>,
 }
@@ -407,6 +409,19 @@ impl Metrics {
                 "Admission webhook rejections, by webhook name, type, operation, error type (calling_webhook_error or no_error) and rejection code.",
                 &["name", "type", "operation", "error_type", "rejection_code"],
             )?,
+            policy_checks: counter_vec(
+                &r,
+                "apiserver_validating_admission_policy_check_total",
+                "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+                &["policy", "policy_binding", "error_type", "enforcement_action"],
+            )?,
+            policy_check_durations: histogram_vec(
+                &r,
+                "apiserver_validating_admission_policy_check_duration_seconds",
+                "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.",
+                &["policy", "policy_binding", "error_type", "enforcement_action"],
+                vec![0.0000005, 0.001, 0.01, 0.1, 1.0],
+            )?,
             registry: r,
             refresh: std::sync::Mutex::new(()),
         })
@@ -445,6 +460,25 @@ impl Metrics {
                 .with_label_values(&[name, kind, operation, error_type, &c.to_string()])
                 .inc();
         }
+    }
+
+    /// Records one ValidatingAdmissionPolicy check (kube's
+    /// `apiserver_validating_admission_policy_check_*`): `action` is
+    /// `allow`, `deny`, `warn` or `audit`; `error_type` `no_error`,
+    /// `invalid_error`, `compile_error` or `out_of_budget`.
+    pub fn policy_check(
+        &self,
+        policy: &str,
+        binding: &str,
+        error_type: &str,
+        action: &str,
+        elapsed: std::time::Duration,
+    ) {
+        let labels = [policy, binding, error_type, action];
+        self.policy_checks.with_label_values(&labels).inc();
+        self.policy_check_durations
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     pub fn queue(&self, name: &str) -> QueueMetrics {

@@ -662,6 +662,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
         if !constrained || !bound {
             continue;
         }
+        let started = std::time::Instant::now();
         let mut found = Outcome::default();
         match params(
             state,
@@ -711,6 +712,24 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
             }
             Err(message) => found.failures.push((message, None, 0)),
         }
+        if let Some(m) = &state.metrics {
+            let elapsed = started.elapsed();
+            if found.failures.is_empty() {
+                m.policy_check(&policy.name, &binding.name, "no_error", "allow", elapsed);
+            }
+            for (message, _, _) in &found.failures {
+                let error_type = error_type(message);
+                for (on, action) in [
+                    (binding.deny, "deny"),
+                    (binding.warn, "warn"),
+                    (binding.audit, "audit"),
+                ] {
+                    if on {
+                        m.policy_check(&policy.name, &binding.name, error_type, action, elapsed);
+                    }
+                }
+            }
+        }
         for (key, value) in found.annotations {
             decisions.push(Decision::Annotate {
                 key: format!("{}/{key}", policy.name),
@@ -745,6 +764,19 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
         }
     }
     decisions
+}
+
+/// kube's error type of a failure, for the metrics.
+fn error_type(message: &str) -> &'static str {
+    if message.starts_with("compilation failed") {
+        "compile_error"
+    } else if message.contains("cost budget") || message.contains("cost limit") {
+        "out_of_budget"
+    } else if message.contains("resulted in error") || message.contains("must evaluate to") {
+        "invalid_error"
+    } else {
+        "no_error"
+    }
 }
 
 pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Arc<Value>> {
