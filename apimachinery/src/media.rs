@@ -111,6 +111,12 @@ impl Format {
             Format::Cbor => CBOR,
         }
     }
+
+    /// Protobuf or CBOR: the formats whose errors are written in them too
+    /// (a YAML request gets a JSON Status).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Protobuf | Format::Cbor)
+    }
 }
 
 /// Which encodings a resource's responses may use: kube serves protobuf for
@@ -744,11 +750,15 @@ mod tests {
         // Protobuf first where it serves, CBOR where it does not.
         let both = "application/vnd.kubernetes.protobuf, application/cbor";
         assert_eq!(
-            negotiate(Some(both), false, Serves::BuiltIn).unwrap().format,
+            negotiate(Some(both), false, Serves::BuiltIn)
+                .unwrap()
+                .format,
             Format::Protobuf
         );
         assert_eq!(
-            negotiate(Some(both), false, Serves::JsonOnly).unwrap().format,
+            negotiate(Some(both), false, Serves::JsonOnly)
+                .unwrap()
+                .format,
             Format::Cbor
         );
         // The 406 lists CBOR; `application/cbor-seq` is not a response type.
@@ -776,7 +786,12 @@ mod tests {
             custom_resource_patch_body(Some("application/apply-patch+cbor")).unwrap(),
             BodyFormat::ApplyCbor
         );
-        assert_eq!(request_body(Some("application/cbor"), true).unwrap_err().code, 415);
+        assert_eq!(
+            request_body(Some("application/cbor"), true)
+                .unwrap_err()
+                .code,
+            415
+        );
     }
 
     #[test]
