@@ -6,6 +6,11 @@
 //!   (the bytes `d9 d9 f7`), kube's "magic number" for CBOR;
 //! * strings, map keys included, are byte strings (major type 2): kube
 //!   writes Go strings so and leaves UTF-8 checking to decoders;
+//! * the `[]byte` fields of built-in kinds (`format: byte` in the schema:
+//!   Secret `data`, ConfigMap `binaryData`, `caBundle`, ...), base64 text
+//!   in JSON, are their raw bytes in tag 22 ("expected later base64
+//!   encoding"), as kube writes `[]byte` ([`encode_object`]); custom
+//!   resources have no such fields (kube holds them as plain maps);
 //! * integers and lengths in their shortest form, floats in the shortest
 //!   width that keeps the value (half, single, double), no indefinite
 //!   lengths.
@@ -33,6 +38,7 @@
 //! The heads are read and written with `ciborium-ll`; the rules above are
 //! this module's.
 
+use crate::schema::{Shape, TypeRef};
 use base64::Engine;
 use ciborium_ll::{Decoder, Encoder, Header};
 use serde_json::{Map, Number, Value};
@@ -84,6 +90,63 @@ pub fn encode(value: &Value) -> Vec<u8> {
 pub fn encode_into(out: &mut Vec<u8>, value: &Value) {
     out.extend_from_slice(&SELF_DESCRIBED);
     encode_item(out, value);
+}
+
+/// An object as kube writes it: [`encode`], except that the `[]byte` fields
+/// of a built-in kind (found by its `apiVersion` and `kind` in the schema
+/// facts) are tag 22 byte strings of the bytes their base64 text holds.
+pub fn encode_object(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(&SELF_DESCRIBED);
+    match builtin_type(value) {
+        Some(ty) => encode_typed(&mut out, value, ty),
+        None => encode_item(&mut out, value),
+    }
+    out
+}
+
+/// The schema of a built-in kind's object, from its `apiVersion` and `kind`.
+fn builtin_type(value: &Value) -> Option<TypeRef<'static>> {
+    let api_version = value.get("apiVersion")?.as_str()?;
+    let kind = value.get("kind")?.as_str()?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    crate::schema::builtin().by_gvk(group, version, kind)
+}
+
+fn encode_typed(out: &mut Vec<u8>, value: &Value, ty: TypeRef<'_>) {
+    match value {
+        Value::String(s) if ty.format() == Some("byte") => {
+            match base64::engine::general_purpose::STANDARD.decode(s) {
+                Ok(raw) => {
+                    push(out, Header::Tag(22));
+                    push(out, Header::Bytes(Some(raw.len())));
+                    out.extend_from_slice(&raw);
+                }
+                // Not base64 (validation should have refused it): as text.
+                Err(_) => write_str(out, s),
+            }
+        }
+        Value::Array(items) => match ty.items() {
+            Some(item_ty) => {
+                write_array_head(out, items.len());
+                for item in items {
+                    encode_typed(out, item, item_ty);
+                }
+            }
+            None => encode_item(out, value),
+        },
+        Value::Object(map) if matches!(ty.shape(), Shape::Object | Shape::Map) => {
+            write_map_head(out, map.len());
+            for (k, v) in map {
+                write_str(out, k);
+                match ty.child(k) {
+                    Some(child) => encode_typed(out, v, child),
+                    None => encode_item(out, v),
+                }
+            }
+        }
+        _ => encode_item(out, value),
+    }
 }
 
 /// Appends `value` without the self-described tag (an item inside another).
@@ -441,6 +504,27 @@ mod tests {
         out.clear();
         encode_item(&mut out, &json!(u64::MAX));
         assert_eq!(out, hex("1bffffffffffffffff"));
+    }
+
+    #[test]
+    fn byte_fields_of_built_in_kinds_are_tagged_bytes() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s"}, "data": {"k": "aGVsbG8="}, "type": "Opaque"});
+        let bytes = encode_object(&secret);
+        // 22(h'hello') where the JSON has "aGVsbG8=".
+        let tagged = hex("d64568656c6c6f");
+        assert!(bytes.windows(tagged.len()).any(|w| w == tagged));
+        assert_eq!(decode(&bytes).unwrap(), secret);
+        // Other strings of the kind stay byte strings of their text.
+        assert!(bytes.windows(7).any(|w| w == hex("464f7061717565")));
+        // A custom resource with the same shape is written as it is.
+        let cr = json!({"apiVersion": "example.com/v1", "kind": "Secret",
+            "data": {"k": "aGVsbG8="}});
+        assert_eq!(encode_object(&cr), encode(&cr));
+        // Text that is not base64 stays text rather than failing.
+        let odd = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "binaryData": {"k": "not base64!"}});
+        assert_eq!(decode(&encode_object(&odd)).unwrap(), odd);
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Result<Vec<u8>> {
             let kind = v.get("kind").and_then(Value::as_str).unwrap_or("object");
             protobuf_failure(kind, e)
         })?,
-        Format::Cbor => apimachinery::cbor::encode(v),
+        Format::Cbor => apimachinery::cbor::encode_object(v),
         // kube's JSON encoder (`json.NewEncoder(w).Encode`, or its
         // 2-space indent for `?pretty`) ends every body with a newline.
         _ => {

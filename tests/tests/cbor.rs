@@ -6,6 +6,7 @@
 //! request bodies are written with `ciborium` too, with byte-string keys and
 //! values as kube's encoder writes them.
 
+use base64::Engine;
 use ciborium::Value as Cbor;
 use e2e::Server;
 use serde_json::{json, Value};
@@ -71,6 +72,11 @@ fn sequence(mut bytes: &[u8]) -> Vec<Value> {
 fn to_json(item: Cbor) -> Value {
     match item {
         Cbor::Tag(55799, inner) => to_json(*inner),
+        // kube's []byte: raw bytes, base64 in JSON.
+        Cbor::Tag(22, inner) => match *inner {
+            Cbor::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
+            other => panic!("tag 22 around {other:?}"),
+        },
         Cbor::Tag(tag, _) => panic!("unexpected tag {tag}"),
         Cbor::Null => Value::Null,
         Cbor::Bool(b) => Value::Bool(b),
@@ -140,6 +146,23 @@ async fn objects_lists_tables_and_status_in_cbor() {
     let path = format!("{NS}/configmaps/cbor-cm");
     let json = get_json(&s, &path).await;
     assert_eq!(get_cbor(&s, &path, CBOR).await, json);
+    // `binaryData` is a []byte map: its values are raw bytes in tag 22.
+    let r = send(&s, "GET", &path, &[("Accept", CBOR)], b"").await;
+    let Cbor::Tag(55799, top) = ciborium::from_reader::<Cbor, _>(&r.body[..]).unwrap() else {
+        panic!("not self-described")
+    };
+    let field = |v: &Cbor, name: &str| match v {
+        Cbor::Map(entries) => entries
+            .iter()
+            .find(|(k, _)| *k == str_key(name))
+            .map(|(_, v)| v.clone()),
+        _ => None,
+    };
+    let bin = field(&field(&top, "binaryData").unwrap(), "bin").unwrap();
+    assert_eq!(
+        bin,
+        Cbor::Tag(22, Box::new(Cbor::Bytes(vec![0, 1, 2, 0xff])))
+    );
     // A client that prefers protobuf but takes CBOR gets protobuf for a
     // built-in kind.
     let r = send(
@@ -238,6 +261,39 @@ async fn create_update_and_delete_with_cbor_bodies() {
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(get_json(&s, &path).await["data"]["k"], "w");
+
+    // A Secret as kube's encoder writes []byte: raw bytes in tag 22.
+    let secret = Cbor::Tag(
+        55799,
+        Box::new(Cbor::Map(vec![
+            (str_key("apiVersion"), Cbor::Bytes(b"v1".to_vec())),
+            (str_key("kind"), Cbor::Bytes(b"Secret".to_vec())),
+            (
+                str_key("metadata"),
+                Cbor::Map(vec![(str_key("name"), Cbor::Bytes(b"raw".to_vec()))]),
+            ),
+            (
+                str_key("data"),
+                Cbor::Map(vec![(
+                    str_key("k"),
+                    Cbor::Tag(22, Box::new(Cbor::Bytes(b"hello".to_vec()))),
+                )]),
+            ),
+        ])),
+    );
+    let mut body = Vec::new();
+    ciborium::into_writer(&secret, &mut body).unwrap();
+    let r = send(
+        &s,
+        "POST",
+        &format!("{NS}/secrets"),
+        &[("Content-Type", CBOR)],
+        &body,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let stored = get_json(&s, &format!("{NS}/secrets/raw")).await;
+    assert_eq!(stored["data"]["k"], "aGVsbG8=");
 
     // DeleteOptions in CBOR: a dry run leaves the object.
     let opts = json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]});

@@ -57,7 +57,7 @@ impl Object {
     /// included), encoded once and shared.
     pub fn cbor(&self) -> &bytes::Bytes {
         self.cbor.get_or_init(|| {
-            let cbor = apimachinery::cbor::encode(&self.value);
+            let cbor = apimachinery::cbor::encode_object(&self.value);
             bytes::Bytes::from(cbor.into_boxed_slice())
         })
     }
