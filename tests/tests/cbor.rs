@@ -586,3 +586,12 @@ async fn custom_resources_in_cbor() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(get_json(&s, &path).await["spec"]["size"], 4);
 }
+
+/// cbor2 (Python), installed by tools/install-test-deps.sh: a CBOR codec
+/// unrelated to the server's, on objects, `[]byte` fields, a watch and a
+/// duplicate key.
+#[tokio::test]
+async fn python_cbor2_client() {
+    let s = Server::start().await;
+    e2e::run_python_client(&s, "cbor_python.py");
+}
