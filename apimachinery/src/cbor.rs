@@ -24,8 +24,9 @@
 //! * maps with duplicate keys are refused (a text and a byte string with the
 //!   same content are the same key), and keys must be strings;
 //! * byte and text strings both become strings; a text string must be
-//!   UTF-8, and so must a byte string here (a JSON string cannot hold
-//!   anything else);
+//!   UTF-8; a byte string may hold any bytes (kube keeps them in a Go
+//!   string), and those that are not UTF-8 become U+FFFD, as Go's JSON
+//!   encoder writes such a string;
 //! * tags: 0 (an RFC 3339 text string) and 1 (epoch seconds) become RFC 3339
 //!   strings, 21, 22 and 23 around a byte string become its base64url,
 //!   base64 and base16 text, 2 and 3 (bignums) are refused, any other tag
@@ -303,7 +304,13 @@ impl Reader<'_> {
             Header::Simple(22) => Value::Null,
             Header::Simple(v) => return Err(Error::Simple(v)),
             Header::Break => return Ok(Item::Break),
-            Header::Bytes(len) => Value::String(utf8(self.string(len, false, at)?)?),
+            Header::Bytes(len) => {
+                let bytes = self.string(len, false, at)?;
+                Value::String(match String::from_utf8(bytes) {
+                    Ok(s) => s,
+                    Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                })
+            }
             Header::Text(len) => Value::String(utf8(self.string(len, true, at)?)?),
             Header::Array(len) => {
                 let mut items = Vec::with_capacity(len.unwrap_or(0).min(self.remaining()));
@@ -577,7 +584,6 @@ mod tests {
             ("c249010000000000000000", "bignum"),
             ("c349010000000000000000", "negative bignum"),
             ("6261ff", "invalid UTF-8 text"),
-            ("4261ff", "invalid UTF-8 bytes"),
             ("a1", "truncated map"),
             ("5a00010000", "length past the end"),
             ("9b00ffffffffffffff", "huge array"),
@@ -593,6 +599,8 @@ mod tests {
             decode(&hex("a2416101416102")).unwrap_err(),
             Error::DuplicateKey("a".into())
         );
+        // A byte string is not checked: its odd bytes become U+FFFD.
+        assert_eq!(decode(&hex("4261ff")).unwrap(), json!("a\u{fffd}"));
         let deep = [vec![0x81; MAX_DEPTH + 1], vec![0]].concat();
         assert_eq!(decode(&deep).unwrap_err(), Error::TooDeep);
         let ok = [vec![0x81; MAX_DEPTH], vec![0]].concat();

@@ -377,10 +377,15 @@ async fn bad_cbor_bodies_are_400_and_store_nothing() {
             0xd9, 0xd9, 0xf7, 0xbb, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
         ],
     ));
-    // Invalid UTF-8 in a text string.
-    let mut bad_text = encode(head("utf"));
-    let at = bad_text.windows(3).position(|w| w == b"utf").unwrap();
-    bad_text[at + 1] = 0xff;
+    // Invalid UTF-8 in a text string (a byte string may hold any bytes).
+    let mut utf = head("utf");
+    utf.push((
+        str_key("data"),
+        Cbor::Map(vec![(str_key("k"), Cbor::Text("utf".into()))]),
+    ));
+    let mut bad_text = encode(utf);
+    let at = bad_text.windows(4).position(|w| w == b"\x63utf").unwrap();
+    bad_text[at + 2] = 0xff;
     cases.push(("utf", bad_text));
 
     for (name, body) in &cases {
