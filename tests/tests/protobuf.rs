@@ -535,7 +535,7 @@ async fn custom_resources_are_not_served_in_protobuf() {
     let status: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(
         status["message"],
-        "only the following media types are accepted: application/json, application/yaml"
+        "only the following media types are accepted: application/json, application/yaml, application/cbor"
     );
     // client-go's protobuf Accept falls back to JSON.
     for path in [format!("{gadgets}/g"), gadgets.to_string()] {

@@ -29,6 +29,9 @@ pub struct Object {
     /// why it has none, made at most once, like `encoded`: lists take the
     /// message out of the envelope, watch events embed the whole body.
     protobuf: Arc<std::sync::OnceLock<Result<bytes::Bytes, String>>>,
+    /// The self-described CBOR of `value`, made at most once, like
+    /// `encoded`: watch events embed it whole, lists without the tag.
+    cbor: Arc<std::sync::OnceLock<bytes::Bytes>>,
 }
 
 impl PartialEq for Object {
@@ -46,7 +49,17 @@ impl Object {
             revision,
             encoded: Arc::default(),
             protobuf: Arc::default(),
+            cbor: Arc::default(),
         }
+    }
+
+    /// The CBOR of the object (`application/cbor`, self-described tag
+    /// included), encoded once and shared.
+    pub fn cbor(&self) -> &bytes::Bytes {
+        self.cbor.get_or_init(|| {
+            let cbor = apimachinery::cbor::encode_object(&self.value);
+            bytes::Bytes::from(cbor.into_boxed_slice())
+        })
     }
 
     /// The Kubernetes protobuf body of the object (envelope included),
@@ -327,5 +340,22 @@ mod tests {
             6,
         );
         assert!(cr.protobuf().is_err());
+    }
+
+    #[test]
+    fn cbor_is_encoded_once_and_shared_by_clones() {
+        // Custom resources too: CBOR needs no message table.
+        let a = Object::at_revision(
+            serde_json::json!({"kind": "Foo", "apiVersion": "example.com/v1",
+                               "metadata": {"name": "x"}, "spec": {"n": 1}}),
+            5,
+        );
+        let b = a.clone();
+        let first = a.cbor().as_ptr();
+        assert_eq!(b.cbor().as_ptr(), first, "clones share one encoding");
+        assert!(b.cbor().starts_with(&apimachinery::cbor::SELF_DESCRIBED));
+        let back = apimachinery::cbor::decode(b.cbor()).unwrap();
+        assert_eq!(back, *a.value);
+        assert_eq!(back["metadata"]["resourceVersion"], "5");
     }
 }

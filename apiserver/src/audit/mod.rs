@@ -356,6 +356,10 @@ fn parse_body(headers: &HeaderMap, bytes: &[u8]) -> Option<Value> {
         // its object, as kube records it.
         return k8s_proto::decode_object(bytes).ok();
     }
+    if ctype.contains("cbor") {
+        // Likewise CBOR (`application/cbor`, `application/apply-patch+cbor`).
+        return apimachinery::cbor::decode(bytes).ok();
+    }
     serde_json::from_slice(bytes).ok()
 }
 
@@ -605,6 +609,19 @@ mod tests {
             .map(|t| t.with_timezone(&chrono::Utc))
             .expect("time");
         assert_eq!(timestamp(t), "2026-11-21T23:40:05.123456Z");
+    }
+
+    #[test]
+    fn cbor_bodies_are_audited_as_their_json() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/cbor"),
+        );
+        let obj = serde_json::json!({"kind": "ConfigMap", "data": {"k": "v"}});
+        let body = apimachinery::cbor::encode(&obj);
+        assert_eq!(parse_body(&h, &body), Some(obj));
+        assert_eq!(parse_body(&h, b"\xff"), None);
     }
 
     #[test]

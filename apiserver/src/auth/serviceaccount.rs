@@ -282,32 +282,37 @@ pub async fn token_request(
     body: Body,
 ) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let protobuf =
+    let format =
         apimachinery::media::negotiate(accept, false, apimachinery::media::Serves::BuiltIn)
-            .is_ok_and(|n| n.format == apimachinery::media::Format::Protobuf);
+            .map(|n| n.format)
+            .ok();
     let resp = token_request_json(state, method, headers, r, body).await;
-    if protobuf {
-        to_protobuf(resp).await
-    } else {
-        resp
+    match format {
+        Some(f @ (apimachinery::media::Format::Protobuf | apimachinery::media::Format::Cbor)) => {
+            reencode(resp, f).await
+        }
+        _ => resp,
     }
 }
 
-/// A JSON answer (a TokenRequest or a Status) re-encoded in protobuf; the
-/// JSON stays when it has no protobuf form.
-async fn to_protobuf(resp: Response) -> Response {
+/// A JSON answer (a TokenRequest or a Status) re-encoded in protobuf or
+/// CBOR; the JSON stays when it has no protobuf form.
+async fn reencode(resp: Response, format: apimachinery::media::Format) -> Response {
     let (mut parts, body) = resp.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return status_response(&Status::internal("unable to encode the answer"));
     };
     let encoded = serde_json::from_slice::<Value>(&bytes)
         .ok()
-        .and_then(|v| k8s_proto::encode_object(&v).ok());
+        .and_then(|v| match format {
+            apimachinery::media::Format::Cbor => Some(apimachinery::cbor::encode(&v)),
+            _ => k8s_proto::encode_object(&v).ok(),
+        });
     match encoded {
         Some(pb) => {
             parts.headers.insert(
                 header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static(apimachinery::media::PROTOBUF),
+                axum::http::HeaderValue::from_static(format.media_type()),
             );
             parts.headers.remove(header::CONTENT_LENGTH);
             Response::from_parts(parts, Body::from(pb))
@@ -344,12 +349,16 @@ async fn token_request_json(
             )))
         }
     };
-    let protobuf = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf"));
-    let decoded = if protobuf {
+    let body_format = apimachinery::media::request_body(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+        false,
+    );
+    let decoded = if body_format == Ok(apimachinery::media::BodyFormat::Protobuf) {
         crate::handlers::write::decode_protobuf(&bytes).map(|d| d.value)
+    } else if body_format == Ok(apimachinery::media::BodyFormat::Cbor) {
+        crate::handlers::write::decode_cbor(&bytes).map(|d| d.value)
     } else if bytes.is_empty() {
         Ok(json!({}))
     } else {

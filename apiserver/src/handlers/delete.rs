@@ -28,21 +28,23 @@ pub enum Outcome {
     Pending(Value),
 }
 
-/// The options of a delete: a `DeleteOptions` body (JSON, or protobuf as
-/// client-go sends it when configured for protobuf, e.g. Helm 4), else the
-/// query.
+/// The options of a delete: a `DeleteOptions` body (JSON, protobuf as
+/// client-go sends it when configured for protobuf, e.g. Helm 4, or CBOR),
+/// else the query.
 fn delete_params(scope: &Scope, body: &[u8]) -> Result<DeleteParams> {
-    let protobuf =
-        apimachinery::media::request_body(scope.header(axum::http::header::CONTENT_TYPE), false)
-            .is_ok_and(|f| f == apimachinery::media::BodyFormat::Protobuf);
+    use apimachinery::media::BodyFormat;
+    let format =
+        apimachinery::media::request_body(scope.header(axum::http::header::CONTENT_TYPE), false);
     let opts: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
         None
-    } else if protobuf {
+    } else if format == Ok(BodyFormat::Protobuf) {
         Some(
             write::decode_protobuf(body)
                 .map_err(Status::bad_request)?
                 .value,
         )
+    } else if format == Ok(BodyFormat::Cbor) {
+        Some(write::decode_cbor(body).map_err(Status::bad_request)?.value)
     } else {
         let d = apimachinery::fieldvalidation::decode_json(body)
             .map_err(|e| Status::bad_request(e.to_string()))?;

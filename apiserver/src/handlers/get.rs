@@ -31,5 +31,16 @@ pub async fn get(scope: &Scope) -> Result<Response> {
             ));
         }
     }
+    if scope.out.format == Format::Cbor
+        && scope.out.target == Target::Object
+        && !scope.res.converts()
+    {
+        // Likewise the cached object's CBOR.
+        return Ok(crate::response::bytes_response(
+            StatusCode::OK,
+            scope.out.content_type(),
+            obj.cbor().clone(),
+        ));
+    }
     super::object_response(scope, StatusCode::OK, &obj.value).await
 }

@@ -243,7 +243,7 @@ async fn resource(
         // A connection's answer is not an object: whatever the client
         // accepts, its errors are JSON Status.
         match media::negotiate(accept, false, media::Serves::JsonOnly) {
-            Ok(n) if n.format != media::Format::Protobuf => n,
+            Ok(n) if !n.format.is_binary() => n,
             _ => media::negotiate(None, false, serves)?,
         }
     } else {
@@ -272,7 +272,7 @@ async fn resource(
     };
     // From here on a failure is written in the negotiated encoding.
     match serve(&scope, method, r, connect, body).await {
-        Err(e) if out.format == media::Format::Protobuf => {
+        Err(e) if out.format.is_binary() => {
             Ok(crate::error::status_response_as(&e.to_status(), out.format))
         }
         answer => answer,

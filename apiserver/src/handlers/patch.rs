@@ -26,7 +26,7 @@ pub const PATCH_TYPES: &[&str] = &[
 pub fn decode_patch(scope: &Scope, body: &[u8]) -> Result<(BodyFormat, Decoded)> {
     let ctype = scope.header(header::CONTENT_TYPE);
     let format = media::request_body(ctype, true)?;
-    if format == BodyFormat::ApplyYaml {
+    if format.is_apply() {
         return Err(Status::unsupported_media_type(ctype.unwrap_or(""), PATCH_TYPES).into());
     }
     if format == BodyFormat::JsonPatch {

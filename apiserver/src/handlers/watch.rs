@@ -4,7 +4,9 @@
 //! etcd). The events are JSON lines, or in protobuf
 //! (`application/vnd.kubernetes.protobuf;stream=watch`) frames of a 4-byte
 //! big-endian length and a `WatchEvent` body whose `object` holds the
-//! object's own protobuf body, as kube's stream encoder writes them.
+//! object's own protobuf body, as kube's stream encoder writes them; or,
+//! for `application/cbor`, a CBOR sequence (`application/cbor-seq`) of
+//! self-described `WatchEvent` items embedding the object's shared CBOR.
 //!
 //! The stream's lifecycle: initial events (when asked for), ended by the
 //! bookmark storage sends at the snapshot's revision (sent to the client
@@ -72,6 +74,21 @@ fn object_event_line(kind: &str, object_json: &[u8]) -> Bytes {
     line.extend_from_slice(object_json);
     line.extend_from_slice(b"}\n");
     Bytes::from(line)
+}
+
+/// One item of a CBOR watch (`application/cbor-seq`): a self-described
+/// `WatchEvent` map, `type` then `object`, whose object is the object's own
+/// self-described CBOR (as kube embeds an already-encoded object).
+fn cbor_event(kind: &str, object_cbor: &[u8]) -> Bytes {
+    use apimachinery::cbor;
+    let mut item = Vec::with_capacity(object_cbor.len() + kind.len() + 20);
+    item.extend_from_slice(&cbor::SELF_DESCRIBED);
+    cbor::write_map_head(&mut item, 2);
+    cbor::write_str(&mut item, "type");
+    cbor::write_str(&mut item, kind);
+    cbor::write_str(&mut item, "object");
+    item.extend_from_slice(object_cbor);
+    Bytes::from(item)
 }
 
 /// The object an event carries in the response's representation.
@@ -170,7 +187,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
         // A watch from N has everything up to N already.
         reached: after_revision.max(0),
         encoder: Encoder {
-            protobuf: scope.out.format == Format::Protobuf,
+            format: scope.out.format,
             target: scope.out.target,
             include: response::include_object(scope),
             res: scope.res,
@@ -199,8 +216,8 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
 
 /// How one response encodes its events.
 struct Encoder {
-    /// Protobuf frames, else JSON lines.
-    protobuf: bool,
+    /// Protobuf frames, CBOR sequence items, else JSON lines.
+    format: Format,
     target: Target,
     include: IncludeObject,
     res: &'static Resource,
@@ -216,12 +233,13 @@ impl Encoder {
             // watcher (and list) that carries this version; only the
             // event around it is written per watcher.
             let kind = event_type(event.kind);
-            if !self.protobuf {
-                return Ok(object_event_line(kind, event.object.json()));
-            }
-            return match event.object.protobuf() {
-                Ok(body) => Ok(self.frame(kind, body)),
-                Err(e) => Err(self.failure(e)),
+            return match self.format {
+                Format::Protobuf => match event.object.protobuf() {
+                    Ok(body) => Ok(self.frame(kind, body)),
+                    Err(e) => Err(self.failure(e)),
+                },
+                Format::Cbor => Ok(cbor_event(kind, event.object.cbor())),
+                _ => Ok(object_event_line(kind, event.object.json())),
             };
         }
         self.encode(event.kind, &event.object.value, false)
@@ -257,11 +275,15 @@ impl Encoder {
     }
 
     fn value_event(&self, kind: &str, object: &Value) -> Result<Bytes, Bytes> {
-        if self.protobuf {
-            return match k8s_proto::encode_object(object) {
-                Ok(body) => Ok(self.frame(kind, &body)),
-                Err(e) => Err(self.failure(e)),
-            };
+        match self.format {
+            Format::Protobuf => {
+                return match k8s_proto::encode_object(object) {
+                    Ok(body) => Ok(self.frame(kind, &body)),
+                    Err(e) => Err(self.failure(e)),
+                }
+            }
+            Format::Cbor => return Ok(cbor_event(kind, &apimachinery::cbor::encode(object))),
+            _ => {}
         }
         let mut line =
             serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
@@ -452,12 +474,48 @@ mod tests {
         assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value}));
     }
 
+    #[test]
+    fn cbor_events_embed_the_shared_object_and_bookmarks_carry_the_annotation() {
+        let res = crate::registry::Registry::builtin()
+            .lookup("", "v1", "configmaps")
+            .unwrap();
+        let enc = Encoder {
+            format: Format::Cbor,
+            target: Target::Object,
+            include: IncludeObject::default(),
+            res,
+            api_version: res.api_version(),
+        };
+        let obj = watchcache::Object::at_revision(
+            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}),
+            7,
+        );
+        let event = enc
+            .event(&WatchEvent {
+                kind: EventType::Added,
+                object: obj.clone(),
+            })
+            .unwrap();
+        assert!(event.ends_with(obj.cbor()), "the shared bytes, tag and all");
+        let mut stream = event.to_vec();
+        stream.extend_from_slice(&enc.bookmark(9, true).unwrap());
+        let items = apimachinery::cbor::decode_sequence(&stream).unwrap();
+        assert_eq!(items[0], json!({"type": "ADDED", "object": *obj.value}));
+        assert_eq!(items[1]["type"], "BOOKMARK");
+        assert_eq!(items[1]["object"]["kind"], "ConfigMap");
+        assert_eq!(items[1]["object"]["metadata"]["resourceVersion"], "9");
+        assert_eq!(
+            items[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+    }
+
     fn protobuf_encoder() -> Encoder {
         let res = crate::registry::Registry::builtin()
             .lookup("apps", "v1", "deployments")
             .unwrap();
         Encoder {
-            protobuf: true,
+            format: Format::Protobuf,
             target: Target::Object,
             include: IncludeObject::default(),
             res,

@@ -2,8 +2,9 @@
 //! budget names, RV=0 and consistent, next to a raw etcd get of the same key
 //! (serializable for RV=0, linearizable for consistent). LIST of N objects,
 //! RV=0, consistent and paged by 500, next to raw etcd ranges of the same
-//! keys read the same way; and the RV=0 LIST in protobuf next to the same
-//! LIST in JSON (protobuf must not be slower).
+//! keys read the same way; and the RV=0 LIST in protobuf and in CBOR next
+//! to the same LIST in JSON (protobuf must not be slower; CBOR has no
+//! budget).
 
 use super::client::{find, find_str_field, Http};
 use super::fixture::{self, Template};
@@ -292,6 +293,9 @@ async fn lists(b: &Bench, n: u64) -> Result<Vec<Row>> {
                 ));
             }
             rows.push(row);
+            let cbor = repeat(r, n, || server_list_cbor(http, &url)).await;
+            let case = format!("LIST {} × 2 KiB, {}, CBOR", fmt_count(n), read.label());
+            rows.push(list_row(case, &cbor, &srv, "the same LIST in JSON"));
         }
     }
     let raw = repeat(r, n, || etcd_paged(kv.clone(), &dir)).await;
@@ -352,6 +356,27 @@ async fn server_list_protobuf(http: &Http, path: &str) -> Result<(u64, u64)> {
     let items = protobuf_items(&reply.body)
         .ok_or_else(|| Error::Http("a malformed protobuf list".into()))?;
     Ok((reply.body.len() as u64, items))
+}
+
+async fn server_list_cbor(http: &Http, path: &str) -> Result<(u64, u64)> {
+    let reply = http
+        .call_as(hyper::Method::GET, path, "application/cbor", None)
+        .await?;
+    let items =
+        cbor_items(&reply.body).ok_or_else(|| Error::Http("a malformed CBOR list".into()))?;
+    Ok((reply.body.len() as u64, items))
+}
+
+/// Items in a CBOR list reply (self-described): one `uid` key each, a byte
+/// string as kube writes keys (the list's own metadata has none).
+fn cbor_items(body: &[u8]) -> Option<u64> {
+    let mut rest = body.strip_prefix(&[0xd9, 0xd9, 0xf7])?;
+    let mut n = 0;
+    while let Some(i) = find(rest, b"\x43uid") {
+        n += 1;
+        rest = &rest[i + 4..];
+    }
+    Some(n)
 }
 
 /// Items in a protobuf list reply: the `k8s\0` envelope's `raw` (field 2)
@@ -496,6 +521,14 @@ mod tests {
         assert_eq!(protobuf_items(&body), Some(2));
         assert_eq!(protobuf_items(b"k8s\0\x12\x05"), None);
         assert_eq!(protobuf_items(b"{}"), None);
+    }
+
+    #[test]
+    fn counts_cbor_items() {
+        // 55799({h'items': [{h'uid': h'a'}, {h'uid': h'b'}]})
+        let body = b"\xd9\xd9\xf7\xa1\x45items\x82\xa1\x43uid\x41a\xa1\x43uid\x41b";
+        assert_eq!(cbor_items(body), Some(2));
+        assert_eq!(cbor_items(b"{}"), None);
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             b.plan.watch_duration.as_secs_f64()
         );
         let encodings: &[Encoding] = if i == 0 {
-            &[Encoding::Json, Encoding::Protobuf]
+            &[Encoding::Json, Encoding::Protobuf, Encoding::Cbor]
         } else {
             &[Encoding::Json]
         };
@@ -52,6 +52,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             let case = match encoding {
                 Encoding::Json => case.clone(),
                 Encoding::Protobuf => format!("{case}, protobuf"),
+                Encoding::Cbor => format!("{case}, CBOR"),
             };
             rows.push(match fan_out(b, i, *shape, encoding).await {
                 Ok(mut row) => {
@@ -72,6 +73,8 @@ enum Encoding {
     Json,
     /// Length-prefixed protobuf `WatchEvent` frames.
     Protobuf,
+    /// A CBOR sequence of `WatchEvent` items.
+    Cbor,
 }
 
 impl Encoding {
@@ -79,6 +82,7 @@ impl Encoding {
         match self {
             Encoding::Json => "application/json",
             Encoding::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+            Encoding::Cbor => "application/cbor",
         }
     }
 }
@@ -121,6 +125,16 @@ impl Shared {
         self.received(k, hist)
     }
 
+    /// `receive` for a CBOR event: the `seq` key of the ConfigMap's `data`
+    /// (a byte string, as kube writes strings) and its short value.
+    fn receive_cbor(&self, item: &[u8], hist: &SharedHistogram) -> Option<u64> {
+        let at = find(item, b"\x43seq")? + 4;
+        let len = usize::from(item.get(at)?.checked_sub(0x40).filter(|l| *l < 24)?);
+        let digits = item.get(at + 1..at + 1 + len)?;
+        let k = std::str::from_utf8(digits).ok()?.parse::<usize>().ok()?;
+        self.received(k, hist)
+    }
+
     fn received(&self, k: usize, hist: &SharedHistogram) -> Option<u64> {
         let now = self.now();
         let start = self.starts.get(k).map_or(0, |s| s.load(Ordering::Relaxed));
@@ -137,6 +151,7 @@ async fn fan_out(b: &Bench, index: usize, shape: WatchShape, encoding: Encoding)
     let ns = match encoding {
         Encoding::Json => format!("bwatch-{index}"),
         Encoding::Protobuf => format!("bwatch-pb-{index}"),
+        Encoding::Cbor => format!("bwatch-cbor-{index}"),
     };
     fixture::namespace(http, &ns).await?;
     let d = b.plan.watch_duration;
@@ -292,6 +307,7 @@ async fn watcher(
     shared.established.fetch_add(1, Ordering::Relaxed);
     let mut lines = Lines::default();
     let mut frames = Frames::default();
+    let mut items = CborItems::default();
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else { break };
         let Ok(data) = frame.into_data() else {
@@ -300,6 +316,12 @@ async fn watcher(
         match encoding {
             Encoding::Json => lines.feed(&data, |line| event(line, &shared)),
             Encoding::Protobuf => frames.feed(&data, |f| protobuf_event(f, &shared)),
+            Encoding::Cbor => {
+                if items.feed(&data, |i| cbor_event(i, &shared)).is_err() {
+                    shared.errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            }
         }
     }
     if !shared.stopping.load(Ordering::Relaxed) {
@@ -355,6 +377,74 @@ impl Frames {
             at += 4 + len;
         }
         self.buf.drain(..at);
+    }
+}
+
+/// Splits a CBOR sequence into its items by their heads (no decoding).
+#[derive(Default)]
+struct CborItems {
+    buf: Vec<u8>,
+}
+
+impl CborItems {
+    /// Err on an item the server never writes (indefinite length, a
+    /// reserved head).
+    fn feed(&mut self, data: &[u8], mut item: impl FnMut(&[u8])) -> Result<(), ()> {
+        self.buf.extend_from_slice(data);
+        let mut at = 0;
+        while let Some(len) = cbor_item_len(&self.buf[at..])? {
+            item(&self.buf[at..at + len]);
+            at += len;
+        }
+        self.buf.drain(..at);
+        Ok(())
+    }
+}
+
+/// The length of the CBOR item at the start of `b`; `None` while only part
+/// of it is there.
+fn cbor_item_len(b: &[u8]) -> Result<Option<usize>, ()> {
+    let (mut at, mut pending) = (0usize, 1u64);
+    while pending > 0 {
+        let Some(&first) = b.get(at) else {
+            return Ok(None);
+        };
+        let (major, info) = (first >> 5, first & 0x1f);
+        let size = match info {
+            0..=23 => 0,
+            24 => 1,
+            25 => 2,
+            26 => 4,
+            27 => 8,
+            _ => return Err(()),
+        };
+        let Some(arg) = b.get(at + 1..at + 1 + size) else {
+            return Ok(None);
+        };
+        let arg = match size {
+            0 => u64::from(info),
+            _ => arg.iter().fold(0u64, |v, byte| v << 8 | u64::from(*byte)),
+        };
+        at += 1 + size;
+        pending -= 1;
+        match major {
+            2 | 3 => at = at.saturating_add(usize::try_from(arg).map_err(|_| ())?),
+            4 => pending = pending.saturating_add(arg),
+            5 => pending = pending.saturating_add(arg.saturating_mul(2)),
+            6 => pending += 1,
+            _ => {}
+        }
+    }
+    Ok((at <= b.len()).then_some(at))
+}
+
+/// One CBOR event item of a server watch.
+fn cbor_event(item: &[u8], shared: &Shared) {
+    if let Some(at) = shared.receive_cbor(item, &shared.latency) {
+        shared.delivered.fetch_add(1, Ordering::Relaxed);
+        shared.last.fetch_max(at, Ordering::Relaxed);
+    } else if find(&item[..item.len().min(32)], b"ERROR").is_some() {
+        shared.errors.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -456,6 +546,26 @@ mod tests {
         }
         assert_eq!(seen, ["a", "bc", "d", "e"]);
         assert_eq!(lines.partial, b"f");
+    }
+
+    #[test]
+    fn splits_cbor_items_across_chunks() {
+        // 55799({h'a': [1, h'xy']}), 55799(22), 0
+        let stream = [
+            0xd9, 0xd9, 0xf7, 0xa1, 0x41, b'a', 0x82, 0x01, 0x42, b'x', b'y', 0xd9, 0xd9, 0xf7,
+            0x16, 0x00,
+        ];
+        let mut items = CborItems::default();
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        for chunk in [&stream[..2], &stream[2..9], &stream[9..12], &stream[12..]] {
+            items.feed(chunk, |i| seen.push(i.to_vec())).unwrap();
+        }
+        assert_eq!(
+            seen,
+            [stream[..11].to_vec(), stream[11..15].to_vec(), vec![0x00]]
+        );
+        assert!(items.buf.is_empty());
+        assert!(CborItems::default().feed(&[0x9f], |_| {}).is_err());
     }
 
     #[test]
