@@ -122,6 +122,29 @@ async fn enforce_refuses_warn_warns_audit_annotates_on_every_replica() {
     );
     assert_eq!(status["details"], json!({"name": "raw", "kind": "pods"}));
     a.kubectl_stdin_ok(&["create", "-f", "-"], &restricted_pod("strict", "fine"));
+    // Adding an ephemeral container is an update that is checked.
+    let mut pod = a.get_json(&["pod", "fine", "-n", "strict"]);
+    pod["spec"]["ephemeralContainers"] = json!([{
+        "name": "dbg", "image": "busybox", "securityContext": {"privileged": true}
+    }]);
+    let r = http_request(
+        a.addr(),
+        "PUT",
+        "/api/v1/namespaces/strict/pods/fine/ephemeralcontainers",
+        &[("Content-Type", "application/json")],
+        &serde_json::to_vec(&pod).unwrap(),
+    )
+    .await
+    .expect("request");
+    let status: Value = serde_json::from_slice(&r.body).expect("status");
+    assert_eq!(r.status, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"fine\" is forbidden: violates PodSecurity \"restricted:latest\": \
+         privileged (container \"dbg\" must not set securityContext.privileged=true), \
+         allowPrivilegeEscalation != false (container \"dbg\" must set securityContext.allowPrivilegeEscalation=false), \
+         unrestricted capabilities (container \"dbg\" must set securityContext.capabilities.drop=[\"ALL\"])"
+    );
     e2e::run_python_client_with(&a, "pod_security_python.py", &["strict"]);
 
     // A workload's template is never enforced: allowed, with the warning

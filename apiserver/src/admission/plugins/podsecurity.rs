@@ -162,13 +162,18 @@ async fn workload(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
         return Ok(());
     }
     let ns = a.namespace.unwrap_or("");
-    let (policy, errors) = match namespace_policy(scope, ns).await {
-        Ok(Some(p)) => p,
-        Ok(None) | Err(_) => {
+    let failed = match namespace_policy(scope, ns).await {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(format!("namespaces {ns:?} not found")),
+        Err(e) => Err(e.to_status().message),
+    };
+    let (policy, errors) = match failed {
+        Ok(p) => p,
+        Err(why) => {
             // kube admits the workload and notes why nothing was checked.
             scope.audit_annotate(
                 ANNOTATION_ERROR,
-                &format!("failed to lookup namespace {ns:?}"),
+                &format!("failed to lookup namespace {ns:?}: {why}"),
             );
             return Ok(());
         }
