@@ -16,6 +16,7 @@ pub mod kinds;
 pub mod managedfields;
 pub mod media;
 pub mod patch;
+pub mod podsecurity;
 pub mod query;
 pub mod rbac;
 pub mod read;

@@ -27,6 +27,7 @@ mod certificates;
 mod namespace;
 mod network;
 mod pods;
+mod podsecurity;
 mod storage;
 
 use futures_util::future::BoxFuture;
@@ -215,7 +216,7 @@ pub static PLUGINS: &[Plugin] = &[
     pods::TAINT_NODES_BY_CONDITION,
     Plugin::unsupported("AlwaysPullImages", false),
     Plugin::unsupported("ImagePolicyWebhook", false),
-    Plugin::unsupported("PodSecurity", true),
+    podsecurity::POD_SECURITY,
     Plugin::unsupported("PodNodeSelector", false),
     pods::PRIORITY,
     pods::DEFAULT_TOLERATION_SECONDS,
