@@ -7,6 +7,7 @@
 //! unknown field.
 
 use e2e::{eventually, stderr, Server};
+use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -47,9 +48,21 @@ async fn create_builtin_kinds_with_validation() {
     assert!(created.contains("subjectaccessreview.authorization.k8s.io/<unknown> created"));
     assert!(created.contains("tokenreview.authentication.k8s.io/<unknown> created"));
 
-    // The Service's status came along and is read back.
+    // A created object's status is kube's zero status: `{}` with the
+    // fields Go writes without omitempty (required in the schema).
     let svc = s.get_json(&["service", "web"]);
-    assert!(svc["status"]["loadBalancer"].is_object(), "{svc}");
+    assert_eq!(svc["status"], json!({"loadBalancer": {}}), "{svc}");
+    let d = s.get_json(&["deployment", "web"]);
+    assert_eq!(d["status"], json!({}), "{d}");
+    let rs = s.get_json(&["replicaset", "rs"]);
+    assert_eq!(rs["status"], json!({"replicas": 0}), "{rs}");
+    let ds = s.get_json(&["daemonset", "agent"]);
+    assert_eq!(
+        ds["status"],
+        json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+            "desiredNumberScheduled": 0, "numberReady": 0}),
+        "{ds}"
+    );
 
     // A custom resource of the new CRD, with a status, once it is served.
     let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3, color: red}\nstatus: {ready: true}\n";
@@ -66,6 +79,9 @@ async fn create_builtin_kinds_with_validation() {
     .await;
     let out = s.kubectl_stdin_ok(&["create", "-f", "-"], widget);
     assert_eq!(out.trim(), "widget.example.com/w1 created");
+    // A custom resource with a status subresource starts without one.
+    let w = s.get_json(&["widget", "w1"]);
+    assert!(w.get("status").is_none(), "{w}");
 
     // Client-side validation (from /openapi/v2 in protobuf) refuses an
     // unknown field in a review kind, before anything is sent.
