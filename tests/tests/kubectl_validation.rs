@@ -1,5 +1,5 @@
 //! `kubectl create -f` with validation on (kubectl's default, `strict`) for
-//! many built-in kinds at once. kubectl asks OpenAPI v3 whether the server
+//! every built-in kind discovery lists as creatable, at once. kubectl asks OpenAPI v3 whether the server
 //! validates a kind's fields itself (a PATCH operation with
 //! `fieldValidation`); where it does not say so (the review kinds, which
 //! are create-only) kubectl validates client-side against `/openapi/v2` in
@@ -7,7 +7,7 @@
 //! unknown field.
 
 use e2e::{eventually, stderr, Server};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -35,6 +35,36 @@ async fn create_builtin_kinds_with_validation() {
         assert!(kinds.contains(&must), "{must} in the manifest");
     }
 
+    // Every kind discovery lists as creatable has an object here.
+    for root in ["/api", "/apis"] {
+        let r = s
+            .http(
+                "GET",
+                root,
+                &[(
+                    "Accept",
+                    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+                )],
+                b"",
+            )
+            .await
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&r.body).unwrap();
+        for group in doc["items"].as_array().unwrap() {
+            for version in group["versions"].as_array().unwrap() {
+                for r in version["resources"].as_array().unwrap() {
+                    let creatable = r["verbs"].as_array().unwrap().contains(&json!("create"));
+                    let kind = r["responseKind"]["kind"].as_str().unwrap();
+                    assert!(
+                        !creatable || kinds.contains(&kind),
+                        "no {kind} in {}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+
     let out = s.kubectl(&["create", "-f", path.to_str().unwrap()]);
     let created = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -47,6 +77,10 @@ async fn create_builtin_kinds_with_validation() {
     assert!(lines.iter().all(|l| l.ends_with(" created")), "{created}");
     assert!(created.contains("subjectaccessreview.authorization.k8s.io/<unknown> created"));
     assert!(created.contains("tokenreview.authentication.k8s.io/<unknown> created"));
+    // A Binding is answered with a Status.
+    assert!(created.contains("status/<unknown> created"));
+    let pod = s.get_json(&["pod", "p1"]);
+    assert_eq!(pod["spec"]["nodeName"], "node-1", "{pod}");
 
     // A created object's status is kube's zero status: `{}` with the
     // fields Go writes without omitempty (required in the schema).
