@@ -399,6 +399,29 @@ impl<'a> TypeRef<'a> {
             .any(|v| v.as_str() == Some(name))
     }
 
+    /// The JSON Go writes for this struct's zero value, as far as the
+    /// schema tells: `{}` with each required scalar (a field without
+    /// `omitempty`) at its zero (`0`, `false`, `""`). Fields the schema
+    /// marks optional but Go writes anyway (a few counters without
+    /// `omitempty`, nested non-pointer structs) are not known here and stay
+    /// out. `None` for a node that is not a struct.
+    pub fn zero_struct(&self) -> Option<Value> {
+        if self.shape() != Shape::Object {
+            return None;
+        }
+        let mut out = Map::new();
+        for name in self.required() {
+            let zero = match self.child(name).map(|t| t.shape()) {
+                Some(Shape::Integer | Shape::Number) => Value::from(0),
+                Some(Shape::Boolean) => Value::Bool(false),
+                Some(Shape::String) => Value::String(String::new()),
+                _ => continue,
+            };
+            out.insert(name.to_string(), zero);
+        }
+        Some(Value::Object(out))
+    }
+
     fn required_values(&self) -> &'a [Value] {
         self.node
             .get("required")
@@ -494,6 +517,38 @@ mod tests {
         builtin()
             .by_gvk("apps", "v1", "Deployment")
             .expect("Deployment is built in")
+    }
+
+    #[test]
+    fn zero_structs_follow_required_fields() {
+        let status = |g, v, k| {
+            builtin()
+                .by_gvk(g, v, k)
+                .and_then(|t| t.child("status"))
+                .and_then(|t| t.zero_struct())
+        };
+        assert_eq!(
+            status("apps", "v1", "Deployment"),
+            Some(serde_json::json!({}))
+        );
+        assert_eq!(
+            status("apps", "v1", "ReplicaSet"),
+            Some(serde_json::json!({"replicas": 0}))
+        );
+        assert_eq!(
+            status("apps", "v1", "DaemonSet"),
+            Some(
+                serde_json::json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                "desiredNumberScheduled": 0, "numberReady": 0})
+            )
+        );
+        assert_eq!(
+            status("storage.k8s.io", "v1", "VolumeAttachment"),
+            Some(serde_json::json!({"attached": false}))
+        );
+        // Not a struct: no zero struct.
+        let name = deployment().path(&["metadata", "name"]).unwrap();
+        assert_eq!(name.zero_struct(), None);
     }
 
     #[test]

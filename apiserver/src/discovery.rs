@@ -9,7 +9,9 @@
 //!
 //! Every document is encoded once per registry generation (the registry
 //! changes when CRDs are established or removed) and served as shared
-//! bytes.
+//! bytes: JSON when the generation is built, protobuf
+//! (`application/vnd.kubernetes.protobuf`, the `k8s\0` envelope around the
+//! meta/v1 or apidiscovery/v2 message) on the first request for it.
 
 use crate::registry::{Registry, Resource, Subresource};
 use crate::request::ApiPath;
@@ -26,13 +28,103 @@ use std::sync::Arc;
 /// asks for).
 pub const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+/// The same in protobuf.
+pub const AGGREGATED_PROTOBUF: &str =
+    "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 /// The address `/api` advertises for clients of any network until the server
 /// is told its real one with [`Discovery::with_server_address`].
 pub const DEFAULT_SERVER_ADDRESS: &str = "127.0.0.1:8080";
 
 /// Media types a discovery document can be encoded in here.
-const SUPPORTED: &[&str] = &["application/json"];
+const SUPPORTED: &[&str] = &["application/json", PROTOBUF];
+
+/// The protobuf messages of the documents.
+const MSG_API_VERSIONS: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.APIVersions";
+const MSG_GROUP_LIST: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.APIGroupList";
+const MSG_GROUP: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.APIGroup";
+const MSG_RESOURCE_LIST: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.APIResourceList";
+const MSG_AGGREGATED: &str = "k8s.io.api.apidiscovery.v2.APIGroupDiscoveryList";
+
+/// The two encodings of a discovery document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Json,
+    Protobuf,
+}
+
+impl Wire {
+    /// The encoding a clause names (`*/*` and `application/*`: JSON).
+    fn of(c: &MediaRange) -> Option<Wire> {
+        if c.matches("application", "json") {
+            Some(Wire::Json)
+        } else if c.matches("application", "vnd.kubernetes.protobuf") {
+            Some(Wire::Protobuf)
+        } else {
+            None
+        }
+    }
+}
+
+/// One document: its JSON, and its protobuf once a client asks for it.
+struct Encoded {
+    json: Bytes,
+    message: &'static str,
+    protobuf: std::sync::OnceLock<Option<Bytes>>,
+}
+
+impl Encoded {
+    fn new(doc: &Value, message: &'static str) -> Self {
+        Encoded {
+            json: encode(doc),
+            message,
+            protobuf: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The `k8s\0` envelope, typed as the JSON is (`/api`'s APIVersions
+    /// carries no apiVersion), around the document's message; `None` (a
+    /// bug, logged) when it cannot be encoded.
+    fn protobuf(&self) -> Option<&Bytes> {
+        self.protobuf
+            .get_or_init(|| {
+                let doc: Value = serde_json::from_slice(&self.json).ok()?;
+                let text = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("");
+                match k8s_proto::encode_from_json(self.message, &doc) {
+                    Ok(raw) => Some(Bytes::from(k8s_proto::encode_unknown(
+                        text("apiVersion"),
+                        text("kind"),
+                        &raw,
+                    ))),
+                    Err(e) => {
+                        tracing::error!(error = %e, message = self.message, "discovery document in protobuf");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// The 200 answer in `wire`, or the 500 of a document that would not
+    /// encode.
+    fn respond(&self, wire: Wire, aggregated: bool) -> Response {
+        let (body, content_type) = match wire {
+            Wire::Json if aggregated => (self.json.clone(), AGGREGATED_CONTENT_TYPE),
+            Wire::Json => (self.json.clone(), "application/json"),
+            Wire::Protobuf => match self.protobuf() {
+                Some(body) if aggregated => (body.clone(), AGGREGATED_PROTOBUF),
+                Some(body) => (body.clone(), PROTOBUF),
+                None => {
+                    return crate::error::status_response(&Status::internal(
+                        "the discovery document could not be encoded as protobuf",
+                    ))
+                }
+            },
+        };
+        bytes_response(StatusCode::OK, content_type, body)
+    }
+}
 
 const RESOURCE_VERBS: &[&str] = &[
     "create",
@@ -49,9 +141,10 @@ const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 /// Resources kube serves without a collection delete.
 const NO_DELETECOLLECTION: &[(&str, &str)] = &[("", "namespaces")];
 
-/// One encoded aggregated document with its (quoted) entity tag.
+/// One encoded aggregated document with its (quoted) entity tag, computed
+/// from the JSON and shared by both encodings (`Vary: Accept`).
 struct Tagged {
-    body: Bytes,
+    doc: Encoded,
     etag: String,
 }
 
@@ -60,7 +153,7 @@ struct Docs {
     generation: u64,
     /// `/api`, `/api/v1`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`
     /// keyed by that path.
-    legacy: HashMap<String, Bytes>,
+    legacy: HashMap<String, Encoded>,
     aggregated_core: Tagged,
     aggregated_groups: Tagged,
 }
@@ -71,16 +164,22 @@ impl Docs {
         let mut legacy = HashMap::new();
         legacy.insert(
             "/api".to_string(),
-            encode(&api_versions(registry, server_address)),
+            Encoded::new(&api_versions(registry, server_address), MSG_API_VERSIONS),
         );
-        legacy.insert("/apis".to_string(), encode(&group_list(registry)));
+        legacy.insert(
+            "/apis".to_string(),
+            Encoded::new(&group_list(registry), MSG_GROUP_LIST),
+        );
         for g in sorted_groups(registry) {
-            legacy.insert(format!("/apis/{}", g.group), encode(&api_group(&g)));
+            legacy.insert(
+                format!("/apis/{}", g.group),
+                Encoded::new(&api_group(&g), MSG_GROUP),
+            );
         }
         for (group, version) in group_versions(registry) {
             legacy.insert(
                 discovery_path(group, version),
-                encode(&resource_list(registry, group, version)),
+                Encoded::new(&resource_list(registry, group, version), MSG_RESOURCE_LIST),
             );
         }
         Docs {
@@ -172,8 +271,8 @@ impl Discovery {
             _ => None,
         };
         if let Some(doc) = aggregated {
-            if wants_aggregated(accept) {
-                return aggregated_response(doc, if_none_match);
+            if let Some(wire) = aggregated_wire(accept) {
+                return aggregated_response(doc, wire, if_none_match);
             }
         }
         let key = match path {
@@ -183,13 +282,13 @@ impl Discovery {
             ApiPath::ResourceList { group, version } => discovery_path(group, version),
             ApiPath::Resource(_) => return not_found(),
         };
-        let Some(body) = docs.legacy.get(&key) else {
+        let Some(doc) = docs.legacy.get(&key) else {
             return not_found();
         };
-        if !accepts_plain_json(accept) {
+        let Some(wire) = plain_wire(accept) else {
             return crate::error::status_response(&Status::not_acceptable(SUPPORTED));
-        }
-        bytes_response(StatusCode::OK, "application/json", body.clone())
+        };
+        doc.respond(wire, false)
     }
 }
 
@@ -204,11 +303,15 @@ fn bytes_response(code: StatusCode, content_type: &'static str, body: Bytes) -> 
     r
 }
 
-fn aggregated_response(doc: &Tagged, if_none_match: Option<&str>) -> Response {
+fn aggregated_response(doc: &Tagged, wire: Wire, if_none_match: Option<&str>) -> Response {
     let mut r = if if_none_match.is_some_and(|v| etag_matches(v, &doc.etag)) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        bytes_response(StatusCode::OK, AGGREGATED_CONTENT_TYPE, doc.body.clone())
+        let r = doc.doc.respond(wire, true);
+        if r.status() != StatusCode::OK {
+            return r;
+        }
+        r
     };
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&doc.etag) {
@@ -234,9 +337,9 @@ fn encode(doc: &Value) -> Bytes {
 }
 
 fn tagged(doc: &Value) -> Tagged {
-    let body = encode(doc);
-    let etag = format!("\"{}\"", content_hash(&body));
-    Tagged { body, etag }
+    let doc = Encoded::new(doc, MSG_AGGREGATED);
+    let etag = format!("\"{}\"", content_hash(&doc.json));
+    Tagged { doc, etag }
 }
 
 /// A stable hash of a document's bytes as 32 upper-case hex digits
@@ -727,30 +830,44 @@ pub(crate) fn parse_accept(header: &str) -> Vec<MediaRange> {
     out
 }
 
-/// Whether the request asks for aggregated discovery: some acceptable JSON
-/// clause names `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList` (clients
-/// list it first, with plain JSON as a fallback).
-pub(crate) fn wants_aggregated(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else {
-        return false;
-    };
-    parse_accept(accept).iter().any(|c| {
-        c.q > 0.0
-            && c.matches("application", "json")
-            && c.param("g") == Some("apidiscovery.k8s.io")
-            && c.param("v") == Some("v2")
-            && c.param("as") == Some("APIGroupDiscoveryList")
-    })
+/// Whether the request asks for aggregated discovery, and in which
+/// encoding: the most preferred acceptable JSON or protobuf clause naming
+/// `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList` (clients list it
+/// first, with a plain document as a fallback).
+fn aggregated_wire(accept: Option<&str>) -> Option<Wire> {
+    parse_accept(accept?)
+        .iter()
+        .filter(|c| {
+            c.q > 0.0
+                && c.param("g") == Some("apidiscovery.k8s.io")
+                && c.param("v") == Some("v2")
+                && c.param("as") == Some("APIGroupDiscoveryList")
+        })
+        .find_map(Wire::of)
+}
+
+/// Whether the request asks for aggregated discovery.
+#[cfg(test)]
+fn wants_aggregated(accept: Option<&str>) -> bool {
+    aggregated_wire(accept).is_some()
+}
+
+/// The encoding of a plain (untransformed) document the client takes
+/// most: no `Accept` means JSON.
+fn plain_wire(accept: Option<&str>) -> Option<Wire> {
+    match accept.map(str::trim) {
+        None | Some("") => Some(Wire::Json),
+        Some(accept) => parse_accept(accept)
+            .iter()
+            .filter(|c| c.q > 0.0 && !c.has_conversion())
+            .find_map(Wire::of),
+    }
 }
 
 /// Whether a plain (untransformed) JSON document is acceptable.
-pub(crate) fn accepts_plain_json(accept: Option<&str>) -> bool {
-    match accept.map(str::trim) {
-        None | Some("") => true,
-        Some(accept) => parse_accept(accept)
-            .iter()
-            .any(|c| c.q > 0.0 && c.matches("application", "json") && !c.has_conversion()),
-    }
+#[cfg(test)]
+fn accepts_plain_json(accept: Option<&str>) -> bool {
+    plain_wire(accept) == Some(Wire::Json)
 }
 
 #[cfg(test)]
@@ -1137,17 +1254,93 @@ mod tests {
         .await;
         assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
         assert_eq!(doc["reason"], "NotAcceptable");
-        let (code, _, _) = get(
-            rl("", "v1"),
-            Some("application/vnd.kubernetes.protobuf"),
-            None,
-        )
-        .await;
+        let (code, _, _) = get(rl("", "v1"), Some("application/yaml"), None).await;
         assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
         // An aggregated Accept on a group-version path is answered with the legacy list.
         let (code, _, doc) = get(rl("apps", "v1"), Some(KUBECTL_ACCEPT), None).await;
         assert_eq!(code, StatusCode::OK);
         assert_eq!(doc["kind"], "APIResourceList");
+    }
+
+    /// Every document in protobuf decodes (by the table-driven decoder) to
+    /// the JSON one; the aggregated one keeps its ETag and content type.
+    #[tokio::test]
+    async fn protobuf_documents() {
+        let d = discovery();
+        let paths = [
+            ApiPath::LegacyVersions,
+            ApiPath::Groups,
+            ApiPath::Group {
+                group: "apps".into(),
+            },
+            rl("", "v1"),
+            rl("apps", "v1"),
+        ];
+        for path in paths {
+            let (code, h, json) = body_of(d.serve(&path, Some("application/json"))).await;
+            assert_eq!(code, StatusCode::OK);
+            assert_eq!(h[header::CONTENT_TYPE], "application/json");
+            let (code, h, pb) = body_of(d.serve(
+                &path,
+                Some("application/vnd.kubernetes.protobuf, application/json"),
+            ))
+            .await;
+            assert_eq!(code, StatusCode::OK);
+            assert_eq!(h[header::CONTENT_TYPE], PROTOBUF);
+            let mut json: Value = serde_json::from_slice(&json).unwrap();
+            let unknown = k8s_proto::decode_unknown(&pb).unwrap();
+            assert_eq!(unknown.kind, json["kind"].as_str().unwrap());
+            assert_eq!(
+                unknown.api_version,
+                json["apiVersion"].as_str().unwrap_or(""),
+                "typed as the JSON is"
+            );
+            let message = format!("k8s.io.apimachinery.pkg.apis.meta.v1.{}", unknown.kind);
+            let decoded = k8s_proto::decode_to_json(&message, unknown.raw).unwrap();
+            let doc = json.as_object_mut().unwrap();
+            doc.remove("kind");
+            doc.remove("apiVersion");
+            assert_eq!(decoded, json, "{path:?}");
+        }
+        // Aggregated, by preference order.
+        let both = format!("{AGGREGATED_PROTOBUF},{AGGREGATED_CONTENT_TYPE},application/json");
+        let (code, h, pb) = body_of(d.serve_conditional(&ApiPath::Groups, Some(&both), None)).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(h[header::CONTENT_TYPE], AGGREGATED_PROTOBUF);
+        let etag = h[header::ETAG].to_str().unwrap().to_string();
+        let decoded = k8s_proto::decode_object(&pb).unwrap();
+        assert_eq!(decoded["kind"], "APIGroupDiscoveryList");
+        assert_eq!(decoded["apiVersion"], "apidiscovery.k8s.io/v2");
+        let (_, h, json) = get(ApiPath::Groups, Some(KUBECTL_ACCEPT), None).await;
+        assert_eq!(h[header::ETAG].to_str().unwrap(), etag, "one ETag for both");
+        // The decoder drops empty strings (responseKind's `group: ""`).
+        fn no_empty_strings(v: &mut Value) {
+            match v {
+                Value::Object(m) => {
+                    m.retain(|_, v| v != "");
+                    m.values_mut().for_each(no_empty_strings);
+                }
+                Value::Array(a) => a.iter_mut().for_each(no_empty_strings),
+                _ => {}
+            }
+        }
+        let mut items = json["items"].clone();
+        no_empty_strings(&mut items);
+        assert_eq!(decoded["items"], items);
+        let (code, _, _) =
+            body_of(d.serve_conditional(&ApiPath::Groups, Some(&both), Some(&etag))).await;
+        assert_eq!(code, StatusCode::NOT_MODIFIED);
+        assert_eq!(
+            aggregated_wire(Some(&format!(
+                "{AGGREGATED_CONTENT_TYPE},{AGGREGATED_PROTOBUF}"
+            ))),
+            Some(Wire::Json)
+        );
+        assert_eq!(plain_wire(Some("*/*")), Some(Wire::Json));
+        assert_eq!(
+            plain_wire(Some("application/vnd.kubernetes.protobuf;q=0")),
+            None
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! `x-kubernetes-action`, `x-kubernetes-group-version-kind`, query parameters
 //! and content types); the schemas are the upstream definitions from
 //! `apimachinery::schema`, limited to those the paths reach. Documentation
-//! prose is not served. The documents never change, so they are built once,
+//! prose is not served. `/openapi/v2` is also served as gnostic's protobuf
+//! `Document`. The documents never change, so they are built once,
 //! on first use, and served as shared bytes with a content hash (`?hash=` and
 //! `ETag`).
 
@@ -988,6 +989,10 @@ pub(crate) struct Documents {
     /// `/openapi/v2`, one document of everything: built on first request
     /// when custom resources are served (clients read v3 first).
     v2: OnceLock<Doc>,
+    /// `v2` as gnostic's `openapi.v2.Document` protobuf message, encoded on
+    /// the first request for it (kubectl's client-side validation), or why
+    /// it could not be.
+    v2_proto: OnceLock<Result<Bytes, String>>,
     /// The registry to build `v2` from, when it is built lazily.
     v2_registry: Option<Registry>,
     v3_root: Doc,
@@ -1004,6 +1009,18 @@ impl Documents {
                 &all_items(&registry, &merged_schema(&registry)),
                 merged_schema(&registry).definitions(),
             ))
+        })
+    }
+
+    /// `v2` in protobuf. These documents are replaced as a whole when the
+    /// custom resources change, so the bytes live exactly as long as the
+    /// JSON they come from.
+    fn v2_proto(&self) -> &Result<Bytes, String> {
+        self.v2_proto.get_or_init(|| {
+            let doc: Value = serde_json::from_slice(&self.v2().body).map_err(|e| e.to_string())?;
+            k8s_proto::encode_openapi_v2(&doc)
+                .map(Bytes::from)
+                .map_err(|e| e.to_string())
         })
     }
 }
@@ -1116,6 +1133,7 @@ pub(crate) fn build(registry: &Registry, schema: &Schema) -> Documents {
     let _ = v2.set(Doc::new(&v2_document(&all, definitions)));
     Documents {
         v2,
+        v2_proto: OnceLock::new(),
         v2_registry: None,
         v3_root: Doc::new(&root),
         v3,
@@ -1235,6 +1253,7 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
     sort_keys(&mut root);
     let docs = Arc::new(Documents {
         v2: OnceLock::new(),
+        v2_proto: OnceLock::new(),
         v2_registry: Some(registry.clone()),
         v3_root: Doc::new(&root),
         v3,
@@ -1298,6 +1317,11 @@ fn set(r: &mut Response, name: header::HeaderName, value: &str) {
 
 /// The document, or 304 when the client holds the current one.
 fn conditional(doc: &Doc, headers: &HeaderMap) -> Response {
+    conditional_as(doc, headers, JSON)
+}
+
+/// [`conditional`] for a body of type `content_type`.
+fn conditional_as(doc: &Doc, headers: &HeaderMap, content_type: &str) -> Response {
     let etag = doc.etag();
     let current = headers
         .get(header::IF_NONE_MATCH)
@@ -1307,18 +1331,76 @@ fn conditional(doc: &Doc, headers: &HeaderMap) -> Response {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         let mut r = (StatusCode::OK, doc.body.clone()).into_response();
-        set(&mut r, header::CONTENT_TYPE, JSON);
+        set(&mut r, header::CONTENT_TYPE, content_type);
         r
     };
     set(&mut r, header::ETAG, &etag);
     r
 }
 
+/// The `/openapi/v2` protobuf media type kube answers with; it also takes
+/// the older name with `@`.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+const V2_PROTOBUF_SUBTYPES: [&str; 2] = [
+    "com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// The encodings of `/openapi/v2`.
+#[derive(Debug, PartialEq, Eq)]
+enum V2Format {
+    Json,
+    Protobuf,
+}
+
+/// The first `Accept` clause (most preferred first) that names JSON or one
+/// of the protobuf types, by wildcard or exactly; no header means JSON.
+fn negotiate_v2(headers: &HeaderMap) -> Option<V2Format> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .unwrap_or("*/*");
+    parse_accept(accept)
+        .iter()
+        .filter(|c| c.q > 0.0)
+        .find_map(|c| {
+            if c.matches("application", "json") {
+                Some(V2Format::Json)
+            } else if V2_PROTOBUF_SUBTYPES
+                .iter()
+                .any(|sub| c.matches("application", sub))
+            {
+                Some(V2Format::Protobuf)
+            } else {
+                None
+            }
+        })
+}
+
 fn serve_v2(docs: &Documents, headers: &HeaderMap) -> Response {
-    if !accepts_json(headers) {
-        return not_acceptable();
-    }
-    let mut r = conditional(docs.v2(), headers);
+    let mut r = match negotiate_v2(headers) {
+        None => crate::error::status_response(&Status::not_acceptable(&[JSON, V2_PROTOBUF])),
+        Some(V2Format::Json) => conditional(docs.v2(), headers),
+        Some(V2Format::Protobuf) => match docs.v2_proto() {
+            // The JSON's ETag, as kube does: `Vary: Accept` tells caches
+            // the two apart.
+            Ok(body) => {
+                let doc = Doc {
+                    body: body.clone(),
+                    hash: docs.v2().hash.clone(),
+                };
+                conditional_as(&doc, headers, V2_PROTOBUF)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "encoding /openapi/v2 as protobuf");
+                crate::error::status_response(&Status::internal(
+                    "the OpenAPI v2 document could not be encoded as protobuf",
+                ))
+            }
+        },
+    };
     set(&mut r, header::VARY, "Accept");
     r
 }
@@ -1370,8 +1452,7 @@ fn serve_v3_doc(
     r
 }
 
-/// `/openapi/v2`: JSON when acceptable, else 406 (kube would also offer
-/// protobuf; clients then use v3).
+/// `/openapi/v2`: JSON or gnostic's protobuf `Document`, else 406.
 pub async fn v2(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     serve_v2(&*documents(&s.registry).await, &headers)
 }
@@ -1797,14 +1878,39 @@ mod tests {
     #[tokio::test]
     async fn v2_negotiation() {
         let d = &*docs();
-        let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-        assert_eq!(
-            read(serve_v2(d, &accept(proto))).await.0,
-            StatusCode::NOT_ACCEPTABLE
-        );
         let (code, h, body) = read(serve_v2(d, &accept("application/json"))).await;
         assert_eq!(code, StatusCode::OK);
         assert_eq!(h[header::CONTENT_TYPE], JSON);
+        let json_etag = h[header::ETAG].clone();
+        // Both protobuf names, answered with the newer one and the JSON's
+        // ETag; a held ETag gets 304.
+        for proto in [
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json",
+        ] {
+            let (code, h, pb) = read(serve_v2(d, &accept(proto))).await;
+            assert_eq!(code, StatusCode::OK, "{proto}");
+            assert_eq!(h[header::CONTENT_TYPE], V2_PROTOBUF);
+            assert_eq!(h[header::ETAG], json_etag);
+            assert_eq!(h[header::VARY], "Accept");
+            assert!(pb.starts_with(b"\x0a\x032.0"), "swagger: 2.0 first");
+        }
+        let mut held = accept(V2_PROTOBUF);
+        held.insert(header::IF_NONE_MATCH, json_etag);
+        assert_eq!(read(serve_v2(d, &held)).await.0, StatusCode::NOT_MODIFIED);
+        for other in ["application/yaml", "application/vnd.kubernetes.protobuf"] {
+            let (code, _, body) = read(serve_v2(d, &accept(other))).await;
+            assert_eq!(code, StatusCode::NOT_ACCEPTABLE, "{other}");
+            let status: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(status["kind"], "Status");
+        }
+        assert_eq!(
+            negotiate_v2(&accept("application/json;q=0.5, application/com.github.proto-openapi.spec.v2.v1.0+protobuf")),
+            Some(V2Format::Protobuf)
+        );
+        assert_eq!(negotiate_v2(&accept("*/*")), Some(V2Format::Json));
+        assert_eq!(negotiate_v2(&HeaderMap::new()), Some(V2Format::Json));
         let doc: Value = serde_json::from_slice(&body).unwrap();
         assert!(
             doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/status"]["patch"].is_object()

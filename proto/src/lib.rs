@@ -7,6 +7,8 @@
 //! by walking a table of every built-in message (`data/messages.json`,
 //! generated from the upstream IDL by `tools/gen_proto.py`).
 //! [`decode_object`] and [`encode_object`] do all of it for a whole body.
+//! [`encode_openapi_v2`] writes the OpenAPI v2 document as gnostic's
+//! `openapi.v2.Document` (`/openapi/v2` in protobuf).
 //!
 //! # JSON produced by the decoder
 //!
@@ -46,6 +48,7 @@ mod encode;
 mod envelope;
 mod error;
 mod gvk;
+mod openapi_v2;
 mod order;
 mod table;
 mod timefmt;
@@ -60,6 +63,7 @@ pub use envelope::{
 };
 pub use error::ProtoError;
 pub use gvk::message_for;
+pub use openapi_v2::encode_openapi_v2;
 pub use order::{order_as, order_object, set_resource_version, OBJECT_META_ORDER};
 
 /// The prefix of every Kubernetes protobuf body.

@@ -1,8 +1,8 @@
 //! Hostile input never panics.
 
 use k8s_proto::{
-    decode_object, decode_to_json, decode_unknown, encode_from_json, encode_list, encode_raw,
-    watch_event_frame, MAGIC,
+    decode_object, decode_to_json, decode_unknown, encode_from_json, encode_list,
+    encode_openapi_v2, encode_raw, watch_event_frame, MAGIC,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -153,5 +153,55 @@ proptest! {
         let unknown = decode_unknown(&frame[4..]).unwrap();
         prop_assert_eq!(unknown.api_version.as_str(), "apps/v1");
         prop_assert_eq!(unknown.kind.as_str(), "WatchEvent");
+    }
+}
+
+/// Any JSON value, with the keys an OpenAPI v2 document uses (so the walk
+/// goes deep) among random ones.
+fn openapi_like() -> impl Strategy<Value = Value> {
+    let key = prop_oneof![
+        Just("paths".to_string()),
+        Just("definitions".to_string()),
+        Just("/api/".to_string()),
+        Just("get".to_string()),
+        Just("parameters".to_string()),
+        Just("in".to_string()),
+        Just("responses".to_string()),
+        Just("schema".to_string()),
+        Just("properties".to_string()),
+        Just("items".to_string()),
+        Just("type".to_string()),
+        Just("additionalProperties".to_string()),
+        Just("x-kubernetes-action".to_string()),
+        Just("$ref".to_string()),
+        "[a-z]{1,6}",
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        prop_oneof![
+            Just("body".to_string()),
+            Just("query".to_string()),
+            ".{0,8}"
+        ]
+        .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(6, 64, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(key.clone(), inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn openapi_v2_encoding_never_panics(doc in openapi_like()) {
+        let _ = encode_openapi_v2(&doc);
     }
 }

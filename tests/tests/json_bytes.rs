@@ -130,12 +130,12 @@ async fn built_in_objects_lists_and_status_in_kube_order() {
     )
     .await;
     assert_eq!(code, 201, "{d}");
-    // (kube would also write an empty `"status":{}` here: zero-value
-    // structs are not this test's concern.)
+    // kube's zero DeploymentStatus, written as `{}`, comes last.
     assert_eq!(
-        top_keys(&d)[..4],
-        ["kind", "apiVersion", "metadata", "spec"]
+        top_keys(&d),
+        ["kind", "apiVersion", "metadata", "spec", "status"]
     );
+    assert!(d.ends_with(",\"status\":{}}\n"), "{d}");
     let v: Value = serde_json::from_str(&d).unwrap();
     let spec: Vec<&str> = v["spec"]
         .as_object()

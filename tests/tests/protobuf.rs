@@ -782,3 +782,100 @@ async fn kubectl_typed_commands_speak_protobuf() {
     let can = answered_in_protobuf(&["auth", "can-i", "get", "pods"]);
     assert_eq!(can.trim(), "yes");
 }
+
+/// Discovery documents in protobuf, legacy and aggregated, as kube serves
+/// them to protobuf clients.
+#[tokio::test]
+async fn discovery_in_protobuf() {
+    if !protoc_available() {
+        return;
+    }
+    let s = Server::start().await;
+    let cases: [(&str, &str, &[&str]); 4] = [
+        (
+            "/api",
+            "APIVersions",
+            &[r#"kind: "APIVersions""#, r#"versions: "v1""#, "clientCIDR"],
+        ),
+        (
+            "/apis",
+            "APIGroupList",
+            &[
+                r#"apiVersion: "v1""#,
+                r#"name: "apps""#,
+                r#"groupVersion: "apps/v1""#,
+            ],
+        ),
+        (
+            "/apis/apps",
+            "APIGroup",
+            &[r#"name: "apps""#, "preferredVersion {"],
+        ),
+        (
+            "/apis/apps/v1",
+            "APIResourceList",
+            &[
+                r#"groupVersion: "apps/v1""#,
+                r#"name: "deployments/scale""#,
+                r#"kind: "Scale""#,
+                r#"items: "deletecollection""#,
+            ],
+        ),
+    ];
+    for (path, kind, wants) in cases {
+        let r = send(&s, "GET", path, &[("Accept", PROTOBUF_OR_JSON)], b"").await;
+        assert_protobuf(&r, 200);
+        let text = decode(
+            &r.body,
+            META,
+            &format!("k8s.io.apimachinery.pkg.apis.meta.v1.{kind}"),
+        );
+        for want in wants {
+            assert!(text.contains(want), "{path}: {want} not in\n{text}");
+        }
+    }
+
+    // Aggregated discovery, with the JSON's ETag.
+    let aggregated =
+        "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let r = send(&s, "GET", "/apis", &[("Accept", aggregated)], b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some(aggregated));
+    let text = decode(
+        &r.body,
+        "k8s.io/api/apidiscovery/v2/generated.proto",
+        "k8s.io.api.apidiscovery.v2.APIGroupDiscoveryList",
+    );
+    for want in [
+        r#"apiVersion: "apidiscovery.k8s.io/v2""#,
+        r#"kind: "APIGroupDiscoveryList""#,
+        r#"name: "apps""#,
+        r#"resource: "deployments""#,
+        r#"subresource: "scale""#,
+        r#"freshness: "Current""#,
+    ] {
+        assert!(text.contains(want), "{want} not in\n{text}");
+    }
+    let json = send(
+        &s,
+        "GET",
+        "/apis",
+        &[(
+            "Accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        )],
+        b"",
+    )
+    .await;
+    assert_eq!(json.status, 200);
+    assert_eq!(r.header("etag"), json.header("etag"));
+
+    // Neither JSON nor protobuf: 406 with a Status naming both.
+    let r = send(&s, "GET", "/api/v1", &[("Accept", "application/yaml")], b"").await;
+    assert_eq!(r.status, 406);
+    let status: Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(
+        status["message"].as_str().unwrap().contains(PROTOBUF),
+        "{status}"
+    );
+}

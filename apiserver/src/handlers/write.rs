@@ -641,9 +641,23 @@ pub async fn create_object(
     object::meta_mut(&mut obj).insert("name".into(), Value::String(first_name.clone()));
     object::prepare_create(scope.res, &mut obj, scope.namespace.as_deref(), now);
     if scope.res.has_status() && !scope.res.keep_status_on_create {
-        // Status is the controllers' to write; a create starts without it.
+        // Status is the controllers' to write. kube's built-in strategies
+        // reset it to the zero struct, which Go writes as `{}` (plus its
+        // fields without omitempty); its custom resource strategy removes
+        // it.
+        let zero = match scope.res.custom {
+            Some(_) => None,
+            None => scope
+                .res
+                .schema()
+                .and_then(|t| t.child("status"))
+                .and_then(|t| t.zero_struct()),
+        };
         if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
+            match zero {
+                Some(z) => o.insert("status".into(), z),
+                None => o.remove("status"),
+            };
         }
     }
     if let Some(defaults) = scope.res.rules.defaults {

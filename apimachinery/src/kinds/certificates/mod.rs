@@ -51,7 +51,8 @@ fn record_requester(obj: &mut Value, user: &crate::auth::UserInfo) {
             spec.insert("extra".into(), serde_json::json!(user.extra));
         }
     }
-    o.remove("status");
+    // The zero status, which Go writes as `{}`.
+    o.insert("status".into(), serde_json::json!({}));
 }
 
 /// `/approval`: only the conditions change, and none is removed.
