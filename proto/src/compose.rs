@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::envelope::{encode_unknown, split_api_version};
 use crate::table::{table, Kind, Ty};
-use crate::wire::put_len;
+use crate::wire::{put_len, put_tag, put_varint};
 use crate::{encode, gvk, ProtoError};
 
 /// The protobuf message of an object carrying `apiVersion` and `kind`,
@@ -63,13 +63,34 @@ pub fn encode_list<'a>(
     let mut meta = Vec::new();
     encode::encode_message(t, meta_message, metadata, &mut meta, 1)?;
     let items: Vec<&[u8]> = items.into_iter().collect();
-    let mut raw =
-        Vec::with_capacity(meta.len() + items.iter().map(|i| i.len() + 6).sum::<usize>() + 8);
-    put_len(&mut raw, meta_field.number, &meta);
+    // The envelope's `raw` is written in place, each item copied once: its
+    // length is known before any item is.
+    let field_len = |number: u32, len: usize| {
+        let mut head = Vec::with_capacity(10);
+        put_tag(&mut head, number, crate::wire::WIRE_LEN);
+        put_varint(&mut head, len as u64);
+        head.len() + len
+    };
+    let raw_len = field_len(meta_field.number, meta.len())
+        + items
+            .iter()
+            .map(|i| field_len(items_field.number, i.len()))
+            .sum::<usize>();
+    let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
+    put_len(&mut type_meta, 1, api_version.as_bytes());
+    put_len(&mut type_meta, 2, kind.as_bytes());
+    let mut out = Vec::with_capacity(crate::MAGIC.len() + type_meta.len() + raw_len + 32);
+    out.extend_from_slice(crate::MAGIC);
+    put_len(&mut out, 1, &type_meta);
+    put_tag(&mut out, 2, crate::wire::WIRE_LEN);
+    put_varint(&mut out, raw_len as u64);
+    put_len(&mut out, meta_field.number, &meta);
     for item in items {
-        put_len(&mut raw, items_field.number, item);
+        put_len(&mut out, items_field.number, item);
     }
-    Ok(encode_unknown(api_version, kind, &raw))
+    put_len(&mut out, 3, b"");
+    put_len(&mut out, 4, b"");
+    Ok(out)
 }
 
 /// One frame of a protobuf watch stream: a 4-byte big-endian length, then
