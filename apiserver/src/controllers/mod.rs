@@ -39,6 +39,7 @@ pub mod namespace;
 pub mod queue;
 pub mod repair_ip;
 pub mod repair_ports;
+pub mod resourcequota;
 pub mod serviceaccount;
 
 use crate::server::AppState;
@@ -148,6 +149,7 @@ pub fn start_all(
     all.extend(repair_ip::controller(state));
     all.extend(repair_ports::controller(state));
     all.extend(crate::admission::typecheck::controller(state));
+    all.extend(resourcequota::controller(state));
     let mut handles: Vec<_> = all
         .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))

@@ -28,6 +28,7 @@ mod namespace;
 mod network;
 mod pods;
 mod podsecurity;
+pub(crate) mod quota;
 mod storage;
 
 use futures_util::future::BoxFuture;
@@ -276,7 +277,7 @@ pub static PLUGINS: &[Plugin] = &[
         mutate: None,
         validate: Some(validating_webhooks),
     },
-    Plugin::unsupported("ResourceQuota", true),
+    quota::RESOURCE_QUOTA,
     Plugin {
         name: "AlwaysDeny",
         default_on: false,
