@@ -24,6 +24,7 @@
 #![allow(clippy::result_large_err)]
 
 mod certificates;
+mod limitranger;
 mod namespace;
 mod network;
 mod pods;
@@ -211,7 +212,7 @@ pub static PLUGINS: &[Plugin] = &[
     namespace::LIFECYCLE,
     Plugin::unsupported("NamespaceExists", false),
     Plugin::unsupported("LimitPodHardAntiAffinityTopology", false),
-    Plugin::unsupported("LimitRanger", true),
+    limitranger::LIMIT_RANGER,
     pods::SERVICE_ACCOUNT,
     Plugin::unsupported("NodeRestriction", false),
     pods::TAINT_NODES_BY_CONDITION,
