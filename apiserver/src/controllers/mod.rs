@@ -20,7 +20,8 @@
 //!
 //! The controllers: [`namespace`] (namespace deletion),
 //! [`serviceaccount`] (the `default` ServiceAccount and the
-//! `kube-root-ca.crt` ConfigMap of every namespace), [`repair_ip`] and
+//! `kube-root-ca.crt` ConfigMap of every namespace), [`resourcequota`]
+//! (ResourceQuotas' `status`: hard from the spec, used recounted), [`repair_ip`] and
 //! [`repair_ports`] (leaked and lost ClusterIPs and NodePorts; these two
 //! also resync every `--allocation-repair-interval`, since a leak makes no
 //! event), and [`kubernetes_endpoints`] (the `default/kubernetes`

@@ -110,7 +110,8 @@ async fn feed(state: Arc<AppState>, queue: Arc<WorkQueue>) {
         };
         match state.store.watch(&quotas, opts).await {
             Ok(mut stream) => {
-                let until = tokio::time::Instant::now() + state.quota.sync_period;
+                let period = state.quota.sync_period.max(Duration::from_secs(1));
+                let until = tokio::time::Instant::now() + period;
                 loop {
                     let next = match tokio::time::timeout_at(until, stream.next()).await {
                         Ok(Some(Ok(ev))) => ev,
