@@ -7,7 +7,8 @@
 //!   the requests up; `count/<resource>.<group>` counts any collection;
 //! - two replicas on one etcd admitting 40 concurrent pod creates against
 //!   `pods: 10` (half through each) end with exactly 10 pods, and the
-//!   quota says 10.
+//!   quota says 10;
+//! - the Python client sees the same (`tests/clients/quota_python.py`).
 
 use e2e::{eventually, eventually_async, http_request, unique_prefix, Server};
 use serde_json::{json, Value};
@@ -311,4 +312,12 @@ async fn concurrent_creates_on_two_replicas_stop_at_the_limit() {
         (used(&a, "race", "ten", "pods") == Some(n.to_string())).then_some(())
     })
     .await;
+}
+
+/// The Python `kubernetes` client sees the same: status kept, 403 with
+/// kube's message, LimitRange defaults counted, usage released.
+#[tokio::test]
+async fn python_client_sees_quota_and_limit_range() {
+    let s = Server::start().await;
+    e2e::run_python_client(&s, "quota_python.py");
 }
