@@ -204,14 +204,30 @@ impl Evaluator {
     /// kube's `Handles`: which requests change usage.
     pub fn handles(&self, operation: &str, subresource: &str) -> bool {
         match self {
-            Evaluator::Pods => {
+            Evaluator::Pods => Evaluator::handles_request("", "pods", operation, subresource),
+            Evaluator::Services => {
+                Evaluator::handles_request("", "services", operation, subresource)
+            }
+            Evaluator::PersistentVolumeClaims => {
+                Evaluator::handles_request("", "persistentvolumeclaims", operation, subresource)
+            }
+            Evaluator::Count(_) => subresource.is_empty() && operation == "CREATE",
+        }
+    }
+
+    /// [`Evaluator::handles`] for the evaluator of `group`/`plural`,
+    /// without making it (every write asks).
+    pub fn handles_request(group: &str, plural: &str, operation: &str, subresource: &str) -> bool {
+        match (group, plural) {
+            ("", "events") => false,
+            ("", "pods") => {
                 (subresource.is_empty() && operation == "CREATE")
                     || (subresource == "resize" && operation == "UPDATE")
             }
-            Evaluator::Services | Evaluator::PersistentVolumeClaims => {
+            ("", "services" | "persistentvolumeclaims") => {
                 matches!(operation, "CREATE" | "UPDATE")
             }
-            Evaluator::Count(_) => subresource.is_empty() && operation == "CREATE",
+            _ => subresource.is_empty() && operation == "CREATE",
         }
     }
 

@@ -129,8 +129,7 @@ fn quotas_res(state: &AppState) -> Result<&'static Resource> {
 
 fn handles(a: &Attributes) -> bool {
     a.namespace.is_some()
-        && Evaluator::for_resource(a.res.group, a.res.plural)
-            .is_some_and(|ev| ev.handles(a.operation, a.subresource))
+        && Evaluator::handles_request(a.res.group, a.res.plural, a.operation, a.subresource)
 }
 
 fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
