@@ -169,6 +169,13 @@ async fn quota_counts_refuses_and_releases_pods() {
     s.kubectl_ok(&["run", "p4", "-n", "q", "--image=nginx"]);
     let table = s.kubectl_ok(&["get", "quota", "-n", "q"]);
     assert!(table.contains("pods: 3/3, services: 1/1"), "{table}");
+    let described = s.kubectl_ok(&["describe", "quota", "objects", "-n", "q"]);
+    let rows: Vec<Vec<&str>> = described
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(rows.contains(&vec!["pods", "3", "3"]), "{described}");
+    assert!(rows.contains(&vec!["services", "1", "1"]), "{described}");
 }
 
 #[tokio::test]
