@@ -133,6 +133,11 @@ pub struct Config {
     #[arg(long, default_value = "3m", value_parser = parse_duration)]
     pub allocation_repair_interval: Duration,
 
+    /// How often the quota controller recounts every ResourceQuota's
+    /// usage (kube-controller-manager's flag; kube: 5 minutes).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub resource_quota_sync_period: Duration,
+
     /// Admission plugins to enable besides kube's default set, by kube's
     /// names (comma-separated; order does not matter: plugins run in
     /// kube's order).
@@ -321,6 +326,7 @@ mod tests {
         assert_eq!(c.endpoint_reconciler_type, EndpointReconcilerType::Lease);
         assert_eq!(c.endpoint_reconciler_lease_ttl, Duration::from_secs(15));
         assert_eq!(c.allocation_repair_interval, Duration::from_secs(180));
+        assert_eq!(c.resource_quota_sync_period, Duration::from_secs(300));
         assert_eq!(c.advertise_address, None);
         let c = Config::parse_from(["apiserver", "--secure-listen=off"]);
         assert_eq!(c.secure_listen, SecureListen(None));

@@ -211,6 +211,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     state.event_ttl = event_ttl::EventLeases::new(cfg.event_ttl);
     state.endpoint_lease_ttl = cfg.endpoint_reconciler_lease_ttl;
     state.repair_interval = cfg.allocation_repair_interval;
+    state.quota.sync_period = cfg.resource_quota_sync_period;
     state.admission = admission_chain;
     let (mutating, validating) = state.admission.names();
     tracing::info!(

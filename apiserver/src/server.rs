@@ -82,6 +82,8 @@ pub struct AppState {
     pub mutating_policies: crate::admission::mutating_policy::MutatingPolicies,
     /// The enabled admission plugins, in kube's order.
     pub admission: crate::admission::plugins::Chain,
+    /// Quota admission's per-namespace turns and newest quota versions.
+    pub quota: crate::admission::plugins::quota::QuotaState,
 }
 
 impl AppState {
@@ -124,6 +126,7 @@ impl AppState {
             webhooks: Default::default(),
             admission: Default::default(),
             mutating_policies: Default::default(),
+            quota: Default::default(),
         }
     }
 

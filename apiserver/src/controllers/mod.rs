@@ -20,7 +20,8 @@
 //!
 //! The controllers: [`namespace`] (namespace deletion),
 //! [`serviceaccount`] (the `default` ServiceAccount and the
-//! `kube-root-ca.crt` ConfigMap of every namespace), [`repair_ip`] and
+//! `kube-root-ca.crt` ConfigMap of every namespace), [`resourcequota`]
+//! (ResourceQuotas' `status`: hard from the spec, used recounted), [`repair_ip`] and
 //! [`repair_ports`] (leaked and lost ClusterIPs and NodePorts; these two
 //! also resync every `--allocation-repair-interval`, since a leak makes no
 //! event), and [`kubernetes_endpoints`] (the `default/kubernetes`
@@ -39,6 +40,7 @@ pub mod namespace;
 pub mod queue;
 pub mod repair_ip;
 pub mod repair_ports;
+pub mod resourcequota;
 pub mod serviceaccount;
 
 use crate::server::AppState;
@@ -148,6 +150,7 @@ pub fn start_all(
     all.extend(repair_ip::controller(state));
     all.extend(repair_ports::controller(state));
     all.extend(crate::admission::typecheck::controller(state));
+    all.extend(resourcequota::controller(state));
     let mut handles: Vec<_> = all
         .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))

@@ -6,7 +6,10 @@
 //! 2 KiB ConfigMap create in each namespace, one request at a time, the
 //! order rotating each round, so that the three series share the same
 //! moments of the machine and of etcd. What each configuration adds is the
-//! difference of its median from the bare one's.
+//! difference of its median from the bare one's. Then the same, paired
+//! with bare creates, in a fourth namespace holding a ResourceQuota on
+//! ConfigMaps: each create there also writes the quota's `status.used`
+//! (a compare-and-swap in etcd) before the object.
 
 use super::fixture::configmap;
 use super::report::{Budget, Row};
@@ -21,6 +24,7 @@ const PREFIX: &str = "/bench-admission";
 const BARE: &str = "bench-admission-none";
 const VAP: &str = "bench-admission-vap";
 const HOOK: &str = "bench-admission-hook";
+const QUOTA: &str = "bench-admission-quota";
 /// Budgets (issue 15): a matched policy of three validations under 50 µs
 /// p50; a webhook round trip under 1 ms p50.
 const POLICY_US_BUDGET: f64 = 50.0;
@@ -95,6 +99,68 @@ fn json_body(s: &str) -> bytes::Bytes {
     bytes::Bytes::from(s.to_string())
 }
 
+/// ConfigMap creates in a namespace with a ResourceQuota that counts them,
+/// paired with creates in the bare namespace.
+async fn with_quota(http: &super::client::Http, n: usize) -> Result<Row> {
+    labelled_namespace(http, QUOTA, "quota").await?;
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "bench"},
+        "spec": {"hard": {"configmaps": "100000000"}}});
+    http.post(
+        &format!("/api/v1/namespaces/{QUOTA}/resourcequotas"),
+        bytes::Bytes::from(serde_json::to_vec(&quota).unwrap_or_default()),
+    )
+    .await?;
+    // Enforced once the quota controller has filled its status.
+    let t = Instant::now();
+    loop {
+        let q = http
+            .get(&format!("/api/v1/namespaces/{QUOTA}/resourcequotas/bench"))
+            .await?;
+        let v: Value = serde_json::from_slice(&q.body).unwrap_or_default();
+        if v.pointer("/status/used/configmaps").is_some() {
+            break;
+        }
+        if t.elapsed() > LOADED {
+            return Err(Error::Setup("the quota got no status in time".into()));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (mut bare, mut quota) = (Histogram::default(), Histogram::default());
+    for i in 0..(n / 10 + 1) {
+        create(http, QUOTA, &format!("w-{i:07}"), i as u64).await?;
+    }
+    for i in 0..n {
+        let name = format!("q-{i:07}");
+        if i % 2 == 0 {
+            bare.record(create(http, BARE, &name, i as u64).await?);
+            quota.record(create(http, QUOTA, &name, i as u64).await?);
+        } else {
+            quota.record(create(http, QUOTA, &name, i as u64).await?);
+            bare.record(create(http, BARE, &name, i as u64).await?);
+        }
+    }
+    let p50 = |h: &Histogram| h.quantile(0.5).as_secs_f64() * 1e6;
+    let mut row = Row::new(
+        PHASE,
+        format!(
+            "create p50 in a namespace with a ResourceQuota counting it ({n} creates each, paired)"
+        ),
+    );
+    row.server = format!(
+        "{} (p99 {})",
+        fmt_duration(quota.quantile(0.5)),
+        fmt_duration(quota.quantile(0.99))
+    );
+    row.limit = format!(
+        "the same creates in a namespace nothing applies to: {} (p99 {})",
+        fmt_duration(bare.quantile(0.5)),
+        fmt_duration(bare.quantile(0.99))
+    );
+    row.ratio = format!("+{:.0} µs", p50(&quota) - p50(&bare));
+    Ok(row)
+}
+
 pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let n = b.plan.admission_creates;
     let server = b.start_server(PREFIX, "admission").await?;
@@ -163,6 +229,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         }
     }
     let (with_plugins, without_plugins) = pods(b, http, n).await?;
+    let quota_row = with_quota(http, n).await?;
     server.stop();
 
     let p50 = |h: &Histogram| h.quantile(0.5).as_secs_f64() * 1e6;
@@ -217,6 +284,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     );
     row.ratio = format!("+{:.0} µs", p50(&with_plugins) - p50(&without_plugins));
     rows.push(row);
+    rows.push(quota_row);
     Ok(rows)
 }
 

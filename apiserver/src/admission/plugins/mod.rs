@@ -24,10 +24,12 @@
 #![allow(clippy::result_large_err)]
 
 mod certificates;
+mod limitranger;
 mod namespace;
 mod network;
 mod pods;
 mod podsecurity;
+pub(crate) mod quota;
 mod storage;
 
 use futures_util::future::BoxFuture;
@@ -210,7 +212,7 @@ pub static PLUGINS: &[Plugin] = &[
     namespace::LIFECYCLE,
     Plugin::unsupported("NamespaceExists", false),
     Plugin::unsupported("LimitPodHardAntiAffinityTopology", false),
-    Plugin::unsupported("LimitRanger", true),
+    limitranger::LIMIT_RANGER,
     pods::SERVICE_ACCOUNT,
     Plugin::unsupported("NodeRestriction", false),
     pods::TAINT_NODES_BY_CONDITION,
@@ -276,7 +278,7 @@ pub static PLUGINS: &[Plugin] = &[
         mutate: None,
         validate: Some(validating_webhooks),
     },
-    Plugin::unsupported("ResourceQuota", true),
+    quota::RESOURCE_QUOTA,
     Plugin {
         name: "AlwaysDeny",
         default_on: false,
