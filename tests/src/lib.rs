@@ -300,6 +300,19 @@ impl Server {
         http_request(self.addr(), method, path, headers, body).await
     }
 
+    /// One raw HTTP request that must be answered (any status).
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> HttpResponse {
+        self.http(method, path, headers, body)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
     /// `host:port` of this server.
     pub fn addr(&self) -> &str {
         self.url.trim_start_matches("http://")

@@ -16,24 +16,16 @@ const CBOR: &str = "application/cbor";
 const SELF_DESCRIBED: [u8; 3] = [0xd9, 0xd9, 0xf7];
 const NS: &str = "/api/v1/namespaces/default";
 
-async fn send(
-    s: &Server,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> e2e::HttpResponse {
-    s.http(method, path, headers, body).await.expect("request")
-}
-
 async fn get_json(s: &Server, path: &str) -> Value {
-    let r = send(s, "GET", path, &[("Accept", "application/json")], b"").await;
+    let r = s
+        .request("GET", path, &[("Accept", "application/json")], b"")
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     serde_json::from_slice(&r.body).unwrap()
 }
 
 async fn get_cbor(s: &Server, path: &str, accept: &str) -> Value {
-    let r = send(s, "GET", path, &[("Accept", accept)], b"").await;
+    let r = s.request("GET", path, &[("Accept", accept)], b"").await;
     assert_cbor(&r, 200);
     from_cbor(&r.body)
 }
@@ -132,14 +124,14 @@ async fn objects_lists_tables_and_status_in_cbor() {
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cbor-cm", "labels": {"a": "b"}},
         "data": {"k": "v", "unicode": "grüße"}, "binaryData": {"bin": "AAEC/w=="}});
-    let r = send(
-        &s,
-        "POST",
-        &format!("{NS}/configmaps"),
-        &[("Content-Type", "application/json")],
-        cm.to_string().as_bytes(),
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            &format!("{NS}/configmaps"),
+            &[("Content-Type", "application/json")],
+            cm.to_string().as_bytes(),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
 
     // An object: the same value as the JSON answer.
@@ -147,7 +139,7 @@ async fn objects_lists_tables_and_status_in_cbor() {
     let json = get_json(&s, &path).await;
     assert_eq!(get_cbor(&s, &path, CBOR).await, json);
     // `binaryData` is a []byte map: its values are raw bytes in tag 22.
-    let r = send(&s, "GET", &path, &[("Accept", CBOR)], b"").await;
+    let r = s.request("GET", &path, &[("Accept", CBOR)], b"").await;
     let Cbor::Tag(55799, top) = ciborium::from_reader::<Cbor, _>(&r.body[..]).unwrap() else {
         panic!("not self-described")
     };
@@ -165,17 +157,17 @@ async fn objects_lists_tables_and_status_in_cbor() {
     );
     // A client that prefers protobuf but takes CBOR gets protobuf for a
     // built-in kind.
-    let r = send(
-        &s,
-        "GET",
-        &path,
-        &[(
-            "Accept",
-            "application/vnd.kubernetes.protobuf, application/cbor",
-        )],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &path,
+            &[(
+                "Accept",
+                "application/vnd.kubernetes.protobuf, application/cbor",
+            )],
+            b"",
+        )
+        .await;
     assert_eq!(
         r.header("content-type"),
         Some("application/vnd.kubernetes.protobuf")
@@ -212,14 +204,14 @@ async fn objects_lists_tables_and_status_in_cbor() {
     assert_eq!(table["columnDefinitions"][0]["name"], "Name");
 
     // A Status error in CBOR.
-    let r = send(
-        &s,
-        "GET",
-        &format!("{NS}/configmaps/missing"),
-        &[("Accept", CBOR)],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &format!("{NS}/configmaps/missing"),
+            &[("Accept", CBOR)],
+            b"",
+        )
+        .await;
     assert_cbor(&r, 404);
     let status = from_cbor(&r.body);
     assert_eq!(status["kind"], "Status");
@@ -227,7 +219,9 @@ async fn objects_lists_tables_and_status_in_cbor() {
     assert_eq!(status["code"], 404);
 
     // `application/cbor-seq` is not a response type: the 406 lists what is.
-    let r = send(&s, "GET", &path, &[("Accept", "application/cbor-seq")], b"").await;
+    let r = s
+        .request("GET", &path, &[("Accept", "application/cbor-seq")], b"")
+        .await;
     assert_eq!(r.status, 406, "{}", r.text());
     assert!(r.text().contains("application/cbor"), "{}", r.text());
 }
@@ -237,14 +231,14 @@ async fn create_update_and_delete_with_cbor_bodies() {
     let s = Server::start().await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "from-cbor"}, "data": {"k": "v"}});
-    let r = send(
-        &s,
-        "POST",
-        &format!("{NS}/configmaps"),
-        &[("Content-Type", CBOR), ("Accept", CBOR)],
-        &kube_cbor(&cm),
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            &format!("{NS}/configmaps"),
+            &[("Content-Type", CBOR), ("Accept", CBOR)],
+            &kube_cbor(&cm),
+        )
+        .await;
     assert_cbor(&r, 201);
     let created = from_cbor(&r.body);
     assert_eq!(created["data"]["k"], "v");
@@ -256,14 +250,14 @@ async fn create_update_and_delete_with_cbor_bodies() {
     updated["data"]["k"] = json!("w");
     let mut text_body = SELF_DESCRIBED.to_vec();
     ciborium::into_writer(&updated, &mut text_body).unwrap();
-    let r = send(
-        &s,
-        "PUT",
-        &path,
-        &[("Content-Type", CBOR), ("Accept", "application/json")],
-        &text_body,
-    )
-    .await;
+    let r = s
+        .request(
+            "PUT",
+            &path,
+            &[("Content-Type", CBOR), ("Accept", "application/json")],
+            &text_body,
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(get_json(&s, &path).await["data"]["k"], "w");
 
@@ -288,40 +282,40 @@ async fn create_update_and_delete_with_cbor_bodies() {
     );
     let mut body = Vec::new();
     ciborium::into_writer(&secret, &mut body).unwrap();
-    let r = send(
-        &s,
-        "POST",
-        &format!("{NS}/secrets"),
-        &[("Content-Type", CBOR)],
-        &body,
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            &format!("{NS}/secrets"),
+            &[("Content-Type", CBOR)],
+            &body,
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let stored = get_json(&s, &format!("{NS}/secrets/raw")).await;
     assert_eq!(stored["data"]["k"], "aGVsbG8=");
 
     // DeleteOptions in CBOR: a dry run leaves the object.
     let opts = json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]});
-    let r = send(
-        &s,
-        "DELETE",
-        &path,
-        &[("Content-Type", CBOR), ("Accept", CBOR)],
-        &kube_cbor(&opts),
-    )
-    .await;
+    let r = s
+        .request(
+            "DELETE",
+            &path,
+            &[("Content-Type", CBOR), ("Accept", CBOR)],
+            &kube_cbor(&opts),
+        )
+        .await;
     assert_cbor(&r, 200);
     get_json(&s, &path).await;
-    let r = send(
-        &s,
-        "DELETE",
-        &path,
-        &[("Content-Type", CBOR)],
-        &kube_cbor(&json!({})),
-    )
-    .await;
+    let r = s
+        .request(
+            "DELETE",
+            &path,
+            &[("Content-Type", CBOR)],
+            &kube_cbor(&json!({})),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let r = send(&s, "GET", &path, &[], b"").await;
+    let r = s.request("GET", &path, &[], b"").await;
     assert_eq!(r.status, 404);
 }
 
@@ -394,14 +388,14 @@ async fn bad_cbor_bodies_are_400_and_store_nothing() {
     cases.push(("utf", bad_text));
 
     for (name, body) in &cases {
-        let r = send(
-            &s,
-            "POST",
-            &format!("{NS}/configmaps"),
-            &[("Content-Type", CBOR), ("Accept", CBOR)],
-            body,
-        )
-        .await;
+        let r = s
+            .request(
+                "POST",
+                &format!("{NS}/configmaps"),
+                &[("Content-Type", CBOR), ("Accept", CBOR)],
+                body,
+            )
+            .await;
         assert_eq!(r.status, 400, "{name}: {}", r.text());
         let status = from_cbor(&r.body);
         assert_eq!(status["reason"], "BadRequest", "{name}");
@@ -409,10 +403,14 @@ async fn bad_cbor_bodies_are_400_and_store_nothing() {
             !status["message"].as_str().unwrap_or_default().is_empty(),
             "{name}"
         );
-        let r = send(&s, "GET", &format!("{NS}/configmaps/{name}"), &[], b"").await;
+        let r = s
+            .request("GET", &format!("{NS}/configmaps/{name}"), &[], b"")
+            .await;
         assert_eq!(r.status, 404, "{name} must not be stored");
     }
-    let r = send(&s, "GET", &format!("{NS}/configmaps/dup"), &[], b"").await;
+    let r = s
+        .request("GET", &format!("{NS}/configmaps/dup"), &[], b"")
+        .await;
     assert_eq!(r.status, 404);
     // The server is still up and well.
     get_json(&s, &format!("{NS}/configmaps")).await;
@@ -421,28 +419,28 @@ async fn bad_cbor_bodies_are_400_and_store_nothing() {
 #[tokio::test]
 async fn watch_as_a_cbor_sequence() {
     let s = Server::start().await;
-    let r = send(
-        &s,
-        "POST",
-        &format!("{NS}/configmaps"),
-        &[("Content-Type", CBOR)],
-        &kube_cbor(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+    let r = s
+        .request(
+            "POST",
+            &format!("{NS}/configmaps"),
+            &[("Content-Type", CBOR)],
+            &kube_cbor(&json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "watched"}, "data": {"k": "v"}})),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let json = get_json(&s, &format!("{NS}/configmaps/watched")).await;
-    let r = send(
-        &s,
-        "GET",
-        &format!(
-            "{NS}/configmaps?watch=1&timeoutSeconds=2&allowWatchBookmarks=true\
+    let r = s
+        .request(
+            "GET",
+            &format!(
+                "{NS}/configmaps?watch=1&timeoutSeconds=2&allowWatchBookmarks=true\
              &sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
-        ),
-        &[("Accept", CBOR)],
-        b"",
-    )
-    .await;
+            ),
+            &[("Accept", CBOR)],
+            b"",
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("application/cbor-seq"));
     let events = sequence(&r.body);
@@ -476,7 +474,9 @@ async fn watch_as_a_cbor_sequence() {
         .unwrap()
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = send(&s, "DELETE", &format!("{NS}/configmaps/watched"), &[], b"").await;
+    let r = s
+        .request("DELETE", &format!("{NS}/configmaps/watched"), &[], b"")
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = watch.await.unwrap();
     let events = sequence(&r.body);
@@ -495,14 +495,14 @@ async fn server_side_apply_in_cbor() {
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "applied"}, "data": {"a": "1"}});
     let ctype = ("Content-Type", "application/apply-patch+cbor");
-    let r = send(
-        &s,
-        "PATCH",
-        &path,
-        &[ctype, ("Accept", CBOR)],
-        &kube_cbor(&config),
-    )
-    .await;
+    let r = s
+        .request(
+            "PATCH",
+            &path,
+            &[ctype, ("Accept", CBOR)],
+            &kube_cbor(&config),
+        )
+        .await;
     assert_cbor(&r, 201);
     let obj = from_cbor(&r.body);
     assert_eq!(obj["data"], json!({"a": "1"}));
@@ -513,7 +513,9 @@ async fn server_side_apply_in_cbor() {
     // A second apply that drops `a` removes it (the applier owned it).
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "applied"}, "data": {"b": "2"}});
-    let r = send(&s, "PATCH", &path, &[ctype], &kube_cbor(&config)).await;
+    let r = s
+        .request("PATCH", &path, &[ctype], &kube_cbor(&config))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let obj = get_json(&s, &format!("{NS}/configmaps/applied")).await;
     assert_eq!(obj["data"], json!({"b": "2"}));
@@ -525,7 +527,7 @@ async fn server_side_apply_in_cbor() {
         &mut dup,
     )
     .unwrap();
-    let r = send(&s, "PATCH", &path, &[ctype], &dup).await;
+    let r = s.request("PATCH", &path, &[ctype], &dup).await;
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(
         get_json(&s, &format!("{NS}/configmaps/applied")).await["data"],
@@ -540,14 +542,14 @@ async fn custom_resources_in_cbor() {
     let coll = "/apis/example.com/v1/namespaces/default/gadgets";
     let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
         "metadata": {"name": "g1"}, "spec": {"size": 3, "ratio": 0.5, "tags": ["x"], "on": true}});
-    let r = send(
-        &s,
-        "POST",
-        coll,
-        &[("Content-Type", CBOR), ("Accept", CBOR)],
-        &kube_cbor(&gadget),
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            coll,
+            &[("Content-Type", CBOR), ("Accept", CBOR)],
+            &kube_cbor(&gadget),
+        )
+        .await;
     assert_cbor(&r, 201);
     let created = from_cbor(&r.body);
     assert_eq!(created["spec"], gadget["spec"]);
@@ -556,24 +558,23 @@ async fn custom_resources_in_cbor() {
     let json = get_json(&s, &path).await;
     assert_eq!(get_cbor(&s, &path, CBOR).await, json);
     // Protobuf is skipped for custom resources; CBOR is not.
-    let r = send(
-        &s,
-        "GET",
-        &path,
-        &[(
-            "Accept",
-            "application/vnd.kubernetes.protobuf, application/cbor",
-        )],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &path,
+            &[(
+                "Accept",
+                "application/vnd.kubernetes.protobuf, application/cbor",
+            )],
+            b"",
+        )
+        .await;
     assert_cbor(&r, 200);
     let list = get_cbor(&s, coll, CBOR).await;
     assert_eq!(list["kind"], "GadgetList");
     assert_eq!(list["items"][0], json);
 
-    let r = send(
-        &s,
+    let r = s.request(
         "GET",
         &format!("{coll}?watch=1&timeoutSeconds=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"),
         &[("Accept", CBOR)],
@@ -584,15 +585,15 @@ async fn custom_resources_in_cbor() {
     let events = sequence(&r.body);
     assert_eq!(events[0], json!({"type": "ADDED", "object": json}));
 
-    let r = send(
-        &s,
-        "PATCH",
-        &format!("{path}?fieldManager=cbor&force=true"),
-        &[("Content-Type", "application/apply-patch+cbor")],
-        &kube_cbor(&json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+    let r = s
+        .request(
+            "PATCH",
+            &format!("{path}?fieldManager=cbor&force=true"),
+            &[("Content-Type", "application/apply-patch+cbor")],
+            &kube_cbor(&json!({"apiVersion": "example.com/v1", "kind": "Gadget",
             "metadata": {"name": "g1"}, "spec": {"size": 4}})),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(get_json(&s, &path).await["spec"]["size"], 4);
 }

@@ -100,25 +100,15 @@ const CORE: &str = "k8s.io/api/core/v1/generated.proto";
 const APPS: &str = "k8s.io/api/apps/v1/generated.proto";
 const META: &str = "k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto";
 
-async fn send(
-    s: &Server,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> e2e::HttpResponse {
-    s.http(method, path, headers, body).await.expect("request")
-}
-
 async fn post_json(s: &Server, path: &str, body: &str) -> Value {
-    let r = send(
-        s,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        body.as_bytes(),
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
     serde_json::from_slice(&r.body).unwrap()
 }
@@ -151,14 +141,14 @@ async fn objects_lists_and_status_in_protobuf() {
     .await;
 
     // One object, for a protobuf-only client.
-    let r = send(
-        &s,
-        "GET",
-        &format!("{ns}/configmaps/pb"),
-        &[("Accept", PROTOBUF)],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &format!("{ns}/configmaps/pb"),
+            &[("Accept", PROTOBUF)],
+            b"",
+        )
+        .await;
     assert_protobuf(&r, 200);
     let text = decode(&r.body, CORE, "k8s.io.api.core.v1.ConfigMap");
     for want in [
@@ -179,14 +169,14 @@ async fn objects_lists_and_status_in_protobuf() {
         "template":{"metadata":{"labels":{"app":"web"}},
         "spec":{"containers":[{"name":"web","image":"nginx"}]}}}}"#;
     post_json(&s, "/apis/apps/v1/namespaces/default/deployments", deploy).await;
-    let r = send(
-        &s,
-        "GET",
-        "/apis/apps/v1/namespaces/default/deployments/web",
-        &[("Accept", PROTOBUF_OR_JSON)],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            "/apis/apps/v1/namespaces/default/deployments/web",
+            &[("Accept", PROTOBUF_OR_JSON)],
+            b"",
+        )
+        .await;
     assert_protobuf(&r, 200);
     let text = decode(&r.body, APPS, "k8s.io.api.apps.v1.Deployment");
     for want in [
@@ -201,14 +191,14 @@ async fn objects_lists_and_status_in_protobuf() {
     }
 
     // A list: ListMeta and the items.
-    let r = send(
-        &s,
-        "GET",
-        &format!("{ns}/configmaps?labelSelector=app%3Dpb"),
-        &[("Accept", PROTOBUF_OR_JSON)],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &format!("{ns}/configmaps?labelSelector=app%3Dpb"),
+            &[("Accept", PROTOBUF_OR_JSON)],
+            b"",
+        )
+        .await;
     assert_protobuf(&r, 200);
     let text = decode(&r.body, CORE, "k8s.io.api.core.v1.ConfigMapList");
     assert!(text.contains(r#"kind: "ConfigMapList""#), "{text}");
@@ -217,8 +207,7 @@ async fn objects_lists_and_status_in_protobuf() {
     assert!(text.contains(r#"name: "pb""#), "{text}");
 
     // The metadata of a list, as metadata informers ask for it.
-    let r = send(
-        &s,
+    let r = s.request(
         "GET",
         &format!("{ns}/configmaps?labelSelector=app%3Dpb"),
         &[(
@@ -243,14 +232,14 @@ async fn objects_lists_and_status_in_protobuf() {
     assert!(!text.contains(r#"value: "hello""#), "{text}");
 
     // An error is a protobuf Status.
-    let r = send(
-        &s,
-        "GET",
-        &format!("{ns}/configmaps/missing"),
-        &[("Accept", PROTOBUF)],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &format!("{ns}/configmaps/missing"),
+            &[("Accept", PROTOBUF)],
+            b"",
+        )
+        .await;
     assert_protobuf(&r, 404);
     let text = decode(&r.body, META, "k8s.io.apimachinery.pkg.apis.meta.v1.Status");
     for want in [
@@ -264,20 +253,22 @@ async fn objects_lists_and_status_in_protobuf() {
     }
 
     // A Table has no protobuf form.
-    let r = send(
-        &s,
-        "GET",
-        &format!("{ns}/configmaps"),
-        &[(
-            "Accept",
-            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
-        )],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            &format!("{ns}/configmaps"),
+            &[(
+                "Accept",
+                "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+            )],
+            b"",
+        )
+        .await;
     assert_eq!(r.status, 406, "{}", r.text());
     // JSON still answers whoever asks for it.
-    let r = send(&s, "GET", &format!("{ns}/configmaps/pb"), &[], b"").await;
+    let r = s
+        .request("GET", &format!("{ns}/configmaps/pb"), &[], b"")
+        .await;
     assert_eq!(r.header("content-type"), Some("application/json"));
 }
 
@@ -342,20 +333,20 @@ async fn watch_in_protobuf_frames() {
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"watched"},"data":{"k":"v"}}"#,
     )
     .await;
-    let r = send(
-        &s,
-        "GET",
-        &format!(
-            "{ns}/configmaps?watch=1&timeoutSeconds=2&allowWatchBookmarks=true\
+    let r = s
+        .request(
+            "GET",
+            &format!(
+                "{ns}/configmaps?watch=1&timeoutSeconds=2&allowWatchBookmarks=true\
              &sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
-        ),
-        &[(
-            "Accept",
-            "application/vnd.kubernetes.protobuf;stream=watch, application/json",
-        )],
-        b"",
-    )
-    .await;
+            ),
+            &[(
+                "Accept",
+                "application/vnd.kubernetes.protobuf;stream=watch, application/json",
+            )],
+            b"",
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
         r.header("content-type"),
@@ -431,18 +422,20 @@ async fn delete_options_in_protobuf() {
         META,
         "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     );
-    let r = send(
-        &s,
-        "DELETE",
-        &format!("{ns}/configmaps?labelSelector=set%3Da"),
-        &[("Content-Type", PROTOBUF), ("Accept", PROTOBUF_OR_JSON)],
-        &dry,
-    )
-    .await;
+    let r = s
+        .request(
+            "DELETE",
+            &format!("{ns}/configmaps?labelSelector=set%3Da"),
+            &[("Content-Type", PROTOBUF), ("Accept", PROTOBUF_OR_JSON)],
+            &dry,
+        )
+        .await;
     assert_protobuf(&r, 200);
     let text = decode(&r.body, CORE, "k8s.io.api.core.v1.ConfigMapList");
     assert_eq!(text.matches("items {").count(), 2, "{text}");
-    let r = send(&s, "GET", &format!("{ns}/configmaps/owner"), &[], b"").await;
+    let r = s
+        .request("GET", &format!("{ns}/configmaps/owner"), &[], b"")
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
 
     // Orphan, as client-go (Helm 4) sends it: the options in the group
@@ -452,14 +445,14 @@ async fn delete_options_in_protobuf() {
         META,
         "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     );
-    let r = send(
-        &s,
-        "DELETE",
-        &format!("{ns}/configmaps/owner"),
-        &[("Content-Type", PROTOBUF), ("Accept", "application/json")],
-        &orphan,
-    )
-    .await;
+    let r = s
+        .request(
+            "DELETE",
+            &format!("{ns}/configmaps/owner"),
+            &[("Content-Type", PROTOBUF), ("Accept", "application/json")],
+            &orphan,
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let answered: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(
@@ -480,16 +473,18 @@ async fn delete_options_in_protobuf() {
     .await;
 
     // A body that is not protobuf at all is a 400, nothing deleted.
-    let r = send(
-        &s,
-        "DELETE",
-        &format!("{ns}/configmaps/child"),
-        &[("Content-Type", PROTOBUF)],
-        b"{\"kind\":\"DeleteOptions\"}",
-    )
-    .await;
+    let r = s
+        .request(
+            "DELETE",
+            &format!("{ns}/configmaps/child"),
+            &[("Content-Type", PROTOBUF)],
+            b"{\"kind\":\"DeleteOptions\"}",
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.text());
-    let r = send(&s, "GET", &format!("{ns}/configmaps/child"), &[], b"").await;
+    let r = s
+        .request("GET", &format!("{ns}/configmaps/child"), &[], b"")
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
@@ -523,14 +518,9 @@ async fn custom_resources_are_not_served_in_protobuf() {
         r#"{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g"}}"#,
     )
     .await;
-    let r = send(
-        &s,
-        "GET",
-        &format!("{gadgets}/g"),
-        &[("Accept", PROTOBUF)],
-        b"",
-    )
-    .await;
+    let r = s
+        .request("GET", &format!("{gadgets}/g"), &[("Accept", PROTOBUF)], b"")
+        .await;
     assert_eq!(r.status, 406, "{}", r.text());
     let status: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(
@@ -539,19 +529,21 @@ async fn custom_resources_are_not_served_in_protobuf() {
     );
     // client-go's protobuf Accept falls back to JSON.
     for path in [format!("{gadgets}/g"), gadgets.to_string()] {
-        let r = send(&s, "GET", &path, &[("Accept", PROTOBUF_OR_JSON)], b"").await;
+        let r = s
+            .request("GET", &path, &[("Accept", PROTOBUF_OR_JSON)], b"")
+            .await;
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.header("content-type"), Some("application/json"));
     }
     // Their objects are never protobuf bodies...
-    let r = send(
-        &s,
-        "POST",
-        gadgets,
-        &[("Content-Type", PROTOBUF)],
-        b"k8s\0\x0a\x00",
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            gadgets,
+            &[("Content-Type", PROTOBUF)],
+            b"k8s\0\x0a\x00",
+        )
+        .await;
     assert_eq!(r.status, 415, "{}", r.text());
     // Their metadata is a built-in kind, served in protobuf, and
     // DeleteOptions come in protobuf as for any kind (Helm uninstalling a
@@ -562,19 +554,18 @@ async fn custom_resources_are_not_served_in_protobuf() {
             META,
             "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
         );
-        let r = send(
-            &s,
-            "DELETE",
-            &format!("{gadgets}/g"),
-            &[("Content-Type", PROTOBUF)],
-            &orphan,
-        )
-        .await;
+        let r = s
+            .request(
+                "DELETE",
+                &format!("{gadgets}/g"),
+                &[("Content-Type", PROTOBUF)],
+                &orphan,
+            )
+            .await;
         assert_eq!(r.status, 200, "{}", r.text());
-        let r = send(&s, "GET", &format!("{gadgets}/g"), &[], b"").await;
+        let r = s.request("GET", &format!("{gadgets}/g"), &[], b"").await;
         assert_eq!(r.status, 200, "dry run deleted it: {}", r.text());
-        let r = send(
-            &s,
+        let r = s.request(
             "GET",
             &format!("{gadgets}/g"),
             &[(
@@ -627,26 +618,26 @@ async fn subresource_review_and_token_bodies_in_protobuf() {
         AUTOSCALING,
         "k8s.io.api.autoscaling.v1.Scale",
     );
-    let r = send(
-        &s,
-        "PUT",
-        "/apis/apps/v1/namespaces/default/deployments/web/scale",
-        &pb,
-        &scale,
-    )
-    .await;
+    let r = s
+        .request(
+            "PUT",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+            &pb,
+            &scale,
+        )
+        .await;
     assert_protobuf(&r, 200);
     let text = decode(&r.body, AUTOSCALING, "k8s.io.api.autoscaling.v1.Scale");
     assert!(text.contains(r#"kind: "Scale""#), "{text}");
     assert!(text.contains("replicas: 3"), "{text}");
-    let r = send(
-        &s,
-        "GET",
-        "/apis/apps/v1/namespaces/default/deployments/web",
-        &[],
-        b"",
-    )
-    .await;
+    let r = s
+        .request(
+            "GET",
+            "/apis/apps/v1/namespaces/default/deployments/web",
+            &[],
+            b"",
+        )
+        .await;
     let got: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(got["spec"]["replicas"], 3, "{got}");
 
@@ -657,14 +648,14 @@ async fn subresource_review_and_token_bodies_in_protobuf() {
         AUTHORIZATION,
         "k8s.io.api.authorization.v1.SelfSubjectAccessReview",
     );
-    let r = send(
-        &s,
-        "POST",
-        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        &pb,
-        &review,
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            &pb,
+            &review,
+        )
+        .await;
     assert_protobuf(&r, 201);
     let text = decode(
         &r.body,
@@ -682,25 +673,20 @@ async fn subresource_review_and_token_bodies_in_protobuf() {
         POLICY,
         "k8s.io.api.policy.v1.Eviction",
     );
-    let r = send(
-        &s,
-        "POST",
-        "/api/v1/namespaces/default/pods/evicted/eviction",
-        &pb,
-        &eviction,
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            "/api/v1/namespaces/default/pods/evicted/eviction",
+            &pb,
+            &eviction,
+        )
+        .await;
     assert_protobuf(&r, 201);
     let text = decode(&r.body, META, "k8s.io.apimachinery.pkg.apis.meta.v1.Status");
     assert!(text.contains(r#"status: "Success""#), "{text}");
-    let r = send(
-        &s,
-        "GET",
-        "/api/v1/namespaces/default/pods/evicted",
-        &[],
-        b"",
-    )
-    .await;
+    let r = s
+        .request("GET", "/api/v1/namespaces/default/pods/evicted", &[], b"")
+        .await;
     assert_eq!(r.status, 404, "{}", r.text());
 
     post_json(
@@ -716,14 +702,14 @@ async fn subresource_review_and_token_bodies_in_protobuf() {
         AUTHENTICATION,
         "k8s.io.api.authentication.v1.TokenRequest",
     );
-    let r = send(
-        &s,
-        "POST",
-        "/api/v1/namespaces/default/serviceaccounts/bot/token",
-        &pb,
-        &token,
-    )
-    .await;
+    let r = s
+        .request(
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/bot/token",
+            &pb,
+            &token,
+        )
+        .await;
     assert_protobuf(&r, 201);
     let text = decode(
         &r.body,
@@ -823,7 +809,9 @@ async fn discovery_in_protobuf() {
         ),
     ];
     for (path, kind, wants) in cases {
-        let r = send(&s, "GET", path, &[("Accept", PROTOBUF_OR_JSON)], b"").await;
+        let r = s
+            .request("GET", path, &[("Accept", PROTOBUF_OR_JSON)], b"")
+            .await;
         assert_protobuf(&r, 200);
         let text = decode(
             &r.body,
@@ -838,7 +826,9 @@ async fn discovery_in_protobuf() {
     // Aggregated discovery, with the JSON's ETag.
     let aggregated =
         "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-    let r = send(&s, "GET", "/apis", &[("Accept", aggregated)], b"").await;
+    let r = s
+        .request("GET", "/apis", &[("Accept", aggregated)], b"")
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some(aggregated));
     let text = decode(
@@ -856,22 +846,24 @@ async fn discovery_in_protobuf() {
     ] {
         assert!(text.contains(want), "{want} not in\n{text}");
     }
-    let json = send(
-        &s,
-        "GET",
-        "/apis",
-        &[(
-            "Accept",
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-        )],
-        b"",
-    )
-    .await;
+    let json = s
+        .request(
+            "GET",
+            "/apis",
+            &[(
+                "Accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            )],
+            b"",
+        )
+        .await;
     assert_eq!(json.status, 200);
     assert_eq!(r.header("etag"), json.header("etag"));
 
     // Neither JSON nor protobuf: 406 with a Status naming both.
-    let r = send(&s, "GET", "/api/v1", &[("Accept", "application/yaml")], b"").await;
+    let r = s
+        .request("GET", "/api/v1", &[("Accept", "application/yaml")], b"")
+        .await;
     assert_eq!(r.status, 406);
     let status: Value = serde_json::from_slice(&r.body).unwrap();
     assert!(

@@ -95,6 +95,27 @@ pub(crate) fn config_controller(
     })
 }
 
+/// A replica's compiled admission configuration (policies, webhooks),
+/// swapped in whole by its controller; a request takes an `Arc` of the
+/// current one and never holds the lock longer than that.
+pub struct Compiled<T>(std::sync::RwLock<Arc<T>>);
+
+impl<T: Default> Default for Compiled<T> {
+    fn default() -> Self {
+        Compiled(std::sync::RwLock::new(Arc::new(T::default())))
+    }
+}
+
+impl<T> Compiled<T> {
+    pub fn current(&self) -> Arc<T> {
+        Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(crate) fn replace(&self, set: T) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+    }
+}
+
 /// What admission sees of a request (kube's `admission.Attributes`).
 #[derive(Clone, Copy)]
 pub struct Attributes<'a> {

@@ -38,23 +38,10 @@ use crate::server::AppState;
 use apimachinery::status::StatusCause;
 use k8s_cel::Bindings;
 use serde_json::{Map, Value};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// The compiled mutating policies and bindings of this replica.
-#[derive(Default)]
-pub struct MutatingPolicies {
-    set: RwLock<Arc<MutatingSet>>,
-}
-
-impl MutatingPolicies {
-    pub fn current(&self) -> Arc<MutatingSet> {
-        Arc::clone(&self.set.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn replace(&self, set: MutatingSet) {
-        *self.set.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
-    }
-}
+pub type MutatingPolicies = super::Compiled<MutatingSet>;
 
 #[derive(Default)]
 pub struct MutatingSet {

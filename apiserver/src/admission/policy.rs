@@ -42,24 +42,11 @@ use apimachinery::read::Freshness;
 use apimachinery::selector::LabelSelector;
 use k8s_cel::{Bindings, Program};
 use serde_json::{json, Map, Value};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use watchcache::ListOptions;
 
 /// The compiled policies and bindings of this replica.
-#[derive(Default)]
-pub struct Policies {
-    set: RwLock<Arc<PolicySet>>,
-}
-
-impl Policies {
-    pub fn current(&self) -> Arc<PolicySet> {
-        Arc::clone(&self.set.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn replace(&self, set: PolicySet) {
-        *self.set.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
-    }
-}
+pub type Policies = super::Compiled<PolicySet>;
 
 #[derive(Default)]
 pub struct PolicySet {

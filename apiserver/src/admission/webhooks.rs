@@ -43,33 +43,22 @@ use apimachinery::Status;
 use base64::Engine;
 use k8s_cel::Bindings;
 use serde_json::{json, Value};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 use watchcache::ListOptions;
 
 /// This replica's compiled webhooks.
-#[derive(Default)]
-pub struct Webhooks {
-    set: RwLock<Arc<HookSet>>,
-}
+pub type Webhooks = super::Compiled<HookSet>;
 
 impl Webhooks {
     /// Whether any mutating webhook is configured.
     pub fn has_mutating(&self) -> bool {
         !self.current().mutating.is_empty()
     }
-
-    fn current(&self) -> Arc<HookSet> {
-        Arc::clone(&self.set.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn replace(&self, set: HookSet) {
-        *self.set.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
-    }
 }
 
 #[derive(Default)]
-struct HookSet {
+pub struct HookSet {
     mutating: Vec<Hook>,
     validating: Vec<Hook>,
 }
