@@ -37,7 +37,7 @@ use crate::object;
 use crate::server::AppState;
 use apimachinery::status::StatusCause;
 use k8s_cel::Bindings;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The compiled mutating policies and bindings of this replica.
@@ -263,30 +263,16 @@ fn run_policy(
     if let Some(o) = oracle {
         vars.insert_value("authorizer", super::authz::variable(o, a));
     }
-    for (name, c) in &policy.conditions {
-        match c.eval(&vars) {
-            Ok(Value::Bool(true)) => {}
-            Ok(Value::Bool(false)) => return,
-            Ok(_) => {
-                fail(format!("matchCondition '{name}' must evaluate to bool"));
-                return;
-            }
-            Err(e) => {
-                fail(e);
-                return;
-            }
+    match super::policy::conditions_and_variables(&policy.conditions, &policy.variables, &mut vars)
+    {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            fail(e);
+            return;
         }
     }
-    let mut variables = Map::new();
-    for (name, v) in &policy.variables {
-        vars.insert_json("variables", &Value::Object(variables.clone()));
-        if let Ok(value) = v.eval(&vars) {
-            variables.insert(name.clone(), value);
-        }
-    }
-    let variables = Value::Object(variables);
     for m in &policy.mutations {
-        bind(&mut vars, "variables", Some(&variables));
         if let Err(message) = apply_mutation(scope, m, &vars, obj) {
             fail(message);
             continue;

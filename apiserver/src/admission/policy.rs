@@ -501,10 +501,6 @@ pub(super) async fn params(
     Ok(found)
 }
 
-fn is_true(v: &Value) -> Result<bool, ()> {
-    v.as_bool().ok_or(())
-}
-
 /// What one evaluation of a policy found: failures (message, reason,
 /// index of the validation) and audit annotations (key, value).
 #[derive(Default)]
@@ -513,39 +509,46 @@ struct Outcome {
     annotations: Vec<(String, String)>,
 }
 
+/// A policy's `matchConditions`, then its `variables` bound in order (a
+/// variable that errs is left out): `Ok(false)` when a condition is false
+/// (the policy does not apply), `Err` with kube's message when one errs or
+/// is not a bool. Shared by the validating and the mutating policies.
+pub(super) fn conditions_and_variables(
+    conditions: &[(String, Expr)],
+    variables: &[(String, Expr)],
+    vars: &mut Bindings,
+) -> Result<bool, String> {
+    for (name, c) in conditions {
+        match c.eval(vars)? {
+            Value::Bool(true) => {}
+            Value::Bool(false) => return Ok(false),
+            _ => return Err(format!("matchCondition '{name}' must evaluate to bool")),
+        }
+    }
+    let mut bound = Map::new();
+    for (name, v) in variables {
+        vars.insert_json("variables", &Value::Object(bound.clone()));
+        if let Ok(value) = v.eval(vars) {
+            bound.insert(name.clone(), value);
+        }
+    }
+    vars.insert_json("variables", &Value::Object(bound));
+    Ok(true)
+}
+
 /// Runs one policy with one param; the decisions it makes.
 fn evaluate(policy: &Policy, vars: &mut Bindings, outcome: &mut Outcome) {
     let out = &mut outcome.failures;
-    for (name, c) in &policy.conditions {
-        match c.eval(vars).map(|v| is_true(&v)) {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => return,
-            Ok(Err(())) => {
-                if policy.fail {
-                    out.push((
-                        format!("matchCondition '{name}' must evaluate to bool"),
-                        None,
-                        0,
-                    ));
-                }
-                return;
+    match conditions_and_variables(&policy.conditions, &policy.variables, vars) {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            if policy.fail {
+                out.push((e, None, 0));
             }
-            Err(e) => {
-                if policy.fail {
-                    out.push((e, None, 0));
-                }
-                return;
-            }
+            return;
         }
     }
-    let mut variables = Map::new();
-    for (name, v) in &policy.variables {
-        vars.insert_json("variables", &Value::Object(variables.clone()));
-        if let Ok(value) = v.eval(vars) {
-            variables.insert(name.clone(), value);
-        }
-    }
-    vars.insert_json("variables", &Value::Object(variables));
     for (index, v) in policy.validations.iter().enumerate() {
         match v.expr.eval(vars) {
             Ok(Value::Bool(true)) => {}

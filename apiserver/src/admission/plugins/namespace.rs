@@ -7,10 +7,9 @@ use futures_util::FutureExt;
 
 use super::{Attributes, Plugin};
 use crate::admission::forbidden;
-use crate::error::{ApiError, Result};
+use crate::error::Result;
 use crate::handlers::Scope;
 use crate::object;
-use apimachinery::read::Freshness;
 use apimachinery::status::StatusCause;
 use apimachinery::Status;
 
@@ -46,33 +45,20 @@ fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()
         let Some(ns) = a.namespace else {
             return Ok(());
         };
-        let namespaces = scope
-            .state
-            .registry
-            .lookup("", "v1", "namespaces")
-            .ok_or_else(|| ApiError::internal("namespaces missing from the registry"))?;
-        let key = scope.state.key(namespaces, None, ns);
-        // The replica's cached copy first, a quorum read only when the
-        // cache does not know the namespace (it may have been created
-        // through another replica a moment ago), as kube's plugin falls
-        // back to a live lookup.
-        let mut found = scope
-            .state
-            .store
-            .get(&key, Freshness::NotOlderThan(0))
-            .await
-            .map_err(|e| ApiError::storage(e, namespaces, ns))?;
-        if found.is_none() {
-            found = scope
-                .state
-                .store
-                .get(&key, Freshness::MostRecent)
-                .await
-                .map_err(|e| ApiError::storage(e, namespaces, ns))?;
-        }
+        // The replica's cached copy, else a quorum read (it may have been
+        // created through another replica a moment ago), as kube's plugin
+        // falls back to a live lookup.
+        let found = super::lookup(scope, ("", "v1", "namespaces"), None, ns).await?;
         match found {
-            None => Err(Status::not_found(namespaces.group_resource(), ns).into()),
-            Some(o) if a.operation == "CREATE" && object::is_deleting(&o.value) => {
+            None => Err(Status::not_found(
+                apimachinery::status::GroupResource {
+                    group: "",
+                    resource: "namespaces",
+                },
+                ns,
+            )
+            .into()),
+            Some(o) if a.operation == "CREATE" && object::is_deleting(&o) => {
                 let mut s = forbidden(
                     a,
                     &format!(
