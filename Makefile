@@ -3,7 +3,7 @@ CARGO ?= cargo
 LISTEN ?= 127.0.0.1:8080
 SECURE_LISTEN ?= 127.0.0.1:6443
 
-.PHONY: run deps build test test-deploy lint fmt ci bench clean
+.PHONY: run deps build test test-deploy lint fmt ci bench clean fuzz chaos
 
 ## run: install what is missing, build, and serve TLS on $(SECURE_LISTEN) (and plain
 ## HTTP, admin for every request, on $(LISTEN)) with an embedded etcd under ./data;
@@ -53,3 +53,15 @@ bench: deps
 bench-smoke: deps
 	$(CARGO) build --bin apiserver --bin apiserver-bench
 	$(CARGO) run --bin apiserver-bench -- --smoke
+
+## fuzz: coverage-guided AFL++ run of every fuzz target, FUZZ_SECONDS each (default 120);
+## crashes are kept under fuzz/corpus/<target>/ and replayed by `cargo test -p fuzz` (CI)
+FUZZ_SECONDS ?= 120
+fuzz:
+	./tools/fuzz.sh $(FUZZ_SECONDS)
+
+## chaos: the long chaos run (CI runs 40 s of it inside `make test`)
+CHAOS_SECONDS ?= 600
+chaos: deps
+	$(CARGO) build --bin apiserver
+	CHAOS_SECONDS=$(CHAOS_SECONDS) $(CARGO) test -p e2e --test chaos -- --nocapture

@@ -20,6 +20,7 @@ pub mod podsecurity;
 pub mod query;
 pub mod rbac;
 pub mod read;
+pub mod request;
 pub mod schema;
 pub mod selector;
 pub mod status;

@@ -32,7 +32,8 @@ pub mod object;
 pub mod openapi;
 pub mod rbac;
 pub mod registry;
-pub mod request;
+/// Request paths, parsed without I/O (lives in `apimachinery` so it can be fuzzed).
+pub use apimachinery::request;
 pub mod response;
 pub mod server;
 pub mod telemetry;
