@@ -71,6 +71,17 @@ impl Supervised {
         let _ = self.child.wait();
     }
 
+    /// The supervised program's own process id (the supervisor's child of
+    /// that name), while it runs.
+    fn program_pid(&self, name: &str) -> Option<u32> {
+        let sup = self.child.id();
+        let children = std::fs::read_to_string(format!("/proc/{sup}/task/{sup}/children")).ok()?;
+        children.split_whitespace().find_map(|c| {
+            let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).ok()?;
+            (comm.trim() == name).then(|| c.parse().ok()).flatten()
+        })
+    }
+
     fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
@@ -230,6 +241,12 @@ impl EtcdCluster {
         if let Some(p) = self.members[i].process.take() {
             p.signal("KILL");
         }
+    }
+
+    /// The pid of member `i`'s etcd process, while it runs (for SIGSTOP
+    /// and SIGCONT).
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].process.as_ref()?.program_pid("etcd")
     }
 
     /// Waits until member `i` answers a linearizable read (which needs a

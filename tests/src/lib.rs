@@ -4,6 +4,7 @@
 //! deployment (3 etcd members, replicas, HAProxy) for fault tests; `watch`
 //! is a raw watch client and etcd's history to check it against.
 
+pub mod chaos;
 pub mod cluster;
 pub mod watch;
 pub mod webhook;

@@ -68,6 +68,27 @@ pub enum OpenError {
 /// Opens a watch at `addr` (`host:port`) on `path` (with its query) and
 /// returns its lines once the server has answered 200.
 pub async fn open(addr: &str, path: &str) -> Result<mpsc::UnboundedReceiver<Line>, OpenError> {
+    open_with(addr, path, |line| match parse_line(line) {
+        Some(line) => line,
+        None => panic!("bad watch line {:?}", String::from_utf8_lossy(line)),
+    })
+    .await
+}
+
+/// [`open`], forwarding each line as its bytes, for a caller that reads more
+/// of the objects than [`Line`] keeps.
+pub async fn open_raw(
+    addr: &str,
+    path: &str,
+) -> Result<mpsc::UnboundedReceiver<Vec<u8>>, OpenError> {
+    open_with(addr, path, <[u8]>::to_vec).await
+}
+
+async fn open_with<T: Send + 'static>(
+    addr: &str,
+    path: &str,
+    parse: fn(&[u8]) -> T,
+) -> Result<mpsc::UnboundedReceiver<T>, OpenError> {
     let mut socket = tokio::net::TcpStream::connect(addr).await?;
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
@@ -94,13 +115,8 @@ pub async fn open(addr: &str, path: &str) -> Result<mpsc::UnboundedReceiver<Line
         let mut pending = early;
         loop {
             for line in pending.drain(..) {
-                match parse_line(&line) {
-                    Some(line) => {
-                        if tx.send(line).is_err() {
-                            return;
-                        }
-                    }
-                    None => panic!("bad watch line {:?}", String::from_utf8_lossy(&line)),
+                if tx.send(parse(&line)).is_err() {
+                    return;
                 }
             }
             let n = match socket.read(&mut buf).await {
