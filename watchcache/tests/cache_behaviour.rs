@@ -95,10 +95,55 @@ async fn consistent_reads_are_fresh_on_every_replica() {
             assert!(listed.revision >= written.revision);
             assert_eq!(listed.items.len(), i + 1, "the write is listed");
             assert_eq!(listed.items.last(), Some(&written));
+            let got = replica
+                .get(&key, Freshness::MostRecent)
+                .await
+                .expect("consistent get");
+            assert_eq!(got.as_ref(), Some(&written), "the write is read");
         }
     }
     assert_eq!(b.stats().etcd_reads, 0, "served from memory");
     assert_eq!(a.stats().etcd_reads, 0, "served from memory");
+}
+
+/// Concurrent consistent reads share quorum reads of etcd's revision: one
+/// read answers every consistent read queued before it was sent, and each
+/// still sees every write acknowledged before it began.
+#[tokio::test]
+async fn concurrent_consistent_reads_share_revision_reads() {
+    let etcd = TestEtcd::shared().await;
+    let cache = cacher(etcd, config()).await;
+    let store = etcd.store().await;
+    let prefix = unique_prefix("coalesce");
+    let key = format!("{prefix}k");
+    let mut last = create(&store, &key, "k", "0").await;
+    let before = cache.stats().revision_reads;
+    let mut reads = 0u64;
+    for round in 1..=5 {
+        let reads_of_round: Vec<_> = (0..64)
+            .map(|_| {
+                let cache = cache.clone();
+                let key = key.clone();
+                tokio::spawn(async move { cache.get(&key, Freshness::MostRecent).await })
+            })
+            .collect();
+        reads += 64;
+        for r in reads_of_round {
+            let got = r.await.expect("task").expect("consistent get");
+            assert_eq!(got.as_ref(), Some(&last), "every read sees the last write");
+        }
+        last = store
+            .update(&key, &object("k", &[], &round.to_string()), last.revision)
+            .await
+            .expect("update");
+    }
+    let sent = cache.stats().revision_reads - before;
+    assert!(sent >= 5, "at least one quorum read per round, sent {sent}");
+    assert!(
+        sent < reads / 4,
+        "{reads} consistent reads sent {sent} quorum reads"
+    );
+    assert_eq!(cache.stats().etcd_reads, 0, "served from memory");
 }
 
 /// Lists at exact revisions (and their pages) are rebuilt from checkpoints

@@ -92,7 +92,11 @@ pub struct CacheStats {
     /// Consistent reads that went to etcd because the cache did not catch up
     /// in time.
     pub consistent_fallbacks: u64,
-    /// Reads and watches answered by etcd instead of memory (consistent
-    /// gets, cache not serving, revisions not retained, fallbacks).
+    /// Reads and watches answered by etcd instead of memory (cache not
+    /// serving, revisions not retained, fallbacks).
     pub etcd_reads: u64,
+    /// Quorum reads of etcd's revision made for consistent reads (each
+    /// serves every consistent read queued while the previous was in
+    /// flight).
+    pub revision_reads: u64,
 }

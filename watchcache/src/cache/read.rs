@@ -46,15 +46,15 @@ pub(crate) fn route_list(opts: &ListOptions, serving: bool) -> Route {
     }
 }
 
-/// Where a get goes. A consistent get is one key: etcd answers it in the
-/// same round trip the cache would need to prove its freshness, so it goes
-/// there (as kube-apiserver does).
+/// Where a get goes. A consistent get is served like a consistent list
+/// (kube-apiserver sends it to etcd): the coalesced revision read makes
+/// the proof of freshness cheaper than a read of the key would be.
 pub(crate) fn route_get(freshness: Freshness, serving: bool) -> Route {
     if !serving {
         return Route::Etcd;
     }
     match freshness {
-        Freshness::MostRecent => Route::Etcd,
+        Freshness::MostRecent => Route::Consistent,
         Freshness::NotOlderThan(n) => Route::AtLeast(n.max(0)),
         Freshness::Exact(n) if n > 0 => Route::Exact(n),
         Freshness::Exact(_) => Route::Etcd,
@@ -163,7 +163,7 @@ mod tests {
             Route::Consistent
         );
         assert_eq!(route_list(&opts(MostRecent, Some(0)), true), Route::Etcd);
-        assert_eq!(route_get(MostRecent, true), Route::Etcd);
+        assert_eq!(route_get(MostRecent, true), Route::Consistent);
         assert_eq!(route_get(NotOlderThan(3), true), Route::AtLeast(3));
         assert_eq!(route_get(NotOlderThan(3), false), Route::Etcd);
     }
