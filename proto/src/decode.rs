@@ -381,9 +381,15 @@ fn render_special(
                 )),
             }
         }
-        Special::Quantity => Ok(Value::String(
-            string_of(take_field(m, &mut accs, 1)).unwrap_or_else(|| "0".to_string()),
-        )),
+        Special::Quantity => {
+            let s = string_of(take_field(m, &mut accs, 1)).unwrap_or_else(|| "0".to_string());
+            // kube's Quantity.Unmarshal parses the string and fails the
+            // whole decode when it is no quantity (no trimming, unlike JSON).
+            if !quantity_pattern().is_match(&s) {
+                return Err(ProtoError::invalid_value(name, QUANTITY_FORMAT));
+            }
+            Ok(Value::String(s))
+        }
         Special::Time | Special::MicroTime => {
             if !nonempty {
                 return Ok(Value::Null);
@@ -417,4 +423,15 @@ fn render_special(
         },
         Special::None => render_object(t, m, accs, depth),
     }
+}
+
+/// `resource.ErrFormatWrong`.
+const QUANTITY_FORMAT: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+fn quantity_pattern() -> &'static regex::Regex {
+    static P: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        regex::Regex::new(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$").expect("quantity pattern")
+    })
 }

@@ -205,3 +205,23 @@ proptest! {
         let _ = encode_openapi_v2(&doc);
     }
 }
+
+/// Found by AFL (fuzz/corpus/protobuf/crash-928c1858522a566b): kube's
+/// Quantity.Unmarshal refuses a string that is no quantity, where JSON
+/// would have trimmed it; decoding it anyway made a value that re-encoded
+/// differently.
+#[test]
+fn quantities_that_do_not_parse_fail_the_decode() {
+    let m = "k8s.io.apimachinery.pkg.api.resource.Quantity";
+    for bad in [&b" 1"[..], b"1 ", b"\0", b"", b"abc"] {
+        let mut raw = vec![0x0a, bad.len() as u8];
+        raw.extend_from_slice(bad);
+        let err = decode_to_json(m, &raw).expect_err("not a quantity");
+        assert!(err.to_string().contains("quantities must match the regular expression"), "{err}");
+    }
+    for good in [&b"1"[..], b"500m", b"1.5Gi", b"-1e3", b"+.5"] {
+        let mut raw = vec![0x0a, good.len() as u8];
+        raw.extend_from_slice(good);
+        assert_eq!(decode_to_json(m, &raw).unwrap(), Value::String(String::from_utf8(good.to_vec()).unwrap()));
+    }
+}
