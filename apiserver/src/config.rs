@@ -157,6 +157,12 @@ pub struct Config {
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub etcd_compaction_interval: Duration,
 
+    /// API Priority and Fairness: classify requests by FlowSchema and
+    /// queue them fairly within their priority level's seats (the two
+    /// max-inflight limits together). `false`: the max-inflight budgets.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_priority_and_fairness: bool,
+
     /// Most non-mutating requests served at once (long-running ones such as
     /// watches not counted); past it: 429. `0`: no limit.
     #[arg(long, default_value_t = 400)]
