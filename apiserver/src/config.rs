@@ -163,6 +163,11 @@ pub struct Config {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub enable_priority_and_fairness: bool,
 
+    /// Most watches one user may have open at once; one more is answered
+    /// 429. `0`: no bound.
+    #[arg(long, default_value_t = 2000)]
+    pub max_watches_per_user: usize,
+
     /// Most non-mutating requests served at once (long-running ones such as
     /// watches not counted); past it: 429. `0`: no limit.
     #[arg(long, default_value_t = 400)]

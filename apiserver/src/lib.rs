@@ -322,6 +322,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         state.service_accounts = Some(sa);
     }
     state.audit = auditor;
+    state.watch_budget = Arc::new(limits::WatchBudget::new(cfg.max_watches_per_user));
     // With APF on, its seats (the two limits together) replace the
     // max-inflight budgets, as in kube.
     state.apf = flowcontrol::Apf::new(

@@ -38,6 +38,8 @@ pub struct AppState {
     pub limits: crate::limits::Limits,
     /// API Priority and Fairness (off until configured by `run`).
     pub apf: crate::flowcontrol::Apf,
+    /// Open watches per user (`--max-watches-per-user`).
+    pub watch_budget: Arc<crate::limits::WatchBudget>,
     /// Set to `true` when the server stops accepting: open watch streams
     /// end then.
     pub stopping: tokio::sync::watch::Sender<bool>,
@@ -110,6 +112,7 @@ impl AppState {
                 .map(Arc::new),
             limits: crate::limits::Limits::default(),
             apf: Default::default(),
+            watch_budget: Default::default(),
             stopping: tokio::sync::watch::Sender::new(false),
             authenticator: None,
             anonymous_auth: false,
@@ -214,8 +217,8 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 
 /// The routes behind the filter chain (see `auth`): outermost first,
 /// request id → metrics → (failed-authentication audit) → authenticate →
-/// audit → impersonate → priority and fairness → authorize → compression
-/// → handler.
+/// audit → impersonate → watches per user → priority and fairness →
+/// authorize → compression → handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
@@ -226,6 +229,10 @@ fn filtered(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             crate::flowcontrol::filter,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::limits::watchers,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
