@@ -280,3 +280,135 @@ async fn disabled_means_no_classification() {
     assert_eq!(r.header(FS_UID), None);
     assert_eq!(r.header(PL_UID), None);
 }
+
+/// Requests that hold their seats (a validating webhook that takes 2.5 s)
+/// leave the rest of the flood queued; a queued request that waits past a
+/// quarter of `--request-timeout` (here 1 s) is answered 429, and the
+/// queued ones show in `dump_requests` meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn a_wait_past_the_limit_is_429() {
+    use e2e::webhook::{Answer, WebhookServer};
+    let etcd = watchcache::testing::TestEtcd::shared().await;
+    let s = Arc::new(Server::start_on(&etcd.endpoint(), &["--request-timeout=4s"]).await);
+    let slow = WebhookServer::start(|req| {
+        // Blocking, but off the runtime's other tasks.
+        tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(2500)));
+        Answer::Json(serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": req["request"]["uid"], "allowed": true},
+        }))
+    })
+    .await;
+    s.kubectl_ok(&["create", "namespace", "slow"]);
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        &format!(
+            r#"{}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: slow}}
+webhooks:
+- name: slow.example.com
+  clientConfig: {{url: "{url}", caBundle: {ca}}}
+  rules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}]
+  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: slow}}}}
+  sideEffects: None
+  timeoutSeconds: 10
+  admissionReviewVersions: [v1]
+"#,
+            FLOOD
+                .replace("queues: 1\n", "queues: 2\n")
+                .replace("handSize: 1", "handSize: 2")
+                .replace("queueLengthLimit: 1", "queueLengthLimit: 20"),
+            url = slow.url("/validate"),
+            ca = slow.ca_bundle(),
+        ),
+    );
+    s.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "editors",
+        "--clusterrole=edit",
+        "--user=flooder",
+    ]);
+    let flood_pl = uid(&s, "prioritylevelconfiguration", "flood-level");
+    eventually_async(
+        "the flood level in effect",
+        Duration::from_secs(20),
+        || async {
+            let (_, _, pl) =
+                classified_as(&s, Some("flooder"), "/api/v1/namespaces/slow/configmaps").await;
+            (pl == flood_pl).then_some(())
+        },
+    )
+    .await;
+    // Three seats: three creates run (2.5 s each), the rest wait.
+    let creates: Vec<_> = (0..8)
+        .map(|i| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                let body = format!(
+                    r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c{i}"}}}}"#
+                );
+                let h = [
+                    ("Impersonate-User", "flooder"),
+                    ("Content-Type", "application/json"),
+                ];
+                s.request(
+                    "POST",
+                    "/api/v1/namespaces/slow/configmaps",
+                    &h,
+                    body.as_bytes(),
+                )
+                .await
+            })
+        })
+        .collect();
+    let queued = eventually_async("requests queued", Duration::from_secs(3), || async {
+        let dump = s
+            .request(
+                "GET",
+                "/debug/api_priority_and_fairness/dump_requests",
+                &[],
+                b"",
+            )
+            .await
+            .text();
+        let rows: Vec<String> = dump
+            .lines()
+            .filter(|l| l.starts_with("flood-level, "))
+            .map(str::to_string)
+            .collect();
+        (!rows.is_empty()).then_some(rows)
+    })
+    .await;
+    assert!(queued[0].contains("flooder"), "{queued:?}");
+    let mut codes = Vec::new();
+    for c in creates {
+        let r = c.await.expect("create task");
+        if r.status == 429 {
+            assert_eq!(r.header("retry-after"), Some("1"));
+            assert_eq!(status_reason(&r.body), "TooManyRequests");
+        }
+        codes.push(r.status);
+    }
+    codes.sort_unstable();
+    assert_eq!(codes.iter().filter(|c| **c == 201).count(), 3, "{codes:?}");
+    assert!(
+        codes.iter().filter(|c| **c == 429).count() >= 4,
+        "{codes:?}"
+    );
+    let metrics = s.request("GET", "/metrics", &[], b"").await.text();
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            r#"apiserver_flowcontrol_rejected_requests_total{flow_schema="flood",priority_level="flood-level",reason="time-out"}"#
+        )),
+        "no time-out rejections in the metrics"
+    );
+}
+
+fn status_reason(body: &[u8]) -> String {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    v["reason"].as_str().unwrap_or("").to_string()
+}

@@ -417,7 +417,7 @@ impl Apf {
         }
     }
 
-    /// Whether any request is queued or running in a level (tests, dumps).
+    /// The levels in effect (and quiescing).
     pub fn level_names(&self) -> Vec<String> {
         self.lock().levels.keys().cloned().collect()
     }
@@ -511,6 +511,37 @@ fn settle(apf: &Apf, level: &str, started: Vec<(Waiter, Ticket)>) {
     }
 }
 
+/// A request running in an exempt level: counted as its demand (which
+/// the other levels' shares come out of).
+struct Exempt<'a> {
+    apf: &'a Apf,
+    level: String,
+}
+
+impl<'a> Exempt<'a> {
+    fn enter(apf: &'a Apf, level: &str) -> Exempt<'a> {
+        let now = Instant::now();
+        if let Some(l) = apf.lock().levels.get_mut(level) {
+            l.exempt_executing += 1;
+            l.note_demand(now);
+        }
+        Exempt {
+            apf,
+            level: level.to_string(),
+        }
+    }
+}
+
+impl Drop for Exempt<'_> {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        if let Some(l) = self.apf.lock().levels.get_mut(&self.level) {
+            l.exempt_executing = l.exempt_executing.saturating_sub(1);
+            l.note_demand(now);
+        }
+    }
+}
+
 /// A queued request; takes itself out of its queue if dropped while
 /// waiting, and gives back the seats of a dispatch nobody took.
 struct Queued<'a> {
@@ -589,8 +620,9 @@ pub async fn filter(
     let watch = ri.verb == "watch";
     if c.exempt || long_running_not_watch(&ri) {
         let guard = apf.metrics.as_ref().map(|m| m.executing(&c));
+        let exempt = c.exempt.then(|| Exempt::enter(apf, &c.level));
         let mut response = next.run(req).await;
-        drop(guard);
+        drop((guard, exempt));
         if let Some(m) = &apf.metrics {
             m.dispatched(&c);
         }
