@@ -26,6 +26,7 @@ pub mod config;
 mod debug;
 mod metrics;
 pub mod queueset;
+mod retry;
 
 use crate::server::AppState;
 use apimachinery::auth::{RequestInfo, UserInfo};
@@ -97,6 +98,7 @@ pub(crate) struct Level {
     exempt_executing: usize,
     demand: Demand,
     window_start: Instant,
+    drops: retry::Drops,
 }
 
 impl Level {
@@ -112,6 +114,7 @@ impl Level {
             exempt_executing: 0,
             demand: Demand::default(),
             window_start: now,
+            drops: retry::Drops::default(),
         }
     }
 
@@ -719,7 +722,19 @@ fn reject(state: &AppState, c: &Classification, reason: &str, arrived: Instant) 
         m.rejected(c, reason);
         m.waited(c, false, arrived.elapsed());
     }
-    let mut response = crate::limits::too_many_requests();
+    // kube's Retry-After for this level, grown by sustained drops.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
+    let retry_after = state.apf.lock().levels.get_mut(&c.level).map_or(1, |l| {
+        l.drops.record(now);
+        l.drops.retry_after()
+    });
+    let status = apimachinery::Status::too_many_requests(
+        crate::limits::TOO_MANY_REQUESTS,
+        u32::try_from(retry_after).unwrap_or(1),
+    );
+    let mut response = crate::error::status_response(&status);
     set_headers(&mut response, c);
     response
 }
