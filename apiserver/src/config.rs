@@ -312,6 +312,8 @@ mod tests {
         assert_eq!(c.etcd_compaction_interval, Duration::from_secs(300));
         assert_eq!(c.max_requests_inflight, 400);
         assert_eq!(c.max_mutating_requests_inflight, 200);
+        assert!(c.enable_priority_and_fairness);
+        assert_eq!(c.max_watches_per_user, 2000);
         assert_eq!(c.request_timeout, Duration::from_secs(60));
         assert_eq!(c.shutdown_delay_duration, Duration::ZERO);
         assert_eq!(c.log_format, crate::telemetry::LogFormat::Text);
