@@ -157,6 +157,17 @@ pub struct Config {
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub etcd_compaction_interval: Duration,
 
+    /// API Priority and Fairness: classify requests by FlowSchema and
+    /// queue them fairly within their priority level's seats (the two
+    /// max-inflight limits together). `false`: the max-inflight budgets.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_priority_and_fairness: bool,
+
+    /// Most watches one user may have open at once; one more is answered
+    /// 429. `0`: no bound.
+    #[arg(long, default_value_t = 2000)]
+    pub max_watches_per_user: usize,
+
     /// Most non-mutating requests served at once (long-running ones such as
     /// watches not counted); past it: 429. `0`: no limit.
     #[arg(long, default_value_t = 400)]
@@ -301,6 +312,8 @@ mod tests {
         assert_eq!(c.etcd_compaction_interval, Duration::from_secs(300));
         assert_eq!(c.max_requests_inflight, 400);
         assert_eq!(c.max_mutating_requests_inflight, 200);
+        assert!(c.enable_priority_and_fairness);
+        assert_eq!(c.max_watches_per_user, 2000);
         assert_eq!(c.request_timeout, Duration::from_secs(60));
         assert_eq!(c.shutdown_delay_duration, Duration::ZERO);
         assert_eq!(c.log_format, crate::telemetry::LogFormat::Text);

@@ -22,6 +22,7 @@ pub mod encryption;
 pub mod error;
 pub mod etcd_process;
 pub mod event_ttl;
+pub mod flowcontrol;
 pub mod flowcontrol_bootstrap;
 pub mod handlers;
 pub mod health;
@@ -322,16 +323,35 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         state.service_accounts = Some(sa);
     }
     state.audit = auditor;
-    let state = Arc::new(state.with_limits(limits::Limits::new(
-        cfg.max_requests_inflight,
-        cfg.max_mutating_requests_inflight,
-        cfg.request_timeout,
-    )));
+    state.watch_budget = Arc::new(limits::WatchBudget::new(cfg.max_watches_per_user));
+    // With APF on, its seats (the two limits together) replace the
+    // max-inflight budgets, as in kube.
+    state.apf = flowcontrol::Apf::new(
+        cfg.enable_priority_and_fairness,
+        cfg.max_requests_inflight + cfg.max_mutating_requests_inflight,
+        state.metrics.as_ref().map(|m| m.registry()),
+    );
+    let state = Arc::new(state.with_limits(if cfg.enable_priority_and_fairness {
+        limits::Limits::new(0, 0, cfg.request_timeout)
+    } else {
+        limits::Limits::new(
+            cfg.max_requests_inflight,
+            cfg.max_mutating_requests_inflight,
+            cfg.request_timeout,
+        )
+    }));
     let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
-    let controllers = controllers::start_all(&state, Some(leadership.subscribe()));
+    let mut controllers = controllers::start_all(&state, Some(leadership.subscribe()));
+    if state.apf.enabled {
+        controllers.extend(
+            flowcontrol::controller(&state)
+                .map(|c| controllers::start(Arc::clone(&state), None, c)),
+        );
+        controllers.push(flowcontrol::spawn_maintenance(Arc::clone(&state)));
+    }
     let endpoint_lease =
         controllers::kubernetes_endpoints::EndpointLease::spawn(Arc::clone(&state)).map(Arc::new);
     tracing::info!(listen = %cfg.listen, "serving");

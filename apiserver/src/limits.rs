@@ -4,11 +4,22 @@
 //! requests such as watches are not counted), the excess answered 429 with
 //! `Retry-After: 1` at once rather than queued (so memory stays bounded);
 //! and non-long-running requests answered 504 after `--request-timeout`.
+//! With API Priority and Fairness on (the default), `flowcontrol` takes
+//! the place of the two budgets (they are then unlimited here).
+//!
+//! Also the bound on open watches per user (`--max-watches-per-user`):
+//! one more is answered 429 at once, so a client that leaks watches
+//! cannot hold the server's memory.
 
 use crate::error::status_response;
 use apimachinery::status::Status;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
 use axum::response::Response;
-use std::sync::Arc;
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -91,6 +102,91 @@ pub fn timed_out() -> Response {
     status_response(&Status::timeout(TIMED_OUT))
 }
 
+/// Open watches per user, at most `max` each (`0`: no bound).
+#[derive(Debug, Default)]
+pub struct WatchBudget {
+    max: usize,
+    open: Mutex<HashMap<String, usize>>,
+}
+
+impl WatchBudget {
+    pub fn new(max: usize) -> Self {
+        WatchBudget {
+            max,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A place for one more watch of `user`, held until dropped.
+    pub fn try_open(self: &Arc<Self>, user: &str) -> Option<WatchSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(user.to_string()).or_insert(0);
+        if self.max > 0 && *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(WatchSlot {
+            budget: Arc::clone(self),
+            user: user.to_string(),
+        })
+    }
+
+    pub fn open(&self, user: &str) -> usize {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.get(user).copied().unwrap_or(0)
+    }
+}
+
+/// One open watch of a user.
+#[derive(Debug)]
+pub struct WatchSlot {
+    budget: Arc<WatchBudget>,
+    user: String,
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut open = self.budget.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// The filter bounding open watches per user (after authentication and
+/// impersonation: the user a watch runs as). The slot lives as long as
+/// the response body, i.e. the watch stream.
+pub async fn watchers(
+    State(state): State<Arc<crate::server::AppState>>,
+    mut req: Request<Body>,
+    next: Next,
+) -> Response {
+    let watching = matches!(&*crate::auth::resolve(&mut req), Ok(ri) if ri.verb == "watch");
+    let user = req
+        .extensions()
+        .get::<crate::auth::Identity>()
+        .map(|i| i.0.username.clone());
+    let (true, Some(user)) = (watching, user) else {
+        return next.run(req).await;
+    };
+    let Some(slot) = state.watch_budget.try_open(&user) else {
+        let message = format!(
+            "Too many watches: user {user:?} has {} open, the most allowed (--max-watches-per-user), please try again later.",
+            state.watch_budget.max
+        );
+        return status_response(&Status::too_many_requests(message, 1));
+    };
+    let (parts, body) = next.run(req).await.into_parts();
+    let stream = body.into_data_stream().map(move |frame| {
+        let _held = &slot;
+        frame
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +204,24 @@ mod tests {
             .filter_map(|_| l.try_acquire(RequestKind::Mutating))
             .collect();
         assert_eq!(held.len(), 1000);
+    }
+
+    #[test]
+    fn watch_budget_per_user() {
+        let b = Arc::new(WatchBudget::new(2));
+        let a1 = b.try_open("a");
+        let a2 = b.try_open("a");
+        assert!(a1.is_some() && a2.is_some());
+        assert!(b.try_open("a").is_none());
+        assert!(b.try_open("b").is_some());
+        drop(a1);
+        assert_eq!(b.open("a"), 1);
+        assert!(b.try_open("a").is_some());
+        drop(a2);
+        // 0: unbounded.
+        let free = Arc::new(WatchBudget::new(0));
+        let held: Vec<_> = (0..100).filter_map(|_| free.try_open("x")).collect();
+        assert_eq!(held.len(), 100);
     }
 
     #[test]

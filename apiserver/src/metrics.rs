@@ -36,7 +36,7 @@ use prometheus::{
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use watchcache::etcd::{EtcdObserver, EtcdTelemetry};
+use watchcache::etcd::EtcdObserver;
 
 /// kube-apiserver's `component` label value.
 const COMPONENT: &str = "apiserver";
@@ -538,9 +538,7 @@ impl Metrics {
             self.cache_capacity.set(to_i64(stats.window_events));
             self.cache_window_bytes.set(to_i64(stats.window_bytes));
             self.cache_objects.set(to_i64(stats.objects));
-            let store = cache.store();
-            self.count_objects(state, store.client(), store.telemetry())
-                .await;
+            self.count_objects(state).await;
         }
         if let Some(audit) = &state.audit {
             use std::sync::atomic::Ordering::Relaxed;
@@ -565,43 +563,15 @@ impl Metrics {
             })
     }
 
-    /// `apiserver_storage_objects`: a count-only etcd read per resource.
-    async fn count_objects(
-        &self,
-        state: &AppState,
-        client: etcd_client::Client,
-        telemetry: &EtcdTelemetry,
-    ) {
-        let mut seen = std::collections::HashSet::new();
-        let all = state.registry.all();
-        let counts = all
-            .iter()
-            .filter(|res| seen.insert(res.storage_segment()))
-            .map(|res| {
-                let mut client = client.clone();
-                let prefix = state.collection_prefix(res, None);
-                let label = if res.group.is_empty() {
-                    res.plural.to_string()
-                } else {
-                    format!("{}.{}", res.plural, res.group)
-                };
-                async move {
-                    let opts = etcd_client::GetOptions::new()
-                        .with_prefix()
-                        .with_count_only();
-                    let get = client.get(prefix.as_bytes(), Some(opts));
-                    let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
-                    let count = resp.await.ok()?.count();
-                    Some((label, count))
-                }
-            });
-        let all = futures_util::future::join_all(counts);
-        let Ok(results) = tokio::time::timeout(COUNT_TIMEOUT, all).await else {
-            tracing::debug!("counting stored objects timed out");
-            return;
-        };
-        for (label, count) in results.into_iter().flatten() {
-            self.storage_objects.with_label_values(&[label]).set(count);
+    /// The registry, for metrics defined elsewhere (flow control).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// `apiserver_storage_objects`.
+    async fn count_objects(&self, state: &AppState) {
+        for (label, count) in stored_counts(state).await.unwrap_or_default() {
+            self.storage_objects.with_label_values(&[&label]).set(count);
         }
     }
 
@@ -646,6 +616,43 @@ struct EtcdRequestMetrics {
     durations: HistogramVec,
     requests: IntCounterVec,
     errors: IntCounterVec,
+}
+
+/// Stored objects per resource (`plural` or `plural.group`), a count-only
+/// etcd read each (`None` without a watch cache over etcd, or when etcd
+/// does not answer in time).
+pub async fn stored_counts(state: &AppState) -> Option<HashMap<String, i64>> {
+    let store = state.cache.as_ref()?.store();
+    let (client, telemetry) = (store.client(), store.telemetry());
+    let mut seen = std::collections::HashSet::new();
+    let all = state.registry.all();
+    let counts = all
+        .iter()
+        .filter(|res| seen.insert(res.storage_segment()))
+        .map(|res| {
+            let mut client = client.clone();
+            let prefix = state.collection_prefix(res, None);
+            let label = if res.group.is_empty() {
+                res.plural.to_string()
+            } else {
+                format!("{}.{}", res.plural, res.group)
+            };
+            async move {
+                let opts = etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only();
+                let get = client.get(prefix.as_bytes(), Some(opts));
+                let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
+                let count = resp.await.ok()?.count();
+                Some((label, count))
+            }
+        });
+    let all = futures_util::future::join_all(counts);
+    let Ok(results) = tokio::time::timeout(COUNT_TIMEOUT, all).await else {
+        tracing::debug!("counting stored objects timed out");
+        return None;
+    };
+    Some(results.into_iter().flatten().collect())
 }
 
 /// Records every etcd request of a store (`etcd_request_duration_seconds`,

@@ -36,6 +36,10 @@ pub struct AppState {
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
     /// In-flight limits and the request timeout.
     pub limits: crate::limits::Limits,
+    /// API Priority and Fairness (off until configured by `run`).
+    pub apf: crate::flowcontrol::Apf,
+    /// Open watches per user (`--max-watches-per-user`).
+    pub watch_budget: Arc<crate::limits::WatchBudget>,
     /// Set to `true` when the server stops accepting: open watch streams
     /// end then.
     pub stopping: tokio::sync::watch::Sender<bool>,
@@ -107,6 +111,8 @@ impl AppState {
                 .ok()
                 .map(Arc::new),
             limits: crate::limits::Limits::default(),
+            apf: Default::default(),
+            watch_budget: Default::default(),
             stopping: tokio::sync::watch::Sender::new(false),
             authenticator: None,
             anonymous_auth: false,
@@ -211,13 +217,22 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 
 /// The routes behind the filter chain (see `auth`): outermost first,
 /// request id → metrics → (failed-authentication audit) → authenticate →
-/// audit → impersonate → authorize → compression → handler.
+/// audit → impersonate → watches per user → priority and fairness →
+/// authorize → compression → handler.
 fn filtered(state: Arc<AppState>) -> Router {
     routes()
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             crate::auth::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::flowcontrol::filter,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            crate::limits::watchers,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -255,6 +270,18 @@ fn routes() -> Router<Arc<AppState>> {
         .route("/readyz", get(crate::health::readyz))
         .route("/readyz/{*check}", get(crate::health::readyz_check))
         .route("/metrics", get(crate::metrics::serve))
+        .route(
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+            get(crate::flowcontrol::dump_priority_levels),
+        )
+        .route(
+            "/debug/api_priority_and_fairness/dump_queues",
+            get(crate::flowcontrol::dump_queues),
+        )
+        .route(
+            "/debug/api_priority_and_fairness/dump_requests",
+            get(crate::flowcontrol::dump_requests),
+        )
         .route("/openapi/v2", get(crate::openapi::v2))
         .route("/openapi/v3", get(crate::openapi::v3_root))
         .route("/openapi/v3/{*path}", get(crate::openapi::v3_doc))

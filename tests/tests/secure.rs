@@ -582,3 +582,18 @@ async fn rbac_follows_bindings_over_tls() {
     )
     .await;
 }
+
+/// kube accepts request headers up to 1 MiB: a 900 KiB bearer token is
+/// read (and refused as a credential), a 2 MiB one is not read at all.
+#[tokio::test]
+async fn headers_up_to_1_mib_over_tls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path()).await;
+    let big = s.token_kubeconfig("big", &"a".repeat(900 * 1024));
+    let err = s.kubectl_err(&big, &["get", "namespaces"]);
+    assert!(err.contains(LOGIN), "{err}");
+    let huge = s.token_kubeconfig("huge", &"a".repeat(2 * 1024 * 1024));
+    let err = s.kubectl_err(&huge, &["get", "namespaces"]);
+    assert!(!err.contains(LOGIN), "{err}");
+    eprintln!("2 MiB token: {err}");
+}

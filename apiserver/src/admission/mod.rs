@@ -28,8 +28,8 @@ use futures_util::FutureExt;
 use std::sync::Arc;
 use watchcache::ListOptions;
 
-/// A controller that keeps a replica's compiled admission configuration:
-/// it follows two `admissionregistration.k8s.io/v1` collections and, on any
+/// A controller that keeps a replica's compiled configuration (admission,
+/// flow control): it follows two `v1` collections of `group` and, on any
 /// change, lists both and hands them to `install`. Every replica runs it
 /// (not leader-gated: each one enforces). The lists are consistent reads:
 /// the event that woke it may come from a watch ahead of the cache (served
@@ -37,14 +37,13 @@ use watchcache::ListOptions;
 pub(crate) fn config_controller(
     state: &AppState,
     name: &'static str,
+    group: &str,
     plurals: [&str; 2],
-    install: fn(&AppState, &[Value], &[Value]),
+    install: fn(&Arc<AppState>, &[Value], &[Value]),
 ) -> Option<Controller> {
     let mut prefixes = Vec::with_capacity(2);
     for plural in plurals {
-        let res = state
-            .registry
-            .lookup("admissionregistration.k8s.io", "v1", plural)?;
+        let res = state.registry.lookup(group, "v1", plural)?;
         prefixes.push(state.collection_prefix(res, None));
     }
     let sources = prefixes

@@ -160,6 +160,7 @@ pub fn controller(state: &AppState) -> Option<Controller> {
     super::config_controller(
         state,
         "mutating_admission_policy",
+        "admissionregistration.k8s.io",
         [
             "mutatingadmissionpolicies",
             "mutatingadmissionpolicybindings",

@@ -328,6 +328,7 @@ pub fn controller(state: &AppState) -> Option<Controller> {
     super::config_controller(
         state,
         "validating_admission_policy",
+        "admissionregistration.k8s.io",
         [
             "validatingadmissionpolicies",
             "validatingadmissionpolicybindings",

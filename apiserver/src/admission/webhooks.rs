@@ -150,6 +150,7 @@ pub fn controller(state: &AppState) -> Option<Controller> {
     super::config_controller(
         state,
         "admission_webhooks",
+        "admissionregistration.k8s.io",
         [
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations",

@@ -97,6 +97,9 @@ pub fn certificate_user(leaf: &[u8]) -> Option<apimachinery::auth::UserInfo> {
 /// Accepts TLS connections on `listener` and serves `app` on each until
 /// `stop` turns true; then stops accepting and waits for open connections
 /// to finish (watch streams end on their own when the server stops).
+/// The most header bytes a request may carry on the secure port.
+pub const MAX_HEADER_BYTES: usize = (1 << 20) + 4096;
+
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: Arc<ServerConfig>,
@@ -153,8 +156,16 @@ pub async fn serve(
             let mut builder = auto::Builder::new(TokioExecutor::new());
             // With a timer, HTTP/1 connections that do not finish sending
             // their headers within hyper's default 30 s are closed.
-            builder.http1().timer(TokioTimer::new());
-            builder.http2().timer(TokioTimer::new());
+            // Headers up to kube's 1 MiB (Go's DefaultMaxHeaderBytes plus
+            // its slack); past that, hyper answers 431.
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .max_buf_size(MAX_HEADER_BYTES);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_header_list_size(MAX_HEADER_BYTES as u32);
             let conn = builder.serve_connection(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
