@@ -286,21 +286,10 @@ impl Resource {
         self.subresource("status").is_some()
     }
 
-    /// The etcd key segment of this resource under the storage prefix:
-    /// `pods` for the core group, `apps/deployments` otherwise, so kinds of
-    /// the same plural in different groups never share keys.
-    /// A kind stored in another group's version (events.k8s.io Events,
-    /// stored as core/v1 Events) is stored under that group's segment.
+    /// The etcd key segment of this resource under the storage prefix,
+    /// as kube-apiserver keys it (see [`crate::storage_format::segment`]).
     pub fn storage_segment(&self) -> String {
-        let group = match self.conversion {
-            Some(c) => c.storage_version.rsplit_once('/').map_or("", |(g, _)| g),
-            None => self.group,
-        };
-        if group.is_empty() {
-            self.plural.to_string()
-        } else {
-            format!("{group}/{}", self.plural)
-        }
+        crate::storage_format::segment(self)
     }
 
     /// The schema of this kind: the upstream one for a built-in kind, the
@@ -1541,7 +1530,7 @@ mod tests {
         let v1 = reg
             .lookup("autoscaling", "v1", "horizontalpodautoscalers")
             .unwrap();
-        assert_eq!(v1.storage_segment(), "autoscaling/horizontalpodautoscalers");
+        assert_eq!(v1.storage_segment(), "horizontalpodautoscalers");
         assert!(v1.converts() && v1.has_status());
         // events.k8s.io Events live with core Events, as in kube.
         let ev = reg.lookup("events.k8s.io", "v1", "events").unwrap();
@@ -1554,7 +1543,7 @@ mod tests {
         let d = reg.lookup("apps", "v1", "deployments").unwrap();
         assert_eq!(d.kind, "Deployment");
         assert!(d.subresource("scale").is_some());
-        assert_eq!(d.storage_segment(), "apps/deployments");
+        assert_eq!(d.storage_segment(), "deployments");
         assert!(reg.lookup("", "v1", "deployments").is_none());
         let groups = reg.groups();
         assert_eq!(groups[0].group, "apiregistration.k8s.io");
