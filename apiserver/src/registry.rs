@@ -1181,6 +1181,7 @@ pub static RESOURCES: &[Resource] = &[
         generation: true,
         delete_finalizer: Some(crate::crd::CLEANUP_FINALIZER),
         rules: &crate::crd::DEFINITION_RULES,
+        conversion: Some(&crate::crd::v1beta1::STORED_V1BETA1),
         ..res(
             "apiextensions.k8s.io",
             "v1",

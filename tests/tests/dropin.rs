@@ -269,7 +269,7 @@ fn fixtures() -> Vec<Fixture> {
             None,
             "apiextensions.k8s.io/v1",
             "CustomResourceDefinition",
-            r#"{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1","metadata":{"name":"widgets.example.com","uid":"0d1c3b2a-0000-4000-8000-000000000002","generation":1,"creationTimestamp":"2025-11-13T02:13:20Z"},"spec":{"group":"example.com","names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},"scope":"Namespaced","versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"size":{"type":"integer"}}}}}}}],"conversion":{"strategy":"None"}},"status":{"conditions":[{"type":"NamesAccepted","status":"True","lastTransitionTime":"2025-11-13T02:13:20Z","reason":"NoConflicts","message":"no conflicts found"},{"type":"Established","status":"True","lastTransitionTime":"2025-11-13T02:13:20Z","reason":"InitialNamesAccepted","message":"the initial names have been accepted"}],"acceptedNames":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},"storedVersions":["v1"]}}"#,
+            r#"{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1beta1","metadata":{"name":"widgets.example.com","uid":"0d1c3b2a-0000-4000-8000-000000000002","generation":1,"creationTimestamp":"2025-11-13T02:13:20Z"},"spec":{"group":"example.com","version":"v1","names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},"scope":"Namespaced","validation":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"size":{"type":"integer"}}}}}},"versions":[{"name":"v1","served":true,"storage":true}],"additionalPrinterColumns":[{"name":"Size","type":"integer","JSONPath":".spec.size"}],"conversion":{"strategy":"None"},"preserveUnknownFields":false},"status":{"conditions":[{"type":"NamesAccepted","status":"True","lastTransitionTime":"2025-11-13T02:13:20Z","reason":"NoConflicts","message":"no conflicts found"},{"type":"Established","status":"True","lastTransitionTime":"2025-11-13T02:13:20Z","reason":"InitialNamesAccepted","message":"the initial names have been accepted"}],"acceptedNames":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},"storedVersions":["v1"]}}"#,
             Cipher::Plain,
         ),
         f(
@@ -554,6 +554,26 @@ async fn kube_written_etcd_is_served_and_written_back_as_kube_reads_it() {
     assert_eq!(ev["regarding"]["name"], "p1");
     let w = s.get_json(&["widgets.example.com", "w1", "-n", "legacy"]);
     assert_eq!(w["spec"]["size"], 3);
+    // kube stores CRDs as v1beta1, shared fields hoisted: served as v1.
+    let crd = s.get_json(&["crd", "widgets.example.com"]);
+    assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
+    let v1 = &crd["spec"]["versions"][0];
+    assert_eq!(
+        v1["additionalPrinterColumns"][0]["jsonPath"], ".spec.size",
+        "{crd}"
+    );
+    assert_eq!(
+        v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["type"],
+        "object"
+    );
+    let table = s.kubectl_ok(&["get", "widgets.example.com", "-n", "legacy"]);
+    assert!(
+        table.contains("SIZE")
+            && table
+                .lines()
+                .any(|l| l.starts_with("w1") && l.contains('3')),
+        "{table}"
+    );
 
     // WATCH from resourceVersion 0 starts with the kube-written objects.
     let mut lines = e2e::watch::open(

@@ -881,6 +881,15 @@ impl Storage for EtcdStore {
         Ok(header_revision(&resp))
     }
 
+    fn stored_form(&self, key: &str, value: &Value) -> Option<Value> {
+        if !self.transformers.writes_protobuf(key) {
+            return None;
+        }
+        encode_value(&self.transformers, key, value)
+            .ok()
+            .map(|(_, back)| back)
+    }
+
     async fn is_stale(&self, key: &str) -> Result<bool> {
         if self.transformers.for_key(key).is_none() {
             return Ok(false);
