@@ -48,11 +48,16 @@ pub async fn migrate(
         let from = format!("{prefix}/{old}/");
         let depth = if res.namespaced { 2 } else { 1 };
         let mut kv = client.kv_client();
-        let resp = kv
-            .get(from.as_bytes(), Some(GetOptions::new().with_prefix()))
+        // Keys only: under `services/` sit kube's own `services/specs/...`
+        // and `services/endpoints/...`, which are not read.
+        let keys = kv
+            .get(
+                from.as_bytes(),
+                Some(GetOptions::new().with_prefix().with_keys_only()),
+            )
             .await?;
-        for item in resp.kvs() {
-            let Ok(key) = std::str::from_utf8(item.key()) else {
+        for listed in keys.kvs() {
+            let Ok(key) = std::str::from_utf8(listed.key()) else {
                 continue;
             };
             let rest = &key[from.len()..];
@@ -61,6 +66,10 @@ pub async fn migrate(
             if rest.split('/').count() != depth {
                 continue;
             }
+            let resp = kv.get(key, None).await?;
+            let Some(item) = resp.kvs().first() else {
+                continue;
+            };
             let to = format!("{prefix}/{new}/{rest}");
             let encoded = transformers
                 .decode(item.key(), item.value())

@@ -701,3 +701,109 @@ async fn kube_written_etcd_is_served_and_written_back_as_kube_reads_it() {
         .await;
     }
 }
+
+/// Objects an earlier version of this server wrote (JSON under
+/// `<group>/<resource>`, core Services and Nodes under their plural) move
+/// to kube's keys at start-up; with `--storage-media-type=application/json`
+/// what the server writes is JSON, and kube's protobuf is still read.
+#[tokio::test]
+async fn legacy_layout_moves_and_json_media_type_reads_both() {
+    if !protoc_available() {
+        return;
+    }
+    let etcd = TestEtcd::shared().await;
+    let client = Client::connect([etcd.endpoint()], None).await.unwrap();
+    let prefix = e2e::unique_prefix();
+    let legacy = [
+        (
+            "namespaces/old",
+            r#"{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"old","uid":"6a1c3b2a-0000-4000-8000-000000000001","creationTimestamp":"2025-11-13T02:13:20Z","labels":{"kubernetes.io/metadata.name":"old"}},"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}}"#,
+        ),
+        (
+            "apps/deployments/old/d",
+            r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d","namespace":"old","uid":"6a1c3b2a-0000-4000-8000-000000000002","generation":1,"creationTimestamp":"2025-11-13T02:13:20Z"},"spec":{"replicas":0,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"nginx","terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always","resources":{}}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"schedulerName":"default-scheduler"}},"strategy":{"type":"Recreate"},"revisionHistoryLimit":10,"progressDeadlineSeconds":600},"status":{}}"#,
+        ),
+        (
+            "services/old/svc",
+            r#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"svc","namespace":"old","uid":"6a1c3b2a-0000-4000-8000-000000000003","creationTimestamp":"2025-11-13T02:13:20Z"},"spec":{"ports":[{"name":"http","protocol":"TCP","port":80,"targetPort":80}],"clusterIP":"None","clusterIPs":["None"],"type":"ClusterIP","sessionAffinity":"None","ipFamilies":["IPv4"],"ipFamilyPolicy":"SingleStack","internalTrafficPolicy":"Cluster"},"status":{"loadBalancer":{}}}"#,
+        ),
+        (
+            "nodes/n",
+            r#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"n","uid":"6a1c3b2a-0000-4000-8000-000000000004","creationTimestamp":"2025-11-13T02:13:20Z"},"spec":{},"status":{}}"#,
+        ),
+    ];
+    for (key, value) in legacy {
+        client
+            .kv_client()
+            .put(format!("{prefix}/{key}"), value, None)
+            .await
+            .unwrap();
+    }
+    // And one value kube wrote, in protobuf.
+    let value = encode(&fixtures()[1], Some("old"));
+    client
+        .kv_client()
+        .put(format!("{prefix}/configmaps/old/cm1"), value, None)
+        .await
+        .unwrap();
+
+    let s = Server::start_with_prefix(
+        &etcd.endpoint(),
+        &prefix,
+        &["--storage-media-type=application/json"],
+    )
+    .await;
+    for (old, new, resource, name) in [
+        (
+            "apps/deployments/old/d",
+            "deployments/old/d",
+            "deployments",
+            "d",
+        ),
+        (
+            "services/old/svc",
+            "services/specs/old/svc",
+            "services",
+            "svc",
+        ),
+    ] {
+        assert!(
+            stored(&client, &format!("{prefix}/{old}"), Cipher::Plain)
+                .await
+                .is_none(),
+            "{old} is still there"
+        );
+        let moved = stored(&client, &format!("{prefix}/{new}"), Cipher::Plain)
+            .await
+            .unwrap_or_else(|| panic!("{new} missing"));
+        let v: Value = serde_json::from_slice(&moved)
+            .expect("JSON under --storage-media-type=application/json");
+        assert_eq!(v["metadata"]["name"], name);
+        let got = s.get_json(&[resource, name, "-n", "old"]);
+        assert_eq!(
+            got["metadata"]["uid"].as_str().map(|u| &u[..8]),
+            Some("6a1c3b2a")
+        );
+    }
+    assert!(
+        stored(&client, &format!("{prefix}/minions/n"), Cipher::Plain)
+            .await
+            .is_some()
+    );
+    assert_eq!(s.get_json(&["node", "n"])["metadata"]["name"], "n");
+
+    // kube's protobuf read; the update written back as JSON.
+    let got = s.get_json(&["configmap", "cm1", "-n", "old"]);
+    assert_eq!(got["data"]["colour"], "blue");
+    s.kubectl_ok(&["label", "configmap", "cm1", "-n", "old", "now=json"]);
+    let back = stored(
+        &client,
+        &format!("{prefix}/configmaps/old/cm1"),
+        Cipher::Plain,
+    )
+    .await
+    .unwrap();
+    let v: Value = serde_json::from_slice(&back).expect("written back as JSON");
+    assert_eq!(v["metadata"]["labels"]["now"], "json");
+    assert_eq!(v["data"]["colour"], "blue");
+}
