@@ -284,14 +284,9 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         },
     );
     let compactor = (!cfg.etcd_compaction_interval.is_zero()).then(|| {
-        let mut c = compaction::Compactor::new(
-            etcd_client,
-            &cfg.etcd_prefix,
-            cfg.etcd_compaction_interval,
-            timeout,
-        )
-        .with_leader(leadership.subscribe())
-        .with_telemetry(etcd_telemetry);
+        let mut c = compaction::Compactor::new(etcd_client, cfg.etcd_compaction_interval, timeout)
+            .with_leader(leadership.subscribe())
+            .with_telemetry(etcd_telemetry);
         if let Some(cache) = &state.cache {
             c = c.with_cache(cache.clone());
         }
