@@ -37,6 +37,26 @@ const SPECIAL_PREFIXES: &[(&str, &str, &str)] = &[
 /// `<group>/<resource>` and stores JSON (`LegacyCodec`).
 const GROUP_QUALIFIED_JSON: &[&str] = &["apiextensions.k8s.io", "apiregistration.k8s.io"];
 
+/// kube's storage-version overrides (`NewStorageFactoryConfigEffectiveVersion`
+/// in pkg/kubeapiserver/default_storage_factory_builder.go) for kinds this
+/// server serves: MutatingAdmissionPolicies and their bindings are served
+/// as `admissionregistration.k8s.io/v1` and stored as `v1beta1`, whose
+/// schema is the same (the IDL's messages match field for field), so the
+/// conversion renames the version.
+pub static ADMISSION_V1BETA1_STORAGE: apimachinery::kinds::Conversion =
+    apimachinery::kinds::Conversion {
+        storage_version: "admissionregistration.k8s.io/v1beta1",
+        convert: rename_version,
+    };
+
+fn rename_version(obj: &serde_json::Value, to: &str) -> serde_json::Value {
+    let mut out = obj.clone();
+    if let Some(m) = out.as_object_mut() {
+        m.insert("apiVersion".into(), serde_json::Value::String(to.into()));
+    }
+    out
+}
+
 /// The media type values are written in (`--storage-media-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum MediaType {
@@ -180,6 +200,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn mutating_policies_are_stored_as_v1beta1() {
+        let reg = Registry::builtin();
+        let map = reg
+            .lookup(
+                "admissionregistration.k8s.io",
+                "v1",
+                "mutatingadmissionpolicies",
+            )
+            .unwrap();
+        let conv = map.conversion.expect("a storage version");
+        assert_eq!(conv.storage_version, "admissionregistration.k8s.io/v1beta1");
+        assert_eq!(segment(map), "mutatingadmissionpolicies");
+        assert!(writes_protobuf(map, MediaType::Protobuf));
+        let stored = (conv.convert)(
+            &serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "spec": {"failurePolicy": "Fail"}}),
+            conv.storage_version,
+        );
+        assert_eq!(stored["apiVersion"], "admissionregistration.k8s.io/v1beta1");
+        assert_eq!(stored["spec"]["failurePolicy"], "Fail");
     }
 
     #[test]

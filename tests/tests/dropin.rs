@@ -261,6 +261,21 @@ fn fixtures() -> Vec<Fixture> {
             r#"metadata { META } spec { holderIdentity: "kube-apiserver-1" leaseDurationSeconds: 15 }"#,
             Cipher::SecretBox,
         ),
+        // Stored as v1beta1 (kube's storage-version override), served as v1.
+        f(
+            "mutatingadmissionpolicies/dropin-map",
+            "mutatingadmissionpolicies.admissionregistration.k8s.io",
+            "dropin-map",
+            false,
+            Some((
+                "k8s.io/api/admissionregistration/v1beta1/generated.proto",
+                "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicy",
+            )),
+            "admissionregistration.k8s.io/v1beta1",
+            "MutatingAdmissionPolicy",
+            r#"metadata { META generation: 1 } spec { matchConstraints { namespaceSelector { } objectSelector { } resourceRules { ruleWithOperations { operations: "CREATE" rule { apiGroups: "" apiVersions: "v1" resources: "configmaps" scope: "*" } } } matchPolicy: "Equivalent" } mutations { patchType: "ApplyConfiguration" applyConfiguration { expression: "Object{metadata: Object.metadata{labels: {'mutated': 'yes'}}}" } } failurePolicy: "Fail" reinvocationPolicy: "Never" }"#,
+            Cipher::Plain,
+        ),
         f(
             "apiextensions.k8s.io/customresourcedefinitions/widgets.example.com",
             "customresourcedefinitions",
@@ -552,6 +567,12 @@ async fn kube_written_etcd_is_served_and_written_back_as_kube_reads_it() {
     let ev = s.get_json(&["events.v1.events.k8s.io", "e1", "-n", "legacy"]);
     assert_eq!(ev["note"], "started container", "{ev}");
     assert_eq!(ev["regarding"]["name"], "p1");
+    let map = s.get_json(&["mutatingadmissionpolicies", "dropin-map"]);
+    assert_eq!(
+        map["apiVersion"], "admissionregistration.k8s.io/v1",
+        "{map}"
+    );
+    assert_eq!(map["spec"]["failurePolicy"], "Fail");
     let w = s.get_json(&["widgets.example.com", "w1", "-n", "legacy"]);
     assert_eq!(w["spec"]["size"], 3);
     // kube stores CRDs as v1beta1, shared fields hoisted: served as v1.

@@ -238,4 +238,39 @@ mod tests {
             Err(StorageError::Transform { .. })
         ));
     }
+
+    #[test]
+    fn protobuf_under_its_prefixes_and_both_read_everywhere() {
+        let t = Transformers::new(vec![(
+            "/r/secrets/".into(),
+            Arc::new(Tag("s:")) as Arc<dyn ValueTransformer>,
+        )])
+        .with_protobuf(vec!["/r/configmaps/".into(), "/r/secrets/".into()]);
+        let cm = serde_json::json!({
+            "kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "a", "namespace": "n", "labels": {}},
+            "data": {"k": "v"},
+        });
+        let (pb, back) = t.encode("/r/configmaps/n/a", cm.clone()).expect("encodes");
+        assert!(pb.starts_with(PROTOBUF_MAGIC));
+        // What a read gives back: the empty map is not carried.
+        assert!(back["metadata"].get("labels").is_none(), "{back}");
+        assert_eq!(back["data"]["k"], "v");
+        assert_eq!(t.decode(b"/r/configmaps/n/a", &pb).ok(), Some(back.clone()));
+        // JSON where no protobuf prefix applies, and JSON read under one.
+        let (json, same) = t.encode("/r/widgets/n/a", cm.clone()).expect("encodes");
+        assert_eq!(json.first(), Some(&b'{'));
+        assert_eq!(same, cm);
+        assert_eq!(t.decode(b"/r/configmaps/n/a", &json).ok(), Some(cm.clone()));
+        // The codec goes inside the transformer.
+        let (pb, _) = t.encode("/r/secrets/n/a", cm.clone()).expect("encodes");
+        let sealed = t.write("/r/secrets/n/a", pb).expect("transforms");
+        assert!(sealed.starts_with(b"s:k8s\0"));
+        assert_eq!(t.decode(b"/r/secrets/n/a", &sealed).ok(), Some(back));
+        // Neither protobuf nor JSON: corrupt, not a panic.
+        assert!(matches!(
+            t.decode(b"/r/configmaps/n/a", b"k8s\0\xff\xff"),
+            Err(StorageError::Corrupt { .. })
+        ));
+    }
 }
