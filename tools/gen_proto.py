@@ -333,6 +333,16 @@ CertificateSigningRequestSpec.expirationSeconds
 CertificateSigningRequestSpec.signerName
 """
 
+# Go fields without `omitempty` that the OpenAPI document does not mark
+# required, so kube writes their zero values: with protobuf in etcd (issue
+# 20) a stored zero must read back as kube serves it.
+NOT_OMITEMPTY = """
+policy/PodDisruptionBudgetStatus.disruptionsAllowed
+policy/PodDisruptionBudgetStatus.currentHealthy
+policy/PodDisruptionBudgetStatus.desiredHealthy
+policy/PodDisruptionBudgetStatus.expectedPods
+"""
+
 # Deliberate deviation from kube's JSON: `ScaleSpec.replicas` is a plain
 # `omitempty` field in Go, so kube writes `"spec": {}` for a scale to zero.
 # Keeping the explicit 0 makes "scale to zero" unambiguous for a server that
@@ -593,6 +603,7 @@ def main():
 
     apply_list(POINTER_FIELDS, "POINTER_FIELDS")
     apply_list(KEEP_ZERO_EXTRA, "KEEP_ZERO_EXTRA")
+    apply_list(NOT_OMITEMPTY, "NOT_OMITEMPTY")
 
     # group -> package short name, from the kinds the OpenAPI document lists.
     groups = {}

@@ -11,12 +11,14 @@
 //! so every resourceVersion younger than one interval stays readable. A
 //! loser adopts the key's current version and carries on.
 //!
-//! The key lives inside the watched prefix (`<prefix>/compact_rev_key`) but
-//! outside every resource's segment, so each replica's watch cache sees the
-//! write while no list ever returns it. After its own compaction a replica
-//! asks its cache to re-check compaction at once; other replicas' caches
-//! learn of it within their periodic check (`compaction_check_interval`,
-//! 30 s by default) or as soon as an etcd read fails as compacted.
+//! The key is kube's own: `compact_rev_key` at the root of etcd, outside
+//! every `--etcd-prefix` (compaction is per etcd, not per prefix), so a
+//! fleet mixing kube-apiserver and this server still compacts once per
+//! interval, and servers under different prefixes of one etcd do too.
+//! After its own compaction a replica asks its cache to re-check
+//! compaction at once; other replicas' caches learn of it within their
+//! periodic check (`compaction_check_interval`, 30 s by default) or as soon
+//! as an etcd read fails as compacted.
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,18 +96,18 @@ impl std::fmt::Debug for Compactor {
     }
 }
 
-/// The coordination key for an etcd prefix such as `/registry`.
-pub fn coordination_key(prefix: &str) -> String {
-    format!("{}/{COMPACT_REV_KEY}", prefix.trim_end_matches('/'))
+/// The coordination key: kube's, at the root of etcd (kube's compactor
+/// uses an etcd client without the storage prefix).
+pub fn coordination_key() -> &'static str {
+    COMPACT_REV_KEY
 }
 
 impl Compactor {
-    /// A compactor for the objects under `prefix`; `timeout` bounds each
-    /// etcd request.
-    pub fn new(client: Client, prefix: &str, interval: Duration, timeout: Duration) -> Self {
+    /// A compactor of etcd; `timeout` bounds each etcd request.
+    pub fn new(client: Client, interval: Duration, timeout: Duration) -> Self {
         Compactor {
             client,
-            key: coordination_key(prefix),
+            key: coordination_key().to_string(),
             interval,
             timeout,
             cache: None,
@@ -237,14 +239,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_is_outside_every_resource_segment() {
-        assert_eq!(coordination_key("/registry"), "/registry/compact_rev_key");
-        assert_eq!(coordination_key("/registry/"), "/registry/compact_rev_key");
-        let registry = crate::registry::Registry::builtin();
-        for res in registry.all().iter() {
-            assert_ne!(res.storage_segment(), COMPACT_REV_KEY, "{}", res.plural);
-            let collection = format!("/registry/{}/", res.storage_segment());
-            assert!(!coordination_key("/registry").starts_with(&collection));
-        }
+    fn key_is_kubes_outside_every_prefix() {
+        assert_eq!(coordination_key(), "compact_rev_key");
+        assert!(!coordination_key().starts_with('/'));
     }
 }

@@ -78,6 +78,24 @@ pub struct Config {
     #[arg(long, default_value = "./data")]
     pub data_dir: PathBuf,
 
+    /// The media type built-in objects are written to etcd in (kube's
+    /// --storage-media-type): protobuf, kube's default, or JSON. Custom
+    /// resources, CRDs and APIServices are JSON either way, and values of
+    /// either type are read whatever this says.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "application/vnd.kubernetes.protobuf"
+    )]
+    pub storage_media_type: crate::storage_format::MediaType,
+
+    /// At start-up, move objects an earlier version of this server stored
+    /// under `<group>/<resource>` keys to kube's keys (see
+    /// storage_migration.rs); costs one keys-only read per moved resource
+    /// once nothing is left to move.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub migrate_storage_layout: bool,
+
     /// Timeout of a single etcd request, in seconds.
     #[arg(long, default_value_t = 10)]
     pub etcd_request_timeout: u64,

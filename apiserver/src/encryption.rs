@@ -652,7 +652,7 @@ mod tests {
                     resources:\n- resources: ['*.apps', configmaps]\n  providers: [{identity: {}}]\n";
         let c = EncryptionConfig::parse(text).expect("valid");
         let t = c.transformers("/registry", Registry::builtin());
-        assert!(t.for_key("/registry/apps/deployments/default/x").is_some());
+        assert!(t.for_key("/registry/deployments/default/x").is_some());
         assert!(t.for_key("/registry/configmaps/default/x").is_some());
         assert!(t.for_key("/registry/secrets/default/x").is_none());
     }

@@ -37,6 +37,8 @@ pub mod registry;
 pub use apimachinery::request;
 pub mod response;
 pub mod server;
+pub mod storage_format;
+pub mod storage_migration;
 pub mod telemetry;
 pub mod webhook;
 
@@ -60,6 +62,8 @@ pub enum StartError {
         #[source]
         source: watchcache::StorageError,
     },
+    #[error("cannot move objects to kube's key layout: {0}")]
+    Migration(#[source] etcd_client::Error),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -186,12 +190,31 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     };
     let timeout = Duration::from_secs(cfg.etcd_request_timeout.max(1));
     let mut store = connect_store(&endpoints, timeout).await?;
-    if let Some(enc) = &encryption {
-        let transformers = enc.transformers(&cfg.etcd_prefix, registry::Registry::builtin());
-        tracing::info!(prefixes = ?transformers, "encryption at rest configured");
-        store = store.with_transformers(transformers);
-    }
+    let transformers = match &encryption {
+        Some(enc) => {
+            let t = enc.transformers(&cfg.etcd_prefix, registry::Registry::builtin());
+            tracing::info!(prefixes = ?t, "encryption at rest configured");
+            t
+        }
+        None => watchcache::transform::Transformers::none(),
+    };
+    store = store.with_transformers(
+        transformers.with_protobuf(storage_format::protobuf_prefixes(
+            &cfg.etcd_prefix,
+            cfg.storage_media_type,
+        )),
+    );
     let etcd_client = store.client();
+    if cfg.migrate_storage_layout {
+        storage_migration::migrate(
+            &etcd_client,
+            store.transformers(),
+            &cfg.etcd_prefix,
+            registry::RESOURCES,
+        )
+        .await
+        .map_err(StartError::Migration)?;
+    }
     let etcd_telemetry = store.telemetry().clone();
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -263,14 +286,9 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         },
     );
     let compactor = (!cfg.etcd_compaction_interval.is_zero()).then(|| {
-        let mut c = compaction::Compactor::new(
-            etcd_client,
-            &cfg.etcd_prefix,
-            cfg.etcd_compaction_interval,
-            timeout,
-        )
-        .with_leader(leadership.subscribe())
-        .with_telemetry(etcd_telemetry);
+        let mut c = compaction::Compactor::new(etcd_client, cfg.etcd_compaction_interval, timeout)
+            .with_leader(leadership.subscribe())
+            .with_telemetry(etcd_telemetry);
         if let Some(cache) = &state.cache {
             c = c.with_cache(cache.clone());
         }

@@ -894,15 +894,14 @@ mod tests {
         assert_eq!(of("/registry/configmaps/ns/a"), ("", "configmaps"));
         assert_eq!(of("/registry/configmaps/"), ("", "configmaps"));
         assert_eq!(of("/registry/namespaces/apps"), ("", "namespaces"));
-        assert_eq!(
-            of("/registry/apps/deployments/ns/d"),
-            ("apps", "deployments")
-        );
+        assert_eq!(of("/registry/deployments/ns/d"), ("apps", "deployments"));
+        assert_eq!(of("/registry/services/specs/ns/s"), ("", "services"));
+        assert_eq!(of("/registry/services/endpoints/ns/s"), ("", "endpoints"));
         assert_eq!(of("/registry/events/ns/e"), ("", "events"));
         // Rows sharing storage count once, as the storage row: the two
         // HPA versions, and events.k8s.io Events (stored with core's).
         assert_eq!(
-            of("/registry/autoscaling/horizontalpodautoscalers/ns/h"),
+            of("/registry/horizontalpodautoscalers/ns/h"),
             ("autoscaling", "horizontalpodautoscalers")
         );
         assert_eq!(of("/registry/events.k8s.io/events/ns/e"), ("", ""));

@@ -34,8 +34,8 @@ async fn one_compaction_per_round_among_two_compactors() {
     let etcd = own_etcd().await;
     let client = etcd.store().await.client();
     let interval = Duration::from_secs(3600);
-    let mut a = Compactor::new(client.clone(), "/registry", interval, TIMEOUT);
-    let mut b = Compactor::new(client.clone(), "/registry", interval, TIMEOUT);
+    let mut a = Compactor::new(client.clone(), interval, TIMEOUT);
+    let mut b = Compactor::new(client.clone(), interval, TIMEOUT);
 
     // Round 1: one records a revision (no compaction on bootstrap).
     let first = [a.round().await.expect("a"), b.round().await.expect("b")];
@@ -82,10 +82,7 @@ async fn one_compaction_per_round_among_two_compactors() {
 
     // The coordination key holds the last recorded revision.
     let mut c = client.clone();
-    let got = c
-        .get(coordination_key("/registry"), None)
-        .await
-        .expect("get");
+    let got = c.get(coordination_key(), None).await.expect("get");
     let kv = got.kvs().first().expect("the key exists");
     assert_eq!(kv.version(), 7, "one write per round");
 }
@@ -96,7 +93,7 @@ async fn concurrent_loops_compact_once_per_interval() {
     let client = etcd.store().await.client();
     let interval = Duration::from_millis(300);
     let loops: Vec<_> = (0..3)
-        .map(|_| Compactor::new(client.clone(), "/registry", interval, TIMEOUT))
+        .map(|_| Compactor::new(client.clone(), interval, TIMEOUT))
         .collect();
     let counters: Vec<_> = loops.iter().map(Compactor::counters).collect();
     let tasks: Vec<_> = loops.into_iter().map(|c| tokio::spawn(c.run())).collect();
@@ -143,7 +140,6 @@ async fn old_resource_version_is_gone_after_compaction() {
     let cache = api.state.cache.clone().expect("a cache");
     let mut compactor = Compactor::new(
         etcd.store().await.client(),
-        &api.state.prefix,
         Duration::from_secs(3600),
         TIMEOUT,
     )
@@ -159,12 +155,15 @@ async fn old_resource_version_is_gone_after_compaction() {
     assert_eq!(r.code, StatusCode::GONE, "{}", r.body);
     assert_eq!(r.status().1, "Expired", "{}", r.body);
 
-    // The coordination key sits in the cache's prefix but no list shows it.
+    // The coordination key is kube's, outside the prefix: no list shows it.
     let r = api.get("/api/v1/configmaps").await;
     assert_eq!(r.code, StatusCode::OK, "{}", r.body);
     assert_eq!(names(&r.body), vec!["one", "three", "two"]);
-    let key = coordination_key(&api.state.prefix);
+    let key = coordination_key();
     assert!(!r.text().contains("compact_rev_key"), "{key} listed");
+    let mut client = etcd.store().await.client();
+    let at_root = client.get(key, None).await.expect("get");
+    assert_eq!(at_root.kvs().len(), 1, "{key} is at the root of etcd");
     // Consistent reads still work.
     let r = api.get(cms).await;
     assert_eq!(r.code, StatusCode::OK, "{}", r.body);

@@ -219,7 +219,7 @@ impl EtcdStore {
 
     /// Creates `key` unless it exists (create revision 0).
     async fn put_new(&self, key: &str, value: &Value, opts: Option<PutOptions>) -> Result<Object> {
-        let (data, stored) = encode_value(value)?;
+        let (data, stored) = encode_value(&self.transformers, key, value)?;
         let data = self.transformers.write(key, data)?;
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
@@ -239,7 +239,7 @@ impl EtcdStore {
         expected: Revision,
         opts: Option<PutOptions>,
     ) -> Result<Object> {
-        let (data, stored) = encode_value(value)?;
+        let (data, stored) = encode_value(&self.transformers, key, value)?;
         let data = self.transformers.write(key, data)?;
         let txn = Txn::new()
             .when([
@@ -881,6 +881,15 @@ impl Storage for EtcdStore {
         Ok(header_revision(&resp))
     }
 
+    fn stored_form(&self, key: &str, value: &Value) -> Option<Value> {
+        if !self.transformers.writes_protobuf(key) {
+            return None;
+        }
+        encode_value(&self.transformers, key, value)
+            .ok()
+            .map(|(_, back)| back)
+    }
+
     async fn is_stale(&self, key: &str) -> Result<bool> {
         if self.transformers.for_key(key).is_none() {
             return Ok(false);
@@ -975,9 +984,9 @@ fn convert_event(
     }
 }
 
-/// The compact JSON to store (without `metadata.resourceVersion`) and the
-/// value it stands for.
-fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
+/// The value to store (without `metadata.resourceVersion`), encoded as
+/// `transformers` say for `key`, and the object a read of it gives back.
+fn encode_value(transformers: &Transformers, key: &str, value: &Value) -> Result<(Vec<u8>, Value)> {
     let mut stored = value.clone();
     if let Some(Value::Object(meta)) = stored.get_mut("metadata") {
         meta.shift_remove("resourceVersion");
@@ -986,9 +995,7 @@ fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
     // write: every read, list and watch event then serves these bytes (and
     // the cache the value decoded from them) without reordering.
     k8s_proto::order_object(&mut stored);
-    let data = serde_json::to_vec(&stored)
-        .map_err(|e| StorageError::Internal(format!("cannot encode object: {e}")))?;
-    Ok((data, stored))
+    transformers.encode(key, stored)
 }
 
 /// The stored value of `kv` (through its transformer), without a
@@ -996,17 +1003,13 @@ fn encode_value(value: &Value) -> Result<(Vec<u8>, Value)> {
 ///
 /// Not reordered: everything this server stores is already in kube's
 /// order (`encode_value`), and so are custom resources kube-apiserver
-/// itself wrote (sorted JSON; its built-in objects are protobuf, which
-/// this store does not read). Only values written by versions of this
+/// itself wrote (sorted JSON) and protobuf values (decoded in field
+/// order). Only values written by versions of this
 /// server before the order was kept come back in their client's order,
 /// until their next write; reordering every read for them would tax every
 /// LIST from etcd and every cache fill for a one-off migration.
 fn decode_value(transformers: &Transformers, kv: &KeyValue) -> Result<Value> {
-    let data = transformers.read(kv.key(), kv.value())?;
-    serde_json::from_slice(&data).map_err(|e| StorageError::Corrupt {
-        key: String::from_utf8_lossy(kv.key()).into_owned(),
-        message: e.to_string(),
-    })
+    transformers.decode(kv.key(), kv.value())
 }
 
 /// The object stored in `kv`, at its mod revision.
@@ -1159,7 +1162,8 @@ mod tests {
             "kind": "Pod",
             "metadata": {"name": "a", "resourceVersion": "7", "uid": "u"},
         });
-        let (data, stored) = encode_value(&value).unwrap_or_default();
+        let (data, stored) =
+            encode_value(&Transformers::none(), "/r/pods/a", &value).unwrap_or_default();
         assert_eq!(
             String::from_utf8_lossy(&data),
             r#"{"kind":"Pod","metadata":{"name":"a","uid":"u"}}"#

@@ -12,6 +12,7 @@
 //! as kube-apiserver binds ciphertext to its key).
 
 use crate::storage::StorageError;
+use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -43,11 +44,22 @@ pub struct TransformError(pub String);
 
 /// The transformer of each key prefix; keys under no configured prefix are
 /// stored as they are. The longest matching prefix wins.
+///
+/// Also the storage codec: values under a protobuf prefix
+/// ([`Transformers::with_protobuf`]) are written as kube's protobuf
+/// (`k8s\0` + `runtime.Unknown`), every other value as JSON, and either
+/// is read back whatever the prefix says (the codec goes inside the
+/// transformer: kube encrypts the encoded bytes).
 #[derive(Clone, Default)]
 pub struct Transformers {
     /// Longest prefix first.
     rules: Arc<Vec<(String, Arc<dyn ValueTransformer>)>>,
+    /// Key prefixes whose values are written as protobuf.
+    protobuf: Arc<Vec<String>>,
 }
+
+/// The first bytes of a protobuf value (kube's storage serializer).
+pub const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 
 impl std::fmt::Debug for Transformers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,7 +81,44 @@ impl Transformers {
         rules.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
         Transformers {
             rules: Arc::new(rules),
+            protobuf: Arc::default(),
         }
+    }
+
+    /// These transformers, writing values under `prefixes` as protobuf.
+    pub fn with_protobuf(mut self, prefixes: Vec<String>) -> Self {
+        self.protobuf = Arc::new(prefixes);
+        self
+    }
+
+    /// Whether values at `key` are written as protobuf.
+    pub fn writes_protobuf(&self, key: &str) -> bool {
+        self.protobuf.iter().any(|p| key.starts_with(p.as_str()))
+    }
+
+    /// The encoded (not yet transformed) value to store at `key` for
+    /// `stored`, and the object a read of it gives back: protobuf drops
+    /// what it cannot carry (empty maps and lists), and a read of the
+    /// value, from etcd or the watch cache, must equal what the write
+    /// answered.
+    pub fn encode(&self, key: &str, stored: Value) -> Result<(Vec<u8>, Value), StorageError> {
+        if self.writes_protobuf(key) {
+            let data = k8s_proto::encode_object(&stored).map_err(|e| {
+                StorageError::Internal(format!("cannot encode object at {key} as protobuf: {e}"))
+            })?;
+            let back = decode_plain(key.as_bytes(), &data)?;
+            return Ok((data, back));
+        }
+        let data = serde_json::to_vec(&stored)
+            .map_err(|e| StorageError::Internal(format!("cannot encode object: {e}")))?;
+        Ok((data, stored))
+    }
+
+    /// The object stored at `key` as `data` (transformed, then protobuf or
+    /// JSON by its first bytes).
+    pub fn decode(&self, key: &[u8], data: &[u8]) -> Result<Value, StorageError> {
+        let data = self.read(key, data)?;
+        decode_plain(key, &data)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -118,6 +167,20 @@ impl Transformers {
                     message: e.0,
                 }),
         }
+    }
+}
+
+/// An encoded value (already through its transformer), protobuf or JSON
+/// by its first bytes.
+pub fn decode_plain(key: &[u8], data: &[u8]) -> Result<Value, StorageError> {
+    let corrupt = |message: String| StorageError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        message,
+    };
+    if data.starts_with(PROTOBUF_MAGIC) {
+        k8s_proto::decode_object(data).map_err(|e| corrupt(e.to_string()))
+    } else {
+        serde_json::from_slice(data).map_err(|e| corrupt(e.to_string()))
     }
 }
 
@@ -173,6 +236,41 @@ mod tests {
         assert!(matches!(
             t.read(b"/r/secrets/a/b", b"x"),
             Err(StorageError::Transform { .. })
+        ));
+    }
+
+    #[test]
+    fn protobuf_under_its_prefixes_and_both_read_everywhere() {
+        let t = Transformers::new(vec![(
+            "/r/secrets/".into(),
+            Arc::new(Tag("s:")) as Arc<dyn ValueTransformer>,
+        )])
+        .with_protobuf(vec!["/r/configmaps/".into(), "/r/secrets/".into()]);
+        let cm = serde_json::json!({
+            "kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "a", "namespace": "n", "labels": {}},
+            "data": {"k": "v"},
+        });
+        let (pb, back) = t.encode("/r/configmaps/n/a", cm.clone()).expect("encodes");
+        assert!(pb.starts_with(PROTOBUF_MAGIC));
+        // What a read gives back: the empty map is not carried.
+        assert!(back["metadata"].get("labels").is_none(), "{back}");
+        assert_eq!(back["data"]["k"], "v");
+        assert_eq!(t.decode(b"/r/configmaps/n/a", &pb).ok(), Some(back.clone()));
+        // JSON where no protobuf prefix applies, and JSON read under one.
+        let (json, same) = t.encode("/r/widgets/n/a", cm.clone()).expect("encodes");
+        assert_eq!(json.first(), Some(&b'{'));
+        assert_eq!(same, cm);
+        assert_eq!(t.decode(b"/r/configmaps/n/a", &json).ok(), Some(cm.clone()));
+        // The codec goes inside the transformer.
+        let (pb, _) = t.encode("/r/secrets/n/a", cm.clone()).expect("encodes");
+        let sealed = t.write("/r/secrets/n/a", pb).expect("transforms");
+        assert!(sealed.starts_with(b"s:k8s\0"));
+        assert_eq!(t.decode(b"/r/secrets/n/a", &sealed).ok(), Some(back));
+        // Neither protobuf nor JSON: corrupt, not a panic.
+        assert!(matches!(
+            t.decode(b"/r/configmaps/n/a", b"k8s\0\xff\xff"),
+            Err(StorageError::Corrupt { .. })
         ));
     }
 }

@@ -75,6 +75,13 @@ struct Entry {
 impl Entry {
     /// The entry; its rows are filled in by [`build_rows`].
     fn new(crd: Arc<Value>, revision: i64) -> Entry {
+        // kube-apiserver stores CRDs as v1beta1.
+        let crd = if crd.get("apiVersion").and_then(Value::as_str) == Some(super::v1beta1::V1BETA1)
+        {
+            Arc::new(super::v1beta1::to_v1(&crd))
+        } else {
+            crd
+        };
         Entry {
             crd,
             revision,

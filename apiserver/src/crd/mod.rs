@@ -19,6 +19,7 @@ pub mod conversion;
 pub mod names;
 pub mod rules;
 pub mod status;
+pub mod v1beta1;
 
 use crate::object::strings;
 use crate::registry::{NameRule, Resource, Subresource};

@@ -492,7 +492,7 @@ where
         }
         // `new` is in the storage version now: compared with the stored form.
         let stored = stored.as_ref().unwrap_or(&current);
-        let unchanged = *stored.value == new_with_rv(&new, current.revision);
+        let unchanged = is_unchanged(scope, &key, &stored.value, &new, current.revision);
         if (params.dry_run || unchanged) && !quorum {
             // Answers that do not write must not rest on a stale copy.
             quorum = true;
@@ -517,7 +517,7 @@ where
                 created: false,
             });
         }
-        if *stored.value == new_with_rv(&new, current.revision)
+        if is_unchanged(scope, &key, &stored.value, &new, current.revision)
             && !scope.state.store.is_stale(&key).await.unwrap_or(false)
         {
             // A no-op write does not bump the resourceVersion (unless the
@@ -593,6 +593,19 @@ fn holds_namespace_finalizers(scope: &Scope, ns: &Value) -> bool {
     scope.res.group.is_empty()
         && scope.res.plural == "namespaces"
         && !object::strings(ns.pointer("/spec/finalizers")).is_empty()
+}
+
+/// Whether writing `new` over `stored` (at revision `rv`) would store the
+/// same object: compared as a read would give `new` back (kube compares
+/// the encoded bytes).
+fn is_unchanged(scope: &Scope, key: &str, stored: &Value, new: &Value, rv: i64) -> bool {
+    if *stored == new_with_rv(new, rv) {
+        return true;
+    }
+    match scope.state.store.stored_form(key, new) {
+        Some(back) => *stored == new_with_rv(&back, rv),
+        None => false,
+    }
 }
 
 fn new_with_rv(v: &Value, rv: i64) -> Value {

@@ -350,7 +350,11 @@ struct Feed {
 
 impl Feed {
     fn kind_prefix(&self, kind: Kind) -> String {
-        format!("{}/{}/{}/", self.prefix, rules::GROUP, kind.plural())
+        let res = crate::registry::Registry::builtin()
+            .lookup(rules::GROUP, "v1", kind.plural())
+            .map(|r| r.storage_segment());
+        let segment = res.unwrap_or_else(|| kind.plural().to_string());
+        format!("{}/{segment}/", self.prefix)
     }
 
     /// Follows one kind for ever: snapshot, then changes; on any error a

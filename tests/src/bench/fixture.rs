@@ -59,9 +59,9 @@ pub fn deployment(ns: &str, name: &str, seq: u64) -> Bytes {
     Bytes::from(format!("{head}{}{tail}", &filler()[..pad]))
 }
 
-/// The etcd key of a Deployment.
+/// The etcd key of a Deployment (kube's: no group segment).
 pub fn deployment_key(prefix: &str, ns: &str, name: &str) -> String {
-    format!("{prefix}/apps/deployments/{ns}/{name}")
+    format!("{prefix}/deployments/{ns}/{name}")
 }
 
 /// The etcd key of a ConfigMap.
@@ -79,9 +79,10 @@ pub async fn namespace(http: &Http, name: &str) -> Result<()> {
     }
 }
 
-/// The stored form of one ConfigMap created through the server, to copy.
+/// The stored form of one ConfigMap created through the server, to copy:
+/// protobuf or JSON, whichever the server stores.
 pub struct Template {
-    text: String,
+    stored: Vec<u8>,
     name: String,
     uid: String,
 }
@@ -109,23 +110,26 @@ impl Template {
         body: Bytes,
     ) -> Result<Template> {
         let path = format!("/api/v1/namespaces/{ns}/configmaps");
-        http.post(&path, body).await?;
+        let reply = http.post(&path, body).await?;
+        let answered: serde_json::Value = serde_json::from_slice(&reply.body)
+            .map_err(|e| Error::Setup(format!("create of {ns}/{name} answered no JSON: {e}")))?;
+        let uid = answered["metadata"]["uid"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         let key = key(prefix, ns, name);
         let resp = kv.get(key.as_str(), None).await?;
         let kv = resp
             .kvs()
             .first()
             .ok_or_else(|| Error::Setup(format!("no etcd key {key}: the key layout changed")))?;
-        let text = String::from_utf8(kv.value().to_vec())
-            .map_err(|_| Error::Setup(format!("{key} is not JSON")))?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Setup(format!("{key} is not JSON: {e}")))?;
-        let uid = value["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        if uid.len() != 36 || !text.contains(&format!(r#""name":"{name}""#)) {
+        let stored = kv.value().to_vec();
+        let found = |s: &str| memchr::memmem::find(&stored, s.as_bytes()).is_some();
+        if uid.len() != 36 || !found(&uid) || !found(name) {
             return Err(Error::Setup(format!("unexpected stored form of {key}")));
         }
         Ok(Template {
-            text,
+            stored,
             name: name.to_string(),
             uid,
         })
@@ -133,24 +137,27 @@ impl Template {
 
     /// The stored bytes as they are.
     pub fn bytes(&self) -> &[u8] {
-        self.text.as_bytes()
+        &self.stored
     }
 
     /// The stored form of another object `name` (same length as the
-    /// template's name) with a uid of its own made from `n` and the
-    /// template's uid.
-    pub fn render(&self, name: &str, n: u64) -> String {
+    /// template's name, so a protobuf value stays valid) with a uid of its
+    /// own made from `n` and the template's uid.
+    pub fn render(&self, name: &str, n: u64) -> Vec<u8> {
         // Objects rendered from different templates get different uids:
         // the first group of the template's own uid is kept.
         let group = self.uid.get(..8).unwrap_or("0000be4c");
         let uid = format!("{group}-0000-4000-8000-{n:012x}");
-        self.text
-            .replacen(
-                &format!(r#""name":"{}""#, self.name),
-                &format!(r#""name":"{name}""#),
-                1,
-            )
-            .replacen(&self.uid, &uid, 1)
+        let out = replace_first(&self.stored, self.name.as_bytes(), name.as_bytes());
+        replace_first(&out, self.uid.as_bytes(), uid.as_bytes())
+    }
+}
+
+/// `data` with the first `from` replaced by `to`.
+fn replace_first(data: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    match memchr::memmem::find(data, from) {
+        Some(at) => [&data[..at], to, &data[at + from.len()..]].concat(),
+        None => data.to_vec(),
     }
 }
 
@@ -172,7 +179,7 @@ pub async fn load(
             .filter(|b| b % LOAD_CONCURRENCY == lane)
             .map(|b| ((b * LOAD_BATCH).max(1), ((b + 1) * LOAD_BATCH).min(count)))
             .collect();
-        let values: Vec<Vec<(String, String)>> = batches
+        let values: Vec<Vec<(String, Vec<u8>)>> = batches
             .iter()
             .map(|&(from, to)| {
                 (from..to)
@@ -231,11 +238,11 @@ mod tests {
     fn renders_other_objects_of_the_same_size() {
         let text = r#"{"metadata":{"name":"o-0000000","namespace":"n","uid":"0f0e0d0c-0000-4000-8000-000000000001"},"data":{}}"#;
         let t = Template {
-            text: text.to_string(),
+            stored: text.as_bytes().to_vec(),
             name: "o-0000000".into(),
             uid: "0f0e0d0c-0000-4000-8000-000000000001".into(),
         };
-        let other = t.render("o-0000007", 7);
+        let other = String::from_utf8(t.render("o-0000007", 7)).unwrap();
         assert_eq!(other.len(), text.len());
         assert!(other.contains(r#""name":"o-0000007""#));
         assert!(other.contains("000000000007"));

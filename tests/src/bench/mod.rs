@@ -10,7 +10,8 @@
 //! `/readyz` with objects in etcd), the last two on servers of their own, and
 //! `crds` (N large CRDs on two replicas: create → served, discovery and
 //! OpenAPI latency, RSS per CRD, custom-resource vs ConfigMap throughput), on
-//! two servers of its own.
+//! two servers of its own, and `storage` (etcd bytes per object and create
+//! throughput with protobuf against JSON values), on two servers of its own.
 
 pub mod admission;
 pub mod client;
@@ -23,6 +24,7 @@ pub mod procs;
 pub mod reads;
 pub mod report;
 pub mod stats;
+pub mod storage;
 pub mod watch;
 pub mod writes;
 
@@ -144,6 +146,9 @@ pub enum Phase {
     Gc,
     /// What a policy and a webhook add to a create.
     Admission,
+    /// etcd bytes per object and write throughput, protobuf against JSON
+    /// storage.
+    Storage,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -280,6 +285,7 @@ impl Plan {
                     Phase::Crds,
                     Phase::Gc,
                     Phase::Admission,
+                    Phase::Storage,
                 ]
             }),
         }

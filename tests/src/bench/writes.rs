@@ -165,7 +165,7 @@ async fn raw_creates(
 
 /// Creates through the server: `body_of(ns, name, seq)` POSTed to
 /// `collection` (the path of `ns`'s collection).
-async fn server_creates(
+pub(crate) async fn server_creates(
     http: &Http,
     ns: &str,
     collection: String,

@@ -141,6 +141,7 @@ async fn run(
             Phase::Crds => bench::crds::run(&b).await,
             Phase::Gc => bench::gc::run(&b).await,
             Phase::Admission => bench::admission::run(&b).await,
+            Phase::Storage => bench::storage::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -170,6 +171,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Crds => "6 crds",
         Phase::Gc => "7 gc",
         Phase::Admission => "8 admission",
+        Phase::Storage => "9 storage",
     }
 }
 

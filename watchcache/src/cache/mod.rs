@@ -877,4 +877,8 @@ impl Storage for Cacher {
     async fn is_stale(&self, key: &str) -> Result<bool> {
         self.inner.store.is_stale(key).await
     }
+
+    fn stored_form(&self, key: &str, value: &Value) -> Option<Value> {
+        self.inner.store.stored_form(key, value)
+    }
 }

@@ -469,12 +469,12 @@ fn decode(
     current: bool,
 ) -> Option<(Arc<str>, Option<Put>)> {
     let key = key_of(kv)?;
-    let data = match shared.transformers.read(kv.key(), kv.value()) {
+    let decoded = match shared.transformers.read(kv.key(), kv.value()) {
         Ok(data) => {
             if current {
                 shared.set_unreadable(&key, false);
             }
-            data
+            crate::transform::decode_plain(kv.key(), &data)
         }
         Err(e) => {
             tracing::error!(%key, error = %e, "watch cache: stored value cannot be read");
@@ -484,7 +484,7 @@ fn decode(
             return Some((key, None));
         }
     };
-    match serde_json::from_slice(&data) {
+    match decoded {
         Ok(value) => Some((
             key,
             Some(Put {
