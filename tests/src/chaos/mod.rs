@@ -224,12 +224,25 @@ pub async fn run(cfg: Config) -> Report {
     }
 
     // Everything has settled: mark the end of the log and wait for it.
-    let marker = client
-        .put(format!("{prefix}/chaos-end-marker"), "end", None)
-        .await
-        .expect("marker")
-        .header()
-        .map_or(0, |h| h.revision());
+    // (The run's client may hold a connection to a member the schedule
+    // restarted: retry on a fresh one.)
+    let mut marker = None;
+    for _ in 0..40 {
+        match client.put(format!("{prefix}/chaos-end-marker"), "end", None).await {
+            Ok(resp) => {
+                marker = resp.header().map(|h| h.revision());
+                break;
+            }
+            Err(e) => {
+                eprintln!("end marker: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if let Ok(c) = etcd_client::Client::connect(&endpoints, None).await {
+                    client = c;
+                }
+            }
+        }
+    }
+    let marker = marker.expect("etcd took the end marker");
     let wait = tokio::time::Instant::now() + Duration::from_secs(60);
     while recorded.load(Ordering::SeqCst) < marker {
         assert!(
