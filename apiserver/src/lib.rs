@@ -7,6 +7,7 @@
 //! See ARCHITECTURE.md.
 
 pub mod admission;
+pub mod aggregator;
 pub mod allocator;
 pub mod audit;
 pub mod auth;
@@ -321,6 +322,15 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         state.service_accounts = Some(sa);
     }
     state.audit = auditor;
+    // The aggregator's front-proxy client certificate (made under
+    // --data-dir unless given).
+    let proxy_cfg = cfg.clone();
+    let identity =
+        tokio::task::spawn_blocking(move || aggregator::ProxyIdentity::from_config(&proxy_cfg))
+            .await
+            .map_err(|e| StartError::Secure(e.to_string()))?
+            .map_err(StartError::Secure)?;
+    state.proxy_identity = Some(Arc::new(identity));
     let state = Arc::new(state.with_limits(limits::Limits::new(
         cfg.max_requests_inflight,
         cfg.max_mutating_requests_inflight,

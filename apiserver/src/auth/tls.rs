@@ -155,7 +155,7 @@ pub async fn serve(
             // their headers within hyper's default 30 s are closed.
             builder.http1().timer(TokioTimer::new());
             builder.http2().timer(TokioTimer::new());
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
