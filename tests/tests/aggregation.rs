@@ -616,3 +616,158 @@ async fn crd_versions_have_local_apiservices() {
         stderr(&server.kubectl(&["get", "apiservice"]))
     );
 }
+
+/// A client certificate (leaf PEM, key PEM) for `cn` from `issuer`.
+fn client_cert(issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>, cn: &str) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = p.signed_by(&key, issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// One HTTPS request to `port` on 127.0.0.1 with a client certificate:
+/// (status, body).
+async fn https(
+    port: u16,
+    server_ca: &str,
+    client: Option<&(String, String)>,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, Value) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(server_ca.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .map(Result::unwrap)
+                    .collect(),
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::post(path)
+        .header("Host", format!("127.0.0.1:{port}"))
+        .header("Content-Type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = sender
+        .send_request(req.body(Full::new(Bytes::from(body.to_string()))).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Request-header authentication on this server's secure port: a front
+/// proxy's certificate from --requestheader-client-ca-file with an allowed
+/// CN makes the X-Remote-* headers the user; any other CN is refused, and
+/// a client-CA certificate is its own user whatever headers it sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_header_authentication() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "test-front-proxy-ca");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, &ca_key);
+    let ca_file = dir.path().join("front-proxy-ca.crt");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let data = dir.path().join("data");
+    let etcd = TestEtcd::shared().await;
+    let (server, port) = 'started: {
+        for _ in 0..4 {
+            let port = e2e::free_port();
+            let args = [
+                format!("--secure-listen=127.0.0.1:{port}"),
+                format!("--data-dir={}", data.display()),
+                format!("--requestheader-client-ca-file={}", ca_file.display()),
+                "--requestheader-allowed-names=test-proxy".to_string(),
+            ];
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            match Server::try_start_with_prefix(&etcd.endpoint(), &e2e::unique_prefix(), &args)
+                .await
+            {
+                Ok(s) => break 'started (s, port),
+                Err(e2e::StartError::PortTaken(_)) => continue,
+                Err(e2e::StartError::Exited(log)) => panic!("server exited:\n{log}"),
+            }
+        }
+        panic!("no free secure port");
+    };
+    let server_ca = std::fs::read_to_string(data.join("pki/ca.crt")).unwrap();
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let path = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+    let proxy = client_cert(&issuer, "test-proxy");
+    let headers = [
+        ("X-Remote-User", "bob"),
+        ("X-Remote-Group", "qa"),
+        ("X-Remote-Extra-Scopes", "read"),
+    ];
+    let (code, body) = https(port, &server_ca, Some(&proxy), path, &headers, &review).await;
+    assert_eq!(code, 201, "{body}\n{}", server.log());
+    let info = &body["status"]["userInfo"];
+    assert_eq!(info["username"], "bob");
+    assert_eq!(info["groups"], json!(["qa", "system:authenticated"]));
+    assert_eq!(info["extra"]["scopes"], json!(["read"]));
+
+    // A CN outside --requestheader-allowed-names: 401.
+    let intruder = client_cert(&issuer, "intruder");
+    let (code, _) = https(port, &server_ca, Some(&intruder), path, &headers, &review).await;
+    assert_eq!(code, 401);
+    // The proxy's certificate without a username header names nobody.
+    let (code, _) = https(port, &server_ca, Some(&proxy), path, &[], &review).await;
+    assert_eq!(code, 401);
+    // The admin's client certificate is the admin, whatever the headers say.
+    let admin = (
+        std::fs::read_to_string(data.join("pki/admin.crt")).unwrap(),
+        std::fs::read_to_string(data.join("pki/admin.key")).unwrap(),
+    );
+    let (code, body) = https(port, &server_ca, Some(&admin), path, &headers, &review).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["status"]["userInfo"]["username"], "kubernetes-admin");
+    // And a front-proxy certificate is not a client certificate of its own
+    // (it does not verify against the client CA): the CN is no user.
+    let (code, _) = https(
+        port,
+        &server_ca,
+        Some(&proxy),
+        path,
+        &[("X-Remote-Group", "qa")],
+        &review,
+    )
+    .await;
+    assert_eq!(code, 401);
+}

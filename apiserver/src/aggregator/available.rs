@@ -169,8 +169,8 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
             Arc::new(super::client_tls(None, false, None)?)
         }
     };
-    // The discovery check takes any certificate (as kube's does: it only
-    // asks whether something answers); the proxy verifies with `tls`.
+    // kube's check takes any certificate (it only asks whether something
+    // answers); the proxy verifies with `tls`.
     let check_tls = Arc::new(super::client_tls(None, true, identity)?);
     let previous = state.discovery.remotes().route(&group, &version);
     let (condition, resources) = match super::resolve(&state, &svc).await {
@@ -182,7 +182,15 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
             },
             None,
         ),
-        Ok(ep) => match discover(&ep, &svc, &check_tls, &group, &version).await {
+        // The discovery document is read over the verified connection the
+        // proxy uses; when only that fails, kube's unverified check decides
+        // availability (the resources shown stay the last verified ones).
+        Ok(ep) => match match discover(&ep, &svc, &tls, &group, &version).await {
+            Ok(doc) => Ok(doc),
+            Err(_) => discover(&ep, &svc, &check_tls, &group, &version)
+                .await
+                .map(|_| None),
+        } {
             Ok(doc) => (
                 Condition {
                     status: "True",
