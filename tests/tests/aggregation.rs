@@ -97,6 +97,45 @@ fn json_response(code: u16, v: &Value) -> hyper::Response<BoxBody> {
         .unwrap()
 }
 
+fn widget_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "A widget of the extension.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "description": "What the widget is.",
+                     "properties": {"size": {"type": "integer", "description": "How big."}}},
+        },
+        "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "Widget"}],
+    })
+}
+
+fn openapi_v3() -> Value {
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "metrics-ext", "version": "v0.1"},
+        "paths": {format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/widgets"): {
+            "get": {"operationId": "listWidgets", "responses": {"200": {"description": "OK"}}}}},
+        "components": {"schemas": {"com.example.metrics.v1beta1.Widget": widget_schema()}},
+    })
+}
+
+fn openapi_v2() -> Value {
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "metrics-ext", "version": "v0.1"},
+        "paths": {
+            format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/widgets"): {
+                "get": {"operationId": "listWidgets", "responses": {"200": {"description": "OK"}}}},
+            "/apis/other.example.com/v1/things": {
+                "get": {"operationId": "notOurs", "responses": {"200": {"description": "OK"}}}},
+        },
+        "definitions": {"com.example.metrics.v1beta1.Widget": widget_schema()},
+    })
+}
+
 /// What the extension answers.
 fn answer(req: &hyper::Request<hyper::body::Incoming>, user: &str) -> hyper::Response<BoxBody> {
     let path = req.uri().path();
@@ -116,6 +155,12 @@ fn answer(req: &hyper::Request<hyper::body::Incoming>, user: &str) -> hyper::Res
                 }],
             }),
         );
+    }
+    if path == format!("/openapi/v3{base}") {
+        return json_response(200, &openapi_v3());
+    }
+    if path == "/openapi/v2" {
+        return json_response(200, &openapi_v2());
     }
     if path == collection && watch {
         // One ADDED event, then the stream stays open a while.
@@ -279,12 +324,19 @@ fn available(server: &Server, name: &str) -> Option<Value> {
 }
 
 async fn wait_available(server: &Server, name: &str, status: &str) -> Value {
-    e2e::eventually_async(
-        &format!("APIService {name} Available={status}"),
-        Duration::from_secs(40),
-        || async { available(server, name).filter(|c| c["status"] == status) },
-    )
-    .await
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let c = available(server, name);
+        if let Some(c) = c.as_ref().filter(|c| c["status"] == status) {
+            return c.clone();
+        }
+        if std::time::Instant::now() > deadline {
+            let log = server.log();
+            let tail: String = log.lines().rev().take(40).collect::<Vec<_>>().join("\n");
+            panic!("APIService {name} not Available={status}: {c:?}\nserver log (last lines, newest first):\n{tail}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Registers the extension at `ip:port` as Service `metrics-ext` (port
@@ -389,6 +441,31 @@ async fn extension_api_server_through_the_aggregator() {
     );
     let group_doc = raw(&server, &format!("/apis/{GROUP}"));
     assert_eq!(group_doc["kind"], "APIGroup");
+
+    // OpenAPI: the extension's v3 document is served for its
+    // group-version, and its v2 paths and definitions join /openapi/v2.
+    let v3_root = raw(&server, "/openapi/v3");
+    let url = v3_root["paths"][format!("apis/{GROUP}/{VERSION}")]["serverRelativeURL"]
+        .as_str()
+        .expect("the group-version in /openapi/v3")
+        .to_string();
+    assert!(
+        url.starts_with(&format!("/openapi/v3/apis/{GROUP}/{VERSION}?hash=")),
+        "{url}"
+    );
+    assert_eq!(raw(&server, &url), openapi_v3());
+    assert!(v3_root["paths"]["apis/apps/v1"].is_object());
+    let v2 = raw(&server, "/openapi/v2");
+    assert!(
+        v2["paths"][format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/widgets")]
+            .is_object()
+    );
+    assert!(v2["paths"]["/apis/other.example.com/v1/things"].is_null());
+    assert_eq!(
+        v2["definitions"]["com.example.metrics.v1beta1.Widget"],
+        widget_schema()
+    );
+    assert!(v2["definitions"]["io.k8s.api.apps.v1.Deployment"].is_object());
 
     // get and list through the proxy, as the loopback admin.
     let listed = server.kubectl_ok(&["get", "widgets", "-o", "name"]);

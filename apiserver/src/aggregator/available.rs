@@ -30,6 +30,8 @@ use watchcache::{ListOptions, StorageError};
 
 /// How often a remote APIService is checked again.
 pub const RECHECK: Duration = Duration::from_secs(5);
+/// How often an available extension's OpenAPI documents are read again.
+const OPENAPI_REFRESH: Duration = Duration::from_secs(60);
 /// kube's bound on one discovery check.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most of an extension's discovery document read.
@@ -212,11 +214,23 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
     let number = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
     // A group-version that fails its check keeps the resources it last
     // showed (discovery marks them stale), as kube's discovery does.
-    let resources = resources.or_else(|| {
-        previous
-            .filter(|p| p.name == name)
-            .and_then(|p| p.resources)
-    });
+    let previous = previous.filter(|p| p.name == name);
+    // The OpenAPI documents are read once available, then every
+    // OPENAPI_REFRESH (they change with the extension's version, rarely).
+    let mut spec = previous
+        .as_ref()
+        .map(|p| p.openapi.clone())
+        .unwrap_or_default();
+    if condition.status == "True"
+        && spec
+            .fetched
+            .is_none_or(|at| at.elapsed() >= OPENAPI_REFRESH)
+    {
+        if let Ok(ep) = super::resolve(&state, &svc).await {
+            spec = openapi(&ep, &svc, &tls, &group, &version).await;
+        }
+    }
+    let resources = resources.or_else(|| previous.and_then(|p| p.resources));
     state.discovery.remotes().upsert(Remote {
         name: name.clone(),
         group,
@@ -226,6 +240,7 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
         version_priority: number("/spec/versionPriority"),
         available: condition.status == "True",
         resources,
+        openapi: spec,
         tls,
     });
     write_condition(&state, &key, condition).await?;
@@ -241,13 +256,50 @@ async fn discover(
     group: &str,
     version: &str,
 ) -> Result<Option<Value>, String> {
-    let url = format!("https://{}/apis/{group}/{version}", ep.authority());
+    let doc = get_json(ep, svc, tls, &format!("/apis/{group}/{version}")).await?;
+    Ok(doc.filter(|d| d.get("kind").and_then(Value::as_str) == Some("APIResourceList")))
+}
+
+/// The extension's OpenAPI documents of the group-version: v3
+/// (`/openapi/v3/apis/<g>/<v>`) and v2 (`/openapi/v2`), each when it
+/// serves one.
+async fn openapi(
+    ep: &super::Endpoint,
+    svc: &ServiceRef,
+    tls: &Arc<rustls::ClientConfig>,
+    group: &str,
+    version: &str,
+) -> super::OpenApi {
+    let fetch = |path: String| async move {
+        get_json(ep, svc, tls, &path)
+            .await
+            .ok()
+            .flatten()
+            .filter(|d| d.get("paths").is_some_and(Value::is_object))
+            .map(Arc::new)
+    };
+    super::OpenApi {
+        v3: fetch(format!("/openapi/v3/apis/{group}/{version}")).await,
+        v2: fetch("/openapi/v2".to_string()).await,
+        fetched: Some(std::time::Instant::now()),
+    }
+}
+
+/// GETs `path` as `system:kube-aggregator`; `Ok(None)` when the 2xx body
+/// is not JSON.
+async fn get_json(
+    ep: &super::Endpoint,
+    svc: &ServiceRef,
+    tls: &Arc<rustls::ClientConfig>,
+    path: &str,
+) -> Result<Option<Value>, String> {
+    let url = format!("https://{}{path}", ep.authority());
     let failing = |e: String| format!("failing or missing response from {url}: Get {url:?}: {e}");
     let attempt = async {
         let mut sender = super::connect(ep, svc, tls, CHECK_TIMEOUT)
             .await
             .map_err(failing)?;
-        let req = hyper::Request::get(format!("/apis/{group}/{version}"))
+        let req = hyper::Request::get(path)
             .header(hyper::header::HOST, ep.authority())
             .header(hyper::header::ACCEPT, "application/json")
             .header("X-Remote-User", "system:kube-aggregator")
@@ -267,9 +319,7 @@ async fn discover(
             .await
             .map_err(|e| failing(e.to_string()))?
             .to_bytes();
-        Ok(serde_json::from_slice::<Value>(&body)
-            .ok()
-            .filter(|d| d.get("kind").and_then(Value::as_str) == Some("APIResourceList")))
+        Ok(serde_json::from_slice::<Value>(&body).ok())
     };
     match tokio::time::timeout(CHECK_TIMEOUT + Duration::from_secs(1), attempt).await {
         Ok(r) => r,

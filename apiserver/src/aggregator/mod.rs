@@ -59,9 +59,22 @@ pub struct Remote {
     /// The extension's `APIResourceList` for the group-version, from the
     /// last check that got one.
     pub resources: Option<Arc<Value>>,
+    /// The extension's OpenAPI documents for the group-version.
+    pub openapi: OpenApi,
     /// TLS to the extension: its caBundle (or no verification), and the
     /// front-proxy client certificate.
     pub tls: Arc<rustls::ClientConfig>,
+}
+
+/// An extension's OpenAPI documents, as last read.
+#[derive(Clone, Default)]
+pub struct OpenApi {
+    /// `/openapi/v3/apis/<group>/<version>`.
+    pub v3: Option<Arc<Value>>,
+    /// `/openapi/v2` (merged into this server's for its group-version).
+    pub v2: Option<Arc<Value>>,
+    /// When they were read (`None`: never).
+    pub fetched: Option<std::time::Instant>,
 }
 
 /// The remote group-versions, keyed by (group, version). One writer (the
@@ -103,6 +116,8 @@ impl Remotes {
                 old.name != remote.name
                     || old.available != remote.available
                     || old.resources != remote.resources
+                    || old.openapi.v3 != remote.openapi.v3
+                    || old.openapi.v2 != remote.openapi.v2
                     || old.group_priority != remote.group_priority
                     || old.version_priority != remote.version_priority
             });
@@ -670,6 +685,7 @@ mod tests {
             version_priority: 10,
             available: true,
             resources: None,
+            openapi: OpenApi::default(),
             tls,
         };
         r.upsert(remote.clone());
