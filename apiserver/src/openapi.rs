@@ -1481,6 +1481,24 @@ async fn served(s: &AppState) -> Arc<Documents> {
         return local;
     }
     let key = (s.registry.generation(), remotes.generation());
+    if let Some((k, d)) = MERGED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if *k == key {
+            return Arc::clone(d);
+        }
+    }
+    // Merging re-encodes whole documents: off the runtime's threads.
+    let fallback = Arc::clone(&local);
+    tokio::task::spawn_blocking(move || merge(key, &local, &snapshot))
+        .await
+        .unwrap_or(fallback)
+}
+
+/// [`served`]'s documents for `key`, built and remembered.
+fn merge(
+    key: (u64, u64),
+    local: &Documents,
+    snapshot: &BTreeMap<(String, String), crate::aggregator::Remote>,
+) -> Arc<Documents> {
     let mut merged = MERGED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((k, d)) = merged.as_ref() {
         if *k == key {

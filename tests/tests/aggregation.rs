@@ -252,10 +252,32 @@ impl Extension {
                         .map(|s| s.common_name)
                         .unwrap_or_default();
                     let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
+                        move |mut req: hyper::Request<hyper::body::Incoming>| {
                             let record = Arc::clone(&record);
                             let cn = cn.clone();
                             async move {
+                                // An upgrade (as exec and attach make):
+                                // 101, then every byte echoed back.
+                                if req.uri().path().ends_with("/echo")
+                                    && req.headers().contains_key("upgrade")
+                                {
+                                    let upgraded = hyper::upgrade::on(&mut req);
+                                    tokio::spawn(async move {
+                                        if let Ok(io) = upgraded.await {
+                                            let mut io = hyper_util::rt::TokioIo::new(io);
+                                            let (mut r, mut w) = tokio::io::split(&mut io);
+                                            let _ = tokio::io::copy(&mut r, &mut w).await;
+                                        }
+                                    });
+                                    return Ok::<_, Infallible>(
+                                        hyper::Response::builder()
+                                            .status(101)
+                                            .header("Connection", "Upgrade")
+                                            .header("Upgrade", "test-echo")
+                                            .body(BodyExt::boxed(Full::new(Bytes::new())))
+                                            .unwrap(),
+                                    );
+                                }
                                 let h = req.headers();
                                 let user = h
                                     .get("x-remote-user")
@@ -288,6 +310,7 @@ impl Extension {
                     );
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .with_upgrades()
                         .await;
                 });
             }
@@ -569,6 +592,46 @@ async fn extension_api_server_through_the_aggregator() {
     }
     assert!(started.elapsed() < Duration::from_secs(4));
     drop(stream);
+
+    // An upgrade passes through: 101 from the extension, then bytes both ways.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        let req = format!(
+            "GET /apis/{GROUP}/{VERSION}/namespaces/default/widgets/w1/echo HTTP/1.1\r\n\
+             Host: {}\r\nConnection: Upgrade\r\nUpgrade: test-echo\r\n\r\n",
+            server.addr()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut byte))
+                .await
+                .expect("the 101 arrives")
+                .unwrap();
+            assert_eq!(
+                n,
+                1,
+                "connection closed after {:?}",
+                String::from_utf8_lossy(&head)
+            );
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(
+            head.to_ascii_lowercase().contains("upgrade: test-echo"),
+            "{head}"
+        );
+        s.write_all(b"ping through the aggregator").await.unwrap();
+        let mut echoed = vec![0u8; 27];
+        tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut echoed))
+            .await
+            .expect("the echo arrives")
+            .unwrap();
+        assert_eq!(&echoed, b"ping through the aggregator");
+    }
 
     // The kube crate's own discovery of the group.
     let group = kube::discovery::oneshot::group(&client, GROUP)
