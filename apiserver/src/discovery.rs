@@ -538,7 +538,7 @@ fn version_for_discovery(group: &str, version: &str) -> Value {
 /// One version of a listed group: served here, or by an extension server.
 enum ListedVersion {
     Local(&'static str),
-    Remote(Remote),
+    Remote(Box<Remote>),
 }
 
 impl ListedVersion {
@@ -596,7 +596,7 @@ fn listed_groups(
         *priority = (*priority).max(r.group_priority);
         *mixed = true;
         g.versions.retain(|v| v.name() != r.version);
-        g.versions.push(ListedVersion::Remote(r.clone()));
+        g.versions.push(ListedVersion::Remote(Box::new(r.clone())));
     }
     for (_, g, mixed) in &mut groups {
         if *mixed {

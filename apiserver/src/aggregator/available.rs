@@ -162,19 +162,34 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let identity = state.proxy_identity.as_deref();
-    let tls = match super::client_tls(ca.as_deref(), insecure, identity) {
-        Ok(t) => Arc::new(t),
-        Err(e) => {
-            // kube keeps the APIService and fails its requests: here it
-            // stays unavailable with the reason.
-            tracing::warn!(apiservice = %name, error = %e, "cannot build the TLS configuration");
-            Arc::new(super::client_tls(None, false, None)?)
-        }
+    let previous = state
+        .discovery
+        .remotes()
+        .route(&group, &version)
+        .filter(|p| p.name == name);
+    // The same trust keeps the same TLS configuration and its open
+    // connections.
+    let kept = previous
+        .as_ref()
+        .filter(|p| p.ca_bundle == ca && p.insecure == insecure)
+        .map(|p| (Arc::clone(&p.tls), Arc::clone(&p.pool)));
+    let (tls, pool) = match kept {
+        Some(k) => k,
+        None => match super::client_tls(ca.as_deref(), insecure, identity) {
+            Ok(t) => (Arc::new(t), Arc::default()),
+            Err(e) => {
+                // Its requests fail verification: it stays unavailable.
+                tracing::warn!(apiservice = %name, error = %e, "cannot build the TLS configuration");
+                (
+                    Arc::new(super::client_tls(None, false, None)?),
+                    Arc::default(),
+                )
+            }
+        },
     };
     // kube's check takes any certificate (it only asks whether something
     // answers); the proxy verifies with `tls`.
     let check_tls = Arc::new(super::client_tls(None, true, identity)?);
-    let previous = state.discovery.remotes().route(&group, &version);
     let (condition, resources) = match super::resolve(&state, &svc).await {
         Err(u) => (
             Condition {
@@ -214,7 +229,6 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
     let number = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
     // A group-version that fails its check keeps the resources it last
     // showed (discovery marks them stale), as kube's discovery does.
-    let previous = previous.filter(|p| p.name == name);
     // The OpenAPI documents are read once available, then every
     // OPENAPI_REFRESH (they change with the extension's version, rarely).
     let mut spec = previous
@@ -242,6 +256,9 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
         resources,
         openapi: spec,
         tls,
+        ca_bundle: ca,
+        insecure,
+        pool,
     });
     write_condition(&state, &key, condition).await?;
     Ok(Next::After(RECHECK))

@@ -64,6 +64,42 @@ pub struct Remote {
     /// TLS to the extension: its caBundle (or no verification), and the
     /// front-proxy client certificate.
     pub tls: Arc<rustls::ClientConfig>,
+    /// What `tls` was made from.
+    pub ca_bundle: Option<Vec<u8>>,
+    pub insecure: bool,
+    /// Open connections to the extension, for the next requests.
+    pub pool: Arc<Pool>,
+}
+
+/// Idle connections kept per APIService.
+const MAX_IDLE: usize = 16;
+
+type Sender = hyper::client::conn::http1::SendRequest<axum::body::Body>;
+
+/// Open HTTP/1.1 connections to one extension, by endpoint. A connection
+/// goes back once its request is sent; it is taken again only when ready
+/// (its previous response finished), so a watch keeps its own.
+#[derive(Default)]
+pub struct Pool(std::sync::Mutex<Vec<(Endpoint, Sender)>>);
+
+impl Pool {
+    /// A ready connection to `ep`, if one is open.
+    pub fn take(&self, ep: &Endpoint) -> Option<Sender> {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(_, s)| !s.is_closed());
+        let at = all.iter().position(|(e, s)| e == ep && s.is_ready())?;
+        Some(all.swap_remove(at).1)
+    }
+
+    /// Keeps `sender` for a later request (busy connections too: they
+    /// become ready when their response ends).
+    pub fn give_back(&self, ep: &Endpoint, sender: Sender) {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(_, s)| !s.is_closed());
+        if all.len() < MAX_IDLE {
+            all.push((ep.clone(), sender));
+        }
+    }
 }
 
 /// An extension's OpenAPI documents, as last read.
@@ -687,6 +723,9 @@ mod tests {
             resources: None,
             openapi: OpenApi::default(),
             tls,
+            ca_bundle: None,
+            insecure: true,
+            pool: Arc::default(),
         };
         r.upsert(remote.clone());
         let g = r.generation();

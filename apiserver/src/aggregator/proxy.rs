@@ -119,14 +119,46 @@ pub async fn forward(state: Arc<AppState>, remote: Remote, mut req: Request<Body
         Ok(r) => r,
         Err(e) => return crate::error::status_response(&Status::internal(e.to_string())),
     };
+    let reach =
+        |e: &dyn std::fmt::Display| unavailable(&format!("error trying to reach service: {e}"));
+    // An upgraded connection is the client's from then on: never pooled.
+    let mut outgoing = outgoing;
+    if !upgrade {
+        if let Some(mut sender) = remote.pool.take(&ep) {
+            match sender.try_send_request(outgoing).await {
+                Ok(resp) => {
+                    remote.pool.give_back(&ep, sender);
+                    return respond(resp, None);
+                }
+                // The extension closed it meanwhile before taking the
+                // request: once more on a new connection.
+                Err(mut e) => match e.take_message() {
+                    Some(req) => outgoing = req,
+                    None => return reach(e.error()),
+                },
+            }
+        }
+    }
     let mut sender = match super::connect(&ep, &remote.service, &remote.tls, DIAL_TIMEOUT).await {
         Ok(s) => s,
-        Err(e) => return unavailable(&format!("error trying to reach service: {e}")),
+        Err(e) => return reach(&e),
     };
-    let mut resp = match sender.send_request(outgoing).await {
+    let resp = match sender.send_request(outgoing).await {
         Ok(r) => r,
-        Err(e) => return unavailable(&format!("error trying to reach service: {e}")),
+        Err(e) => return reach(&e),
     };
+    if !upgrade {
+        remote.pool.give_back(&ep, sender);
+    }
+    respond(resp, client_upgrade)
+}
+
+/// The extension's response as this server's; a 101 joins the client's
+/// upgraded connection to the extension's.
+fn respond(
+    mut resp: hyper::Response<hyper::body::Incoming>,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+) -> Response {
     if resp.status() == hyper::StatusCode::SWITCHING_PROTOCOLS {
         if let Some(client) = client_upgrade {
             let backend = hyper::upgrade::on(&mut resp);
