@@ -1462,14 +1462,13 @@ pub async fn v3_root(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     conditional(&served(&s).await.v3_root, &headers)
 }
 
+/// Merged documents and the (registry, remotes) generations they are of.
+pub(crate) type MergedDocs = ((u64, u64), Arc<Documents>);
+
 /// The documents of this server with the extension servers' merged in
 /// (each remote group-version's v3 document, and its v2 paths and
-/// definitions), rebuilt when the local documents or the remotes change.
-static MERGED: std::sync::Mutex<Option<MergedDocs>> = std::sync::Mutex::new(None);
-
-/// The merged documents and the (registry, remotes) generations they are of.
-type MergedDocs = ((u64, u64), Arc<Documents>);
-
+/// definitions), rebuilt when the local documents or the remotes change;
+/// the remotes table keeps the last ones (`Remotes::openapi`).
 async fn served(s: &AppState) -> Arc<Documents> {
     let local = documents(&s.registry).await;
     let remotes = s.discovery.remotes();
@@ -1481,14 +1480,20 @@ async fn served(s: &AppState) -> Arc<Documents> {
         return local;
     }
     let key = (s.registry.generation(), remotes.generation());
-    if let Some((k, d)) = MERGED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+    if let Some((k, d)) = remotes
+        .openapi
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
         if *k == key {
             return Arc::clone(d);
         }
     }
     // Merging re-encodes whole documents: off the runtime's threads.
     let fallback = Arc::clone(&local);
-    tokio::task::spawn_blocking(move || merge(key, &local, &snapshot))
+    let remotes = Arc::clone(remotes);
+    tokio::task::spawn_blocking(move || merge(key, &local, &snapshot, &remotes))
         .await
         .unwrap_or(fallback)
 }
@@ -1498,8 +1503,9 @@ fn merge(
     key: (u64, u64),
     local: &Documents,
     snapshot: &BTreeMap<(String, String), crate::aggregator::Remote>,
+    remotes: &crate::aggregator::Remotes,
 ) -> Arc<Documents> {
-    let mut merged = MERGED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut merged = remotes.openapi.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((k, d)) = merged.as_ref() {
         if *k == key {
             return Arc::clone(d);

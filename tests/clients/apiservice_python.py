@@ -47,7 +47,7 @@ def main(url):
     assert [o.metadata.name for o in flat] == ["v1alpha1.python.example.com"], created
 
     reg = client.ApiregistrationV1Api(api)
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     cond = None
     while time.time() < deadline:
         svc = reg.read_api_service("v1alpha1.python.example.com")

@@ -51,7 +51,7 @@ pub fn controllers(state: &AppState) -> (Option<Controller>, Option<Controller>)
             key_of: name_key,
         }],
         feed: None,
-        reconcile: Arc::new(|state, key| check(state, key).boxed()),
+        reconcile: Arc::new(|state, key| bounded_check(state, key).boxed()),
         workers: 2,
         capacity: 4096,
         backoff: Backoff::default(),
@@ -94,6 +94,21 @@ struct Condition {
     status: &'static str,
     reason: String,
     message: String,
+}
+
+/// The most one check may take: its network steps are bounded (about 25 s
+/// at worst); this bounds the rest, so that one check stuck on anything
+/// else is retried instead of holding its APIService forever.
+const CHECK_BUDGET: Duration = Duration::from_secs(30);
+
+async fn bounded_check(state: Arc<AppState>, name: String) -> Result<Next, String> {
+    match tokio::time::timeout(CHECK_BUDGET, check(state, name.clone())).await {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::warn!(apiservice = %name, "availability check did not finish in time; retrying");
+            Err("availability check timed out".into())
+        }
+    }
 }
 
 async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {

@@ -119,6 +119,9 @@ pub struct OpenApi {
 pub struct Remotes {
     table: RwLock<Arc<BTreeMap<(String, String), Remote>>>,
     generation: AtomicU64,
+    /// The OpenAPI documents with the remotes' merged in, and the
+    /// (registry, remotes) generations they were made for (`openapi::served`).
+    pub(crate) openapi: std::sync::Mutex<Option<crate::openapi::MergedDocs>>,
 }
 
 impl Remotes {
