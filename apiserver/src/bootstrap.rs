@@ -181,6 +181,38 @@ async fn ensure_flowcontrol(
     }
 }
 
+/// Publishes `kube-system/extension-apiserver-authentication` (how
+/// extension servers authenticate this server's proxied requests and its
+/// clients' certificates), replacing its data when it differs, as kube's
+/// cluster-authentication-trust controller keeps it current.
+async fn ensure_authentication_configmap(state: &AppState) -> Result<(), StorageError> {
+    let Some(identity) = &state.proxy_identity else {
+        return Ok(());
+    };
+    let ns = crate::aggregator::AUTH_CONFIGMAP_NAMESPACE;
+    let wanted = identity.configmap(state.root_ca.as_deref());
+    if ensure(state, "", "configmaps", Some(ns), wanted.clone()).await? != 0 {
+        return Ok(());
+    }
+    let Some(res) = state.registry.lookup("", "v1", "configmaps") else {
+        return Ok(());
+    };
+    let key = state.key(res, Some(ns), crate::aggregator::AUTH_CONFIGMAP_NAME);
+    let Some(current) = state.store.get(&key, Freshness::MostRecent).await? else {
+        return Ok(());
+    };
+    if current.value.get("data") == wanted.get("data") {
+        return Ok(());
+    }
+    let mut next = current.value.as_ref().clone();
+    next["data"] = wanted["data"].clone();
+    object::meta_mut(&mut next).remove("resourceVersion");
+    match state.store.update(&key, &next, current.revision).await {
+        Ok(_) | Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes what is missing; answers the newest revisions of the
 /// ClusterRoles and ClusterRoleBindings it wrote (0: none).
 async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
@@ -217,6 +249,7 @@ async fn bootstrap_once(state: &AppState) -> Result<(i64, i64), StorageError> {
         )
         .await?;
     }
+    ensure_authentication_configmap(state).await?;
     for class in system_priority_classes() {
         ensure(state, "scheduling.k8s.io", "priorityclasses", None, class).await?;
     }

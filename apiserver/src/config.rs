@@ -252,6 +252,45 @@ pub struct Config {
     /// Rotated audit log files kept (0: all).
     #[arg(long, default_value_t = 0)]
     pub audit_log_maxbackup: usize,
+
+    /// Client certificate (PEM) the aggregator presents to extension API
+    /// servers. Default: one made under --data-dir/pki by a front-proxy CA
+    /// of its own, for `front-proxy-client`.
+    #[arg(long)]
+    pub proxy_client_cert_file: Option<PathBuf>,
+
+    /// Private key of --proxy-client-cert-file (PEM).
+    #[arg(long)]
+    pub proxy_client_key_file: Option<PathBuf>,
+
+    /// CA bundle of the front-proxy client certificates extension servers
+    /// should trust, published in kube-system/extension-apiserver-authentication.
+    /// Default: the generated front-proxy CA.
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// Common names a front-proxy client certificate may carry (empty: any
+    /// signed by --requestheader-client-ca-file). Default, with the
+    /// generated front-proxy PKI: `front-proxy-client`.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// Headers naming the user (kube's suggestion: X-Remote-User).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// Headers naming the user's UID (kube's suggestion: X-Remote-Uid).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Uid")]
+    pub requestheader_uid_headers: Vec<String>,
+
+    /// Headers naming the user's groups (kube's suggestion: X-Remote-Group).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// Header prefixes naming the user's extra attributes (kube's
+    /// suggestion: X-Remote-Extra-).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
 }
 
 /// `--endpoint-reconciler-type` (kube's `master-count` is not offered).

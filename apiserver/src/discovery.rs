@@ -13,6 +13,7 @@
 //! (`application/vnd.kubernetes.protobuf`, the `k8s\0` envelope around the
 //! meta/v1 or apidiscovery/v2 message) on the first request for it.
 
+use crate::aggregator::{Remote, Remotes};
 use crate::registry::{Registry, Resource, Subresource};
 use crate::request::ApiPath;
 use apimachinery::Status;
@@ -150,7 +151,8 @@ struct Tagged {
 
 /// Discovery documents of one registry generation, encoded once.
 struct Docs {
-    generation: u64,
+    /// The registry's generation and the remote APIServices' one.
+    generation: (u64, u64),
     /// `/api`, `/api/v1`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`
     /// keyed by that path.
     legacy: HashMap<String, Encoded>,
@@ -159,8 +161,9 @@ struct Docs {
 }
 
 impl Docs {
-    fn build(registry: &Registry, server_address: &str) -> Docs {
-        let generation = registry.generation();
+    fn build(registry: &Registry, server_address: &str, remotes: &Remotes) -> Docs {
+        let generation = (registry.generation(), remotes.generation());
+        let listed = listed_groups(registry, &remotes.snapshot());
         let mut legacy = HashMap::new();
         legacy.insert(
             "/api".to_string(),
@@ -168,12 +171,12 @@ impl Docs {
         );
         legacy.insert(
             "/apis".to_string(),
-            Encoded::new(&group_list(registry), MSG_GROUP_LIST),
+            Encoded::new(&group_list(&listed), MSG_GROUP_LIST),
         );
-        for g in sorted_groups(registry) {
+        for g in &listed {
             legacy.insert(
-                format!("/apis/{}", g.group),
-                Encoded::new(&api_group(&g), MSG_GROUP),
+                format!("/apis/{}", g.name),
+                Encoded::new(&api_group(g), MSG_GROUP),
             );
         }
         for (group, version) in group_versions(registry) {
@@ -186,7 +189,7 @@ impl Docs {
             generation,
             legacy,
             aggregated_core: tagged(&aggregated_core(registry)),
-            aggregated_groups: tagged(&aggregated_groups(registry)),
+            aggregated_groups: tagged(&aggregated_groups(registry, &listed)),
         }
     }
 }
@@ -196,6 +199,8 @@ impl Docs {
 /// CRD was established or removed) rebuilds them first.
 pub struct Discovery {
     registry: Registry,
+    /// The remote APIServices (the aggregator's table), merged in.
+    remotes: Arc<Remotes>,
     server_address: String,
     docs: std::sync::RwLock<Arc<Docs>>,
     /// Serializes rebuilds so that a burst of requests after a change
@@ -205,9 +210,11 @@ pub struct Discovery {
 
 impl Discovery {
     pub fn new(registry: Registry) -> Self {
-        let docs = Docs::build(&registry, DEFAULT_SERVER_ADDRESS);
+        let remotes = Arc::new(Remotes::default());
+        let docs = Docs::build(&registry, DEFAULT_SERVER_ADDRESS, &remotes);
         Discovery {
             registry,
+            remotes,
             server_address: DEFAULT_SERVER_ADDRESS.to_string(),
             docs: std::sync::RwLock::new(Arc::new(docs)),
             rebuilding: std::sync::Mutex::new(()),
@@ -218,24 +225,34 @@ impl Discovery {
     /// (kube-apiserver's advertise address, `host:port`).
     pub fn with_server_address(mut self, address: &str) -> Self {
         self.server_address = address.to_string();
-        let docs = Docs::build(&self.registry, address);
+        let docs = Docs::build(&self.registry, address, &self.remotes);
         self.docs = std::sync::RwLock::new(Arc::new(docs));
         self
     }
 
-    /// The documents of the registry's current generation.
+    /// The remote group-versions discovery merges in.
+    pub fn remotes(&self) -> &Arc<Remotes> {
+        &self.remotes
+    }
+
+    /// The documents of the registry's (and the remotes') current
+    /// generation.
     fn current(&self) -> Arc<Docs> {
-        let generation = self.registry.generation();
+        let generation = (self.registry.generation(), self.remotes.generation());
         let docs = Arc::clone(&self.docs.read().unwrap_or_else(|e| e.into_inner()));
         if docs.generation == generation {
             return docs;
         }
         let _one = self.rebuilding.lock().unwrap_or_else(|e| e.into_inner());
         let docs = Arc::clone(&self.docs.read().unwrap_or_else(|e| e.into_inner()));
-        if docs.generation == self.registry.generation() {
+        if docs.generation == (self.registry.generation(), self.remotes.generation()) {
             return docs;
         }
-        let fresh = Arc::new(Docs::build(&self.registry, &self.server_address));
+        let fresh = Arc::new(Docs::build(
+            &self.registry,
+            &self.server_address,
+            &self.remotes,
+        ));
         *self.docs.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&fresh);
         fresh
     }
@@ -518,26 +535,107 @@ fn version_for_discovery(group: &str, version: &str) -> Value {
     json!({"groupVersion": format!("{group}/{version}"), "version": version})
 }
 
-fn group_entry(g: &SortedGroup) -> Value {
+/// One version of a listed group: served here, or by an extension server.
+enum ListedVersion {
+    Local(&'static str),
+    Remote(Box<Remote>),
+}
+
+impl ListedVersion {
+    fn name(&self) -> &str {
+        match self {
+            ListedVersion::Local(v) => v,
+            ListedVersion::Remote(r) => &r.version,
+        }
+    }
+}
+
+/// A named group as discovery lists it, preferred version first.
+struct Listed {
+    name: String,
+    versions: Vec<ListedVersion>,
+}
+
+/// The registry's groups and the remote APIServices' together, in kube's
+/// order: groups by (highest) groupPriorityMinimum then name; a group
+/// with remote versions orders its versions by versionPriority, then
+/// kube's version order.
+fn listed_groups(
+    registry: &Registry,
+    remotes: &std::collections::BTreeMap<(String, String), Remote>,
+) -> Vec<Listed> {
+    let mut groups: Vec<(i64, Listed, bool)> = sorted_groups(registry)
+        .into_iter()
+        .map(|g| {
+            (
+                i64::from(group_priority(g.group)),
+                Listed {
+                    name: g.group.to_string(),
+                    versions: g.versions.into_iter().map(ListedVersion::Local).collect(),
+                },
+                false,
+            )
+        })
+        .collect();
+    for r in remotes.values() {
+        let at = match groups.iter().position(|(_, g, _)| g.name == r.group) {
+            Some(i) => i,
+            None => {
+                groups.push((
+                    i64::MIN,
+                    Listed {
+                        name: r.group.clone(),
+                        versions: Vec::new(),
+                    },
+                    false,
+                ));
+                groups.len() - 1
+            }
+        };
+        let (priority, g, mixed) = &mut groups[at];
+        *priority = (*priority).max(r.group_priority);
+        *mixed = true;
+        g.versions.retain(|v| v.name() != r.version);
+        g.versions.push(ListedVersion::Remote(Box::new(r.clone())));
+    }
+    for (_, g, mixed) in &mut groups {
+        if *mixed {
+            let name = g.name.clone();
+            let rank = |v: &ListedVersion| match v {
+                ListedVersion::Local(v) => i64::from(api_service_priority(&name, v).1),
+                ListedVersion::Remote(r) => r.version_priority,
+            };
+            g.versions.sort_by(|a, b| {
+                rank(b)
+                    .cmp(&rank(a))
+                    .then_with(|| compare_versions(a.name(), b.name()))
+            });
+        }
+    }
+    groups.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    groups.into_iter().map(|(_, g, _)| g).collect()
+}
+
+fn group_entry(g: &Listed) -> Value {
     let versions: Vec<Value> = g
         .versions
         .iter()
-        .map(|v| version_for_discovery(g.group, v))
+        .map(|v| version_for_discovery(&g.name, v.name()))
         .collect();
     let preferred = g
         .versions
         .first()
-        .map(|v| version_for_discovery(g.group, v))
+        .map(|v| version_for_discovery(&g.name, v.name()))
         .unwrap_or(Value::Null);
-    json!({"name": g.group, "versions": versions, "preferredVersion": preferred})
+    json!({"name": g.name, "versions": versions, "preferredVersion": preferred})
 }
 
-fn group_list(registry: &Registry) -> Value {
-    let groups: Vec<Value> = sorted_groups(registry).iter().map(group_entry).collect();
+fn group_list(listed: &[Listed]) -> Value {
+    let groups: Vec<Value> = listed.iter().map(group_entry).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn api_group(g: &SortedGroup) -> Value {
+fn api_group(g: &Listed) -> Value {
     let mut doc = serde_json::Map::new();
     doc.insert("kind".into(), json!("APIGroup"));
     doc.insert("apiVersion".into(), json!("v1"));
@@ -732,16 +830,19 @@ fn aggregated_core(registry: &Registry) -> Value {
     discovery_list(vec![json!({"metadata": {}, "versions": versions})])
 }
 
-fn aggregated_groups(registry: &Registry) -> Value {
-    let items = sorted_groups(registry)
+fn aggregated_groups(registry: &Registry, listed: &[Listed]) -> Value {
+    let items = listed
         .iter()
         .map(|g| {
             let versions: Vec<Value> = g
                 .versions
                 .iter()
-                .map(|v| aggregated_version(registry, g.group, v))
+                .map(|v| match v {
+                    ListedVersion::Local(v) => aggregated_version(registry, &g.name, v),
+                    ListedVersion::Remote(r) => crate::aggregator::aggregated_version(r),
+                })
                 .collect();
-            json!({"metadata": {"name": g.group}, "versions": versions})
+            json!({"metadata": {"name": g.name}, "versions": versions})
         })
         .collect();
     discovery_list(items)

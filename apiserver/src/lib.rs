@@ -7,6 +7,7 @@
 //! See ARCHITECTURE.md.
 
 pub mod admission;
+pub mod aggregator;
 pub mod allocator;
 pub mod audit;
 pub mod auth;
@@ -341,6 +342,15 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         state.service_accounts = Some(sa);
     }
     state.audit = auditor;
+    // The aggregator's front-proxy client certificate (made under
+    // --data-dir unless given).
+    let proxy_cfg = cfg.clone();
+    let identity =
+        tokio::task::spawn_blocking(move || aggregator::ProxyIdentity::from_config(&proxy_cfg))
+            .await
+            .map_err(|e| StartError::Secure(e.to_string()))?
+            .map_err(StartError::Secure)?;
+    state.proxy_identity = Some(Arc::new(identity));
     state.watch_budget = Arc::new(limits::WatchBudget::new(cfg.max_watches_per_user));
     // With APF on, its seats (the two limits together) replace the
     // max-inflight budgets, as in kube.

@@ -1454,12 +1454,125 @@ fn serve_v3_doc(
 
 /// `/openapi/v2`: JSON or gnostic's protobuf `Document`, else 406.
 pub async fn v2(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    serve_v2(&*documents(&s.registry).await, &headers)
+    serve_v2(&*served(&s).await, &headers)
 }
 
 /// `/openapi/v3`: where each group-version's document is, with its hash.
 pub async fn v3_root(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    conditional(&documents(&s.registry).await.v3_root, &headers)
+    conditional(&served(&s).await.v3_root, &headers)
+}
+
+/// Merged documents and the (registry, remotes) generations they are of.
+pub(crate) type MergedDocs = ((u64, u64), Arc<Documents>);
+
+/// The documents of this server with the extension servers' merged in
+/// (each remote group-version's v3 document, and its v2 paths and
+/// definitions), rebuilt when the local documents or the remotes change;
+/// the remotes table keeps the last ones (`Remotes::openapi`).
+async fn served(s: &AppState) -> Arc<Documents> {
+    let local = documents(&s.registry).await;
+    let remotes = s.discovery.remotes();
+    let snapshot = remotes.snapshot();
+    if snapshot
+        .values()
+        .all(|r| r.openapi.v3.is_none() && r.openapi.v2.is_none())
+    {
+        return local;
+    }
+    let key = (s.registry.generation(), remotes.generation());
+    if let Some((k, d)) = remotes
+        .openapi
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
+        if *k == key {
+            return Arc::clone(d);
+        }
+    }
+    // Merging re-encodes whole documents: off the runtime's threads.
+    let fallback = Arc::clone(&local);
+    let remotes = Arc::clone(remotes);
+    tokio::task::spawn_blocking(move || merge(key, &local, &snapshot, &remotes))
+        .await
+        .unwrap_or(fallback)
+}
+
+/// [`served`]'s documents for `key`, built and remembered.
+fn merge(
+    key: (u64, u64),
+    local: &Documents,
+    snapshot: &BTreeMap<(String, String), crate::aggregator::Remote>,
+    remotes: &crate::aggregator::Remotes,
+) -> Arc<Documents> {
+    let mut merged = remotes.openapi.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, d)) = merged.as_ref() {
+        if *k == key {
+            return Arc::clone(d);
+        }
+    }
+    let mut v3 = local.v3.clone();
+    let mut v2_extra: Vec<(String, Arc<Value>)> = Vec::new();
+    for r in snapshot.values() {
+        let key = format!("apis/{}/{}", r.group, r.version);
+        if let Some(doc) = &r.openapi.v3 {
+            v3.entry(key.clone()).or_insert_with(|| Doc::new(doc));
+        }
+        if let Some(doc) = &r.openapi.v2 {
+            v2_extra.push((format!("/{key}"), Arc::clone(doc)));
+        }
+    }
+    let root: Map<String, Value> = v3
+        .iter()
+        .map(|(key, doc)| {
+            (
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
+            )
+        })
+        .collect();
+    let mut root = json!({ "paths": root });
+    sort_keys(&mut root);
+    let mut v2: Value = serde_json::from_slice(&local.v2().body).unwrap_or_default();
+    for (prefix, doc) in &v2_extra {
+        merge_v2(&mut v2, prefix, doc);
+    }
+    sort_keys(&mut v2);
+    let docs = Arc::new(Documents {
+        v2: OnceLock::from(Doc::new(&v2)),
+        v2_proto: OnceLock::new(),
+        v2_registry: None,
+        v3_root: Doc::new(&root),
+        v3,
+    });
+    *merged = Some((key, Arc::clone(&docs)));
+    docs
+}
+
+/// Adds an extension's v2 paths under `prefix` (its group-version) and the
+/// definitions this document does not have already.
+fn merge_v2(into: &mut Value, prefix: &str, extension: &Value) {
+    if let (Some(paths), Some(theirs)) = (
+        into.get_mut("paths").and_then(Value::as_object_mut),
+        extension.get("paths").and_then(Value::as_object),
+    ) {
+        for (path, item) in theirs {
+            if path == prefix || path.starts_with(&format!("{prefix}/")) {
+                paths.entry(path.clone()).or_insert_with(|| item.clone());
+            }
+        }
+    }
+    if let Some(theirs) = extension.get("definitions").and_then(Value::as_object) {
+        if let Some(defs) = into
+            .as_object_mut()
+            .map(|o| o.entry("definitions").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+        {
+            for (name, def) in theirs {
+                defs.entry(name.clone()).or_insert_with(|| def.clone());
+            }
+        }
+    }
 }
 
 /// `/openapi/v3/{api/v1 | apis/G/V | ...}`. With `?hash=` the answer is
@@ -1470,12 +1583,7 @@ pub async fn v3_doc(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    serve_v3_doc(
-        &*documents(&s.registry).await,
-        &p,
-        query.as_deref(),
-        &headers,
-    )
+    serve_v3_doc(&*served(&s).await, &p, query.as_deref(), &headers)
 }
 
 #[cfg(test)]

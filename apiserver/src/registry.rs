@@ -653,6 +653,7 @@ pub static RESOURCES: &[Resource] = &[
     Resource {
         categories: &["api-extensions"],
         subresources: STATUS,
+        rules: &kinds::apiregistration::API_SERVICE,
         ..res(
             "apiregistration.k8s.io",
             "v1",

@@ -88,6 +88,9 @@ pub struct AppState {
     pub admission: crate::admission::plugins::Chain,
     /// Quota admission's per-namespace turns and newest quota versions.
     pub quota: crate::admission::plugins::quota::QuotaState,
+    /// The client certificate the aggregator proxies with, and the
+    /// request-header settings published for extension servers.
+    pub proxy_identity: Option<Arc<crate::aggregator::ProxyIdentity>>,
 }
 
 impl AppState {
@@ -133,6 +136,7 @@ impl AppState {
             admission: Default::default(),
             mutating_policies: Default::default(),
             quota: Default::default(),
+            proxy_identity: None,
         }
     }
 
@@ -289,6 +293,10 @@ fn routes() -> Router<Arc<AppState>> {
 }
 
 async fn api(State(state): State<Arc<AppState>>, req: Request<Body>) -> Response {
+    // A remote APIService's group-version goes to its extension server.
+    if let Some(remote) = crate::aggregator::proxy::route(&state, req.uri().path()) {
+        return crate::aggregator::proxy::forward(state, remote, req).await;
+    }
     crate::handlers::dispatch(state, req).await
 }
 

@@ -404,8 +404,10 @@ async fn secure_port_off_writes_only_the_token_key() {
     )
     .await;
     // No CA, serving certificate or admin kubeconfig; only the
-    // service-account signing key, which tokens need on any port.
-    let made: Vec<String> = std::fs::read_dir(data.join("pki"))
+    // service-account signing key, which tokens need on any port, and the
+    // aggregator's front-proxy CA and client certificate (requests to
+    // extension servers come through either port).
+    let mut made: Vec<String> = std::fs::read_dir(data.join("pki"))
         .map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -413,7 +415,18 @@ async fn secure_port_off_writes_only_the_token_key() {
                 .collect()
         })
         .unwrap_or_default();
-    assert_eq!(made, ["sa.key"], "{made:?}");
+    made.sort();
+    assert_eq!(
+        made,
+        [
+            "front-proxy-ca.crt",
+            "front-proxy-ca.key",
+            "front-proxy-client.crt",
+            "front-proxy-client.key",
+            "sa.key"
+        ],
+        "{made:?}"
+    );
     assert!(!data.join("admin.kubeconfig").exists());
     assert!(server
         .kubectl_ok(&["get", "ns", "-o", "name"])

@@ -21,6 +21,7 @@ pub mod common;
 pub mod print;
 
 pub mod admissionregistration;
+pub mod apiregistration;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;

@@ -119,7 +119,11 @@ impl Authenticator for Union {
 
 /// Client certificates: the TLS handshake verified the chain against the
 /// client CA (see `tls`); the leaf's CN is the user, its Os the groups.
-pub struct ClientCertificates;
+/// When the port also accepts another CA's certificates (request-header
+/// authentication), `verify` checks the chain against the client CA alone.
+pub struct ClientCertificates {
+    pub verify: Option<crate::aggregator::requestheader::ChainVerifier>,
+}
 
 #[async_trait]
 impl Authenticator for ClientCertificates {
@@ -128,6 +132,9 @@ impl Authenticator for ClientCertificates {
         else {
             return Authentication::NoCredentials;
         };
+        if self.verify.as_ref().is_some_and(|v| !v.verifies(chain)) {
+            return Authentication::NoCredentials;
+        }
         match chain.first().and_then(|leaf| tls::certificate_user(leaf)) {
             Some(u) => Authentication::User(u),
             None => Authentication::Invalid("client certificate has no common name".into()),

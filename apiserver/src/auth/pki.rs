@@ -28,9 +28,13 @@ pub struct Generated {
 }
 
 fn ca_params() -> Result<CertificateParams, String> {
+    ca_params_named(CA_CN)
+}
+
+fn ca_params_named(cn: &str) -> Result<CertificateParams, String> {
     let mut p = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
     p.distinguished_name = DistinguishedName::new();
-    p.distinguished_name.push(DnType::CommonName, CA_CN);
+    p.distinguished_name.push(DnType::CommonName, cn);
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     p.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -87,14 +91,24 @@ fn fresh(path: &Path) -> bool {
 
 /// Loads or makes the CA (`pki/ca.crt`, `pki/ca.key`).
 fn ensure_ca(dir: &Path) -> Result<(String, KeyPair), String> {
-    let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
+    ensure_named_ca(dir, "ca", CA_CN)
+}
+
+/// Loads or makes a CA (`pki/<stem>.crt`, `pki/<stem>.key`) named `cn`.
+fn ensure_named_ca(dir: &Path, stem: &str, cn: &str) -> Result<(String, KeyPair), String> {
+    let (crt, key) = (
+        dir.join(format!("{stem}.crt")),
+        dir.join(format!("{stem}.key")),
+    );
     if let (Some(c), Some(k)) = (read(&crt), read(&key)) {
         let key = KeyPair::from_pem(&k).map_err(|e| format!("{}: {e}", key.display()))?;
         return Ok((c, key));
     }
     let key = KeyPair::generate().map_err(|e| e.to_string())?;
-    let cert = ca_params()?.self_signed(&key).map_err(|e| e.to_string())?;
-    write_private(&dir.join("ca.key"), &key.serialize_pem())?;
+    let cert = ca_params_named(cn)?
+        .self_signed(&key)
+        .map_err(|e| e.to_string())?;
+    write_private(&dir.join(format!("{stem}.key")), &key.serialize_pem())?;
     write_public(&crt, &cert.pem())?;
     tracing::info!(path = %crt.display(), "generated a private CA");
     Ok((cert.pem(), key))
@@ -235,6 +249,49 @@ pub fn ensure_sa_key(data_dir: &Path) -> Result<PathBuf, String> {
         tracing::info!(path = %path.display(), "generated the service-account signing key");
     }
     Ok(path)
+}
+
+/// The CN of the front-proxy client certificate the server makes for
+/// itself (kube's conventional `--requestheader-allowed-names`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// The front-proxy PKI the aggregator proxies with, PEM.
+#[derive(Debug, Clone)]
+pub struct FrontProxy {
+    /// The CA extension servers verify the client certificate against
+    /// (`requestheader-client-ca-file`); `None` when the certificate was
+    /// given by flags without it.
+    pub ca_pem: Option<String>,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Loads or makes a separate front-proxy CA (`pki/front-proxy-ca.*`) and
+/// its client certificate for `front-proxy-client`
+/// (`pki/front-proxy-client.*`), as kubeadm lays them out.
+pub fn ensure_front_proxy(data_dir: &Path) -> Result<FrontProxy, String> {
+    let dir = data_dir.join("pki");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let _lock = PkiLock::acquire(data_dir)?;
+    let (ca_pem, ca_key) = ensure_named_ca(&dir, "front-proxy-ca", "front-proxy-ca")?;
+    let issuer = Issuer::new(ca_params_named("front-proxy-ca")?, &ca_key);
+    let (crt, key) = (
+        dir.join("front-proxy-client.crt"),
+        dir.join("front-proxy-client.key"),
+    );
+    if !fresh(&crt) || read(&key).is_none() {
+        let k = KeyPair::generate().map_err(|e| e.to_string())?;
+        let mut p = leaf_params(FRONT_PROXY_CLIENT, &[], &[])?;
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&k, &issuer).map_err(|e| e.to_string())?;
+        write_private(&key, &k.serialize_pem())?;
+        write_public(&crt, &cert.pem())?;
+    }
+    Ok(FrontProxy {
+        ca_pem: Some(ca_pem),
+        cert_pem: read(&crt).ok_or("front-proxy-client.crt is missing")?,
+        key_pem: read(&key).ok_or("front-proxy-client.key is missing")?,
+    })
 }
 
 /// SHA-256 of a PEM certificate's DER, hex (for logs and tests).

@@ -5,6 +5,7 @@
 use super::serviceaccount::ServiceAccounts;
 use super::token_file::TokenFile;
 use super::{jwt, pki, tls, Authenticator, ClientCertificates, Union};
+use crate::aggregator::requestheader::{ChainVerifier, RequestHeader};
 use crate::config::Config;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,7 +71,15 @@ pub fn setup(
         (None, Some(g)) => tls::load_certs(&g.ca_cert)?,
         (None, None) => Vec::new(),
     };
-    let tls = Arc::new(tls::server_config(chain, key, &client_ca)?);
+    // Request-header authentication: the port also accepts certificates of
+    // the request-header CA, which then name no user themselves.
+    let requestheader = match &cfg.requestheader_client_ca_file {
+        Some(f) => Some(tls::load_certs(f)?),
+        None => None,
+    };
+    let mut accepted = client_ca.clone();
+    accepted.extend(requestheader.iter().flatten().cloned());
+    let tls = Arc::new(tls::server_config(chain, key, &accepted)?);
 
     let mut ca_pem = None;
     let admin_kubeconfig = match &generated {
@@ -100,8 +109,30 @@ pub fn setup(
     let service_accounts = service_accounts(cfg, store)?;
 
     let mut chain: Vec<Arc<dyn Authenticator>> = Vec::new();
+    if let Some(roots) = &requestheader {
+        let clean = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        chain.push(Arc::new(RequestHeader {
+            verifier: ChainVerifier::new(roots)?,
+            allowed_names: clean(&cfg.requestheader_allowed_names),
+            username_headers: clean(&cfg.requestheader_username_headers),
+            uid_headers: clean(&cfg.requestheader_uid_headers),
+            group_headers: clean(&cfg.requestheader_group_headers),
+            extra_prefixes: clean(&cfg.requestheader_extra_headers_prefix),
+        }));
+    }
     if !client_ca.is_empty() {
-        chain.push(Arc::new(ClientCertificates));
+        // With a second CA on the port, a certificate must verify against
+        // the client CA itself to name a user.
+        let verify = match &requestheader {
+            Some(_) => Some(ChainVerifier::new(&client_ca)?),
+            None => None,
+        };
+        chain.push(Arc::new(ClientCertificates { verify }));
     }
     if let Some(f) = &cfg.token_auth_file {
         let tokens = TokenFile::load(f)?;

@@ -166,7 +166,7 @@ pub async fn serve(
                 .http2()
                 .timer(TokioTimer::new())
                 .max_header_list_size(MAX_HEADER_BYTES as u32);
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }

@@ -151,6 +151,8 @@ pub fn start_all(
     all.extend(repair_ports::controller(state));
     all.extend(crate::admission::typecheck::controller(state));
     all.extend(resourcequota::controller(state));
+    let (availability, crd_apiservices) = crate::aggregator::available::controllers(state);
+    all.extend(crd_apiservices);
     let mut handles: Vec<_> = all
         .into_iter()
         .map(|c| start(Arc::clone(state), leader.clone(), c))
@@ -165,6 +167,8 @@ pub fn start_all(
     handles.extend(
         crate::admission::webhooks::controller(state).map(|c| start(Arc::clone(state), None, c)),
     );
+    // Every replica routes by its own view of the APIServices' availability.
+    handles.extend(availability.map(|c| start(Arc::clone(state), None, c)));
     handles.extend(
         crate::admission::mutating_policy::controller(state)
             .map(|c| start(Arc::clone(state), None, c)),
