@@ -432,6 +432,7 @@ const QUANTITY_FORMAT: &str =
 fn quantity_pattern() -> &'static regex::Regex {
     static P: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        regex::Regex::new(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$").expect("quantity pattern")
+        regex::Regex::new(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+            .expect("quantity pattern")
     })
 }

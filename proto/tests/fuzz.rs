@@ -217,11 +217,18 @@ fn quantities_that_do_not_parse_fail_the_decode() {
         let mut raw = vec![0x0a, bad.len() as u8];
         raw.extend_from_slice(bad);
         let err = decode_to_json(m, &raw).expect_err("not a quantity");
-        assert!(err.to_string().contains("quantities must match the regular expression"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("quantities must match the regular expression"),
+            "{err}"
+        );
     }
     for good in [&b"1"[..], b"500m", b"1.5Gi", b"-1e3", b"+.5"] {
         let mut raw = vec![0x0a, good.len() as u8];
         raw.extend_from_slice(good);
-        assert_eq!(decode_to_json(m, &raw).unwrap(), Value::String(String::from_utf8(good.to_vec()).unwrap()));
+        assert_eq!(
+            decode_to_json(m, &raw).unwrap(),
+            Value::String(String::from_utf8(good.to_vec()).unwrap())
+        );
     }
 }

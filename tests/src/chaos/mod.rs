@@ -228,7 +228,10 @@ pub async fn run(cfg: Config) -> Report {
     // restarted: retry on a fresh one.)
     let mut marker = None;
     for _ in 0..40 {
-        match client.put(format!("{prefix}/chaos-end-marker"), "end", None).await {
+        match client
+            .put(format!("{prefix}/chaos-end-marker"), "end", None)
+            .await
+        {
             Ok(resp) => {
                 marker = resp.header().map(|h| h.revision());
                 break;
