@@ -334,13 +334,39 @@ CertificateSigningRequestSpec.signerName
 """
 
 # Go fields without `omitempty` that the OpenAPI document does not mark
-# required, so kube writes their zero values: with protobuf in etcd (issue
-# 20) a stored zero must read back as kube serves it.
+# required (they carry `+optional`), so kube writes their zero values: with
+# protobuf in etcd (issue 20) a stored zero must read back as kube serves
+# it. Listed from kubernetes/api's types.go: singular scalar fields tagged
+# `+optional` whose json tag has no `omitempty` (kinds kube stores).
 NOT_OMITEMPTY = """
 policy/PodDisruptionBudgetStatus.disruptionsAllowed
 policy/PodDisruptionBudgetStatus.currentHealthy
 policy/PodDisruptionBudgetStatus.desiredHealthy
 policy/PodDisruptionBudgetStatus.expectedPods
+apps/StatefulSetOrdinals.start
+apps/StatefulSetSpec.serviceName
+apps/StatefulSetStatus.availableReplicas
+apps/ControllerRevision.revision
+apps/ScaleStatus.replicas
+apps/StatefulSetCondition.type
+apps/StatefulSetCondition.status
+apps/DeploymentCondition.type
+apps/DeploymentCondition.status
+apps/DaemonSetCondition.type
+apps/DaemonSetCondition.status
+apps/ReplicaSetCondition.type
+apps/ReplicaSetCondition.status
+core/Event.reportingComponent
+core/Event.reportingInstance
+core/NodeRuntimeHandler.name
+batch/PodFailurePolicyOnPodConditionsPattern.status
+flowcontrol/FlowSchemaSpec.matchingPrecedence
+flowcontrol/QueuingConfiguration.queues
+flowcontrol/QueuingConfiguration.handSize
+flowcontrol/QueuingConfiguration.queueLengthLimit
+rbac/RoleRef.apiGroup
+scheduling/PriorityClass.value
+certificates/CertificateSigningRequestCondition.status
 """
 
 # Deliberate deviation from kube's JSON: `ScaleSpec.replicas` is a plain

@@ -828,3 +828,31 @@ async fn legacy_layout_moves_and_json_media_type_reads_both() {
     assert_eq!(v["metadata"]["labels"]["now"], "json");
     assert_eq!(v["data"]["colour"], "blue");
 }
+
+/// Fields Go always writes (no `omitempty`, though optional) keep their
+/// zero values through protobuf storage, as kube serves them: a
+/// PriorityClass of value 0, an Event's empty `reportingComponent` and
+/// `reportingInstance` (sent here; kube would also fill them in when a
+/// JSON body leaves them out, which this server does not yet do).
+#[tokio::test]
+async fn zero_values_kube_always_writes_survive_protobuf_storage() {
+    let server = Server::start().await;
+    server.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "zero"}, "value": 0}"#,
+    );
+    let pc = server.get_json(&["priorityclass", "zero"]);
+    assert_eq!(pc["value"], 0, "{pc}");
+    server.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "R", "message": "m", "type": "Normal",
+            "reportingComponent": "", "reportingInstance": ""}"#,
+    );
+    let ev = server.get_json(&["event", "e"]);
+    assert_eq!(ev["reportingComponent"], "", "{ev}");
+    assert_eq!(ev["reportingInstance"], "", "{ev}");
+}
