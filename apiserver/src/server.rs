@@ -177,6 +177,26 @@ impl AppState {
         }
     }
 
+    /// The EndpointSlices of `namespace` as the cache holds them now (any
+    /// recent state: a Service's backends for webhooks and APIServices).
+    /// `Err` names why they cannot be read.
+    pub async fn endpoint_slices(&self, namespace: &str) -> Result<watchcache::ListResult, String> {
+        let res = self
+            .registry
+            .lookup("discovery.k8s.io", "v1", "endpointslices")
+            .ok_or("endpointslices are not served")?;
+        let opts = watchcache::ListOptions {
+            freshness: apimachinery::read::Freshness::NotOlderThan(0),
+            limit: None,
+            continue_from: None,
+            predicate: Default::default(),
+        };
+        self.store
+            .list(&self.collection_prefix(res, Some(namespace)), &opts)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// The etcd key prefix of a collection (all namespaces when `None`).
     pub fn collection_prefix(&self, res: &Resource, namespace: Option<&str>) -> String {
         match namespace {

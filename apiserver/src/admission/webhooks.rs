@@ -45,7 +45,6 @@ use k8s_cel::Bindings;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use watchcache::ListOptions;
 
 /// This replica's compiled webhooks.
 pub type Webhooks = super::Compiled<HookSet>;
@@ -252,21 +251,7 @@ async fn service_client(
         .find(|p| p.get("port").and_then(Value::as_i64) == Some(port))
         .ok_or_else(|| format!("no service port {port} found for service \"{name}\""))?;
     let port_name = svc_port.get("name").and_then(Value::as_str).unwrap_or("");
-    let slices_res = state
-        .registry
-        .lookup("discovery.k8s.io", "v1", "endpointslices")
-        .ok_or("endpointslices are not served")?;
-    let opts = ListOptions {
-        freshness: Freshness::NotOlderThan(0),
-        limit: None,
-        continue_from: None,
-        predicate: Default::default(),
-    };
-    let slices = state
-        .store
-        .list(&state.collection_prefix(slices_res, Some(namespace)), &opts)
-        .await
-        .map_err(|e| e.to_string())?;
+    let slices = state.endpoint_slices(namespace).await?;
     for slice in &slices.items {
         let v = &slice.value;
         if v.pointer("/metadata/labels/kubernetes.io~1service-name")

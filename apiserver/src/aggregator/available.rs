@@ -116,9 +116,13 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
         return Ok(Next::Done);
     };
     let key = state.key(res, None, &name);
+    // A consistent read: the event that queued this key may have come from
+    // an etcd watch (the cache was not serving yet) while the cache still
+    // lags behind it; "any recent state" could then miss a new APIService
+    // and drop it for good.
     let Some(current) = state
         .store
-        .get(&key, Freshness::NotOlderThan(0))
+        .get(&key, Freshness::MostRecent)
         .await
         .map_err(|e| e.to_string())?
     else {

@@ -29,7 +29,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use watchcache::ListOptions;
 
 /// The namespace and name of the ConfigMap that tells extension servers
 /// how to authenticate this server's proxied requests.
@@ -300,7 +299,9 @@ pub fn client_tls(
     let builder = if insecure {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
+            .with_custom_certificate_verifier(Arc::new(crate::auth::tls::AnyServerCertificate(
+                provider,
+            )))
     } else {
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(ca_bundle.unwrap_or_default()) {
@@ -328,56 +329,6 @@ pub fn client_tls(
     // HTTP/1.1 only: upgrades (exec, port-forward) ride on it.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// `insecureSkipTLSVerify`: any server certificate is taken (signatures
-/// over the handshake are still checked, so the peer holds its key).
-#[derive(Debug)]
-struct NoVerification(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// Why a Service could not be resolved to an endpoint, in the words of
@@ -457,26 +408,10 @@ pub async fn resolve(state: &AppState, svc: &ServiceRef) -> Result<Endpoint, Unr
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let slices_res = state
-        .registry
-        .lookup("discovery.k8s.io", "v1", "endpointslices")
-        .ok_or_else(|| {
-            access(
-                "EndpointsAccessError",
-                "endpointslices are not served".into(),
-            )
-        })?;
-    let opts = ListOptions {
-        freshness: Freshness::NotOlderThan(0),
-        limit: None,
-        continue_from: None,
-        predicate: Default::default(),
-    };
     let slices = state
-        .store
-        .list(&state.collection_prefix(slices_res, Some(ns)), &opts)
+        .endpoint_slices(ns)
         .await
-        .map_err(|e| access("EndpointsAccessError", e.to_string()))?;
+        .map_err(|e| access("EndpointsAccessError", e))?;
     let slices: Vec<&Value> = slices
         .items
         .iter()

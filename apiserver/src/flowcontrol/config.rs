@@ -15,16 +15,7 @@ const DEFAULT_SHARES: f64 = 30.0;
 /// A level's widest request, as a fraction of its nominal limit.
 const MAX_SEATS_FRACTION: f64 = 0.15;
 
-fn strs(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use crate::object::strings as strs;
 
 fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
