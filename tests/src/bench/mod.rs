@@ -390,7 +390,7 @@ mod tests {
         let plan = Plan::from_args(&args);
         assert_eq!(plan.tier, "smoke");
         assert_eq!(plan.duration, Duration::from_secs(3));
-        assert_eq!(plan.phases.len(), 7);
+        assert_eq!(plan.phases.len(), 8);
         assert_eq!(plan.gc_objects, 600);
         assert_eq!(plan.admission_creates, 50);
         assert_eq!(plan.crds, 10);

@@ -709,12 +709,21 @@ impl Storage for Cacher {
         }
         match read::route_get(freshness, self.shared().serving()) {
             Route::Etcd => self.get_etcd(key, freshness).await,
+            // Checked again once caught up: the catch-up may have applied a
+            // value the cache could not read. A key the cache holds no
+            // object for goes to etcd too: absent, or a value that does not
+            // decode (cached as absent), which etcd reports as an error.
             Route::Consistent => match self.catch_up_with_etcd().await? {
-                Some(_) => match self.current() {
-                    Some((objects, _)) => Ok(objects.get(key).map(|c| c.object.clone())),
-                    None => self.get_etcd(key, freshness).await,
-                },
-                None => self.get_etcd(key, freshness).await,
+                Some(_) if !self.shared().unreadable_under(key) => {
+                    match self
+                        .current()
+                        .and_then(|(objects, _)| objects.get(key).map(|c| c.object.clone()))
+                    {
+                        Some(object) => Ok(Some(object)),
+                        None => self.get_etcd(key, freshness).await,
+                    }
+                }
+                _ => self.get_etcd(key, freshness).await,
             },
             Route::AtLeast(n) => {
                 if !self.reach(n).await? {
