@@ -485,7 +485,13 @@ async fn etcd_watcher(
         while let Ok(Some(resp)) = stream.message().await {
             for ev in resp.events() {
                 if let (EventType::Put, Some(kv)) = (ev.event_type(), ev.kv()) {
-                    shared.receive(kv.value(), &hist);
+                    // Built-ins are stored as protobuf (kube's default), or
+                    // JSON with --storage-media-type=application/json.
+                    if kv.value().starts_with(b"k8s\0") {
+                        shared.receive_protobuf(kv.value(), &hist);
+                    } else {
+                        shared.receive(kv.value(), &hist);
+                    }
                 }
             }
         }
