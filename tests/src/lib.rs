@@ -603,6 +603,35 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 "#;
 
+/// The upstream protobuf IDL shared with the project (`../shared/k8s-api/proto`).
+pub fn idl() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s-api/proto")
+}
+
+/// `protoc <mode> envelope.proto` (`--encode=M` or `--decode=M`) with the
+/// shared IDL and `dir` (which holds `envelope.proto`) on the import path,
+/// `input` on stdin: the tests' independent protobuf codec.
+pub fn protoc_envelope(dir: &Path, mode: &str, input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("protoc")
+        .arg(format!("-I{}", idl().display()))
+        .arg(format!("-I{}", dir.display()))
+        .arg(mode)
+        .arg("envelope.proto")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("protoc");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "protoc {mode}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

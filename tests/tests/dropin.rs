@@ -19,18 +19,15 @@ use crypto_secretbox::aead::{Aead, KeyInit};
 use e2e::{eventually, Server};
 use etcd_client::{Client, GetOptions};
 use serde_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use watchcache::testing::TestEtcd;
 
 const AES_KEY: [u8; 32] = *b"0123456789abcdef0123456789abcdef";
 const BOX_KEY: [u8; 32] = *b"fedcba9876543210fedcba9876543210";
 
-fn idl() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s-api/proto")
-}
+use e2e::idl;
 
 fn protoc_available() -> bool {
     if !idl().join("k8s.io/api/core/v1/generated.proto").exists() {
@@ -310,24 +307,7 @@ fn protoc(import: &str, message: &str, mode: &str, input: &[u8]) -> Vec<u8> {
          optional string contentEncoding = 3;\n  optional string contentType = 4;\n}}\n"
     );
     std::fs::write(dir.path().join("envelope.proto"), text).unwrap();
-    let mut child = Command::new("protoc")
-        .arg(format!("-I{}", idl().display()))
-        .arg(format!("-I{}", dir.path().display()))
-        .arg(mode)
-        .arg("envelope.proto")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("protoc");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "protoc {mode}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    e2e::protoc_envelope(dir.path(), mode, input)
 }
 
 /// The value kube-apiserver stores for `f` (before encryption).

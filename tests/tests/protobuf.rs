@@ -8,18 +8,15 @@
 
 use e2e::{eventually, Server};
 use serde_json::Value;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// What client-go sends when configured for protobuf.
 const PROTOBUF_OR_JSON: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-fn idl() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s-api/proto")
-}
+use e2e::idl;
 
 /// `protoc` and the shared IDL, or why this test cannot run.
 fn protoc_available() -> bool {
@@ -56,24 +53,7 @@ message Envelope {{
 }
 
 fn protoc(dir: &std::path::Path, mode: &str, input: &[u8]) -> Vec<u8> {
-    let mut child = Command::new("protoc")
-        .arg(format!("-I{}", idl().display()))
-        .arg(format!("-I{}", dir.display()))
-        .arg(mode)
-        .arg("envelope.proto")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("protoc");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "protoc {mode}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    e2e::protoc_envelope(dir, mode, input)
 }
 
 /// Decodes a whole protobuf body (`k8s\0` + envelope) with protoc, as text.
