@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::envelope::{encode_unknown, split_api_version};
+use crate::envelope::split_api_version;
 use crate::table::{table, Kind, Ty};
 use crate::wire::{put_len, put_tag, put_varint};
 use crate::{encode, gvk, ProtoError};
@@ -100,18 +100,46 @@ pub fn encode_list<'a>(
 /// (`object_body`, envelope included).
 pub fn watch_event_frame(api_version: &str, event_type: &str, object_body: &[u8]) -> Vec<u8> {
     // k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent: type = 1,
-    // object = 2; runtime.RawExtension: raw = 1.
-    let mut object = Vec::with_capacity(object_body.len() + 6);
-    put_len(&mut object, 1, object_body);
-    let mut event = Vec::with_capacity(object.len() + event_type.len() + 12);
-    put_len(&mut event, 1, event_type.as_bytes());
-    put_len(&mut event, 2, &object);
-    let body = encode_unknown(api_version, "WatchEvent", &event);
-    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
-    let mut frame = Vec::with_capacity(body.len() + 4);
-    frame.extend_from_slice(&len.to_be_bytes());
-    frame.extend_from_slice(&body);
+    // object = 2; runtime.RawExtension: raw = 1. Every length is known
+    // before anything is written, so the object's bytes (the bulk of the
+    // frame) are copied once, into place.
+    let object_len = len_field(object_body.len());
+    let event_len = len_field(event_type.len()) + len_field(object_len);
+    let type_meta_len = len_field(api_version.len()) + len_field("WatchEvent".len());
+    let body_len =
+        crate::MAGIC.len() + len_field(type_meta_len) + len_field(event_len) + 2 * len_field(0);
+    let mut frame = Vec::with_capacity(4 + body_len);
+    frame.extend_from_slice(&u32::try_from(body_len).unwrap_or(u32::MAX).to_be_bytes());
+    frame.extend_from_slice(crate::MAGIC);
+    put_head(&mut frame, 1, type_meta_len);
+    put_len(&mut frame, 1, api_version.as_bytes());
+    put_len(&mut frame, 2, b"WatchEvent");
+    put_head(&mut frame, 2, event_len);
+    put_len(&mut frame, 1, event_type.as_bytes());
+    put_head(&mut frame, 2, object_len);
+    put_len(&mut frame, 1, object_body);
+    put_len(&mut frame, 3, b"");
+    put_len(&mut frame, 4, b"");
+    debug_assert_eq!(frame.len(), 4 + body_len);
     frame
+}
+
+/// The tag and length of a length-delimited field, its data to follow.
+fn put_head(out: &mut Vec<u8>, number: u32, len: usize) {
+    put_tag(out, number, crate::wire::WIRE_LEN);
+    put_varint(out, len as u64);
+}
+
+/// The encoded size of a length-delimited field (numbers 1 to 15, one tag
+/// byte) whose data is `len` bytes.
+fn len_field(len: usize) -> usize {
+    let mut varint = 1;
+    let mut v = len >> 7;
+    while v > 0 {
+        varint += 1;
+        v >>= 7;
+    }
+    1 + varint + len
 }
 
 #[cfg(test)]
@@ -163,5 +191,29 @@ mod tests {
         let v = decode_object(&frame[4..]).unwrap();
         assert_eq!(v["type"], "ADDED");
         assert_eq!(v["object"]["metadata"]["name"], "x");
+    }
+
+    /// The frame written in place is the frame built from its nested
+    /// messages, byte for byte, at every varint width of the lengths.
+    #[test]
+    fn watch_frame_in_place_equals_the_nested_encoding() {
+        for size in [0usize, 100, 127, 128, 200, 16_383, 16_384, 70_000] {
+            let object = vec![b'o'; size];
+            for api_version in ["v1", "apps/v1", "a.very.long.group.example.com/v1beta1"] {
+                let mut raw = Vec::new();
+                put_len(&mut raw, 1, &object);
+                let mut event = Vec::new();
+                put_len(&mut event, 1, b"MODIFIED");
+                put_len(&mut event, 2, &raw);
+                let body = crate::envelope::encode_unknown(api_version, "WatchEvent", &event);
+                let mut want = (body.len() as u32).to_be_bytes().to_vec();
+                want.extend_from_slice(&body);
+                assert_eq!(
+                    watch_event_frame(api_version, "MODIFIED", &object),
+                    want,
+                    "{size} bytes in {api_version}"
+                );
+            }
+        }
     }
 }

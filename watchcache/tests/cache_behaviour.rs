@@ -284,6 +284,39 @@ async fn slow_watchers_are_ended_and_counted() {
     ));
 }
 
+/// Watchers are indexed by the key or prefix they follow: one that does
+/// not read while other keys churn through the whole window is not behind
+/// on anything it wants, so it is not ended, and gets its next event; an
+/// exact-key watcher likewise.
+#[tokio::test]
+async fn watchers_of_quiet_prefixes_outlive_churn_elsewhere() {
+    let etcd = TestEtcd::start().await.expect("etcd");
+    let mut settings = config();
+    settings.window_max_events = 10;
+    let cache = cacher(&etcd, settings).await;
+    let quiet = unique_prefix("quiet");
+    let busy = unique_prefix("busy");
+    let start = cache.current_revision().await.expect("revision");
+    let mut namespace = cache.watch(&quiet, watch_from(start)).await.expect("watch");
+    let key = format!("{quiet}one");
+    let mut single = cache.watch(&key, watch_from(start)).await.expect("watch");
+    let mut busy_watch = cache.watch(&busy, watch_from(start)).await.expect("watch");
+    for i in 0..30 {
+        let obj = create(&cache, &format!("{busy}o{i:02}"), "o", "v").await;
+        assert_eq!(next_change(&mut busy_watch).await.object, obj);
+    }
+    assert!(cache.stats().window_events <= 10);
+    let one = create(&cache, &key, "one", "v").await;
+    assert_eq!(next_change(&mut namespace).await.object, one);
+    assert_eq!(next_change(&mut single).await.object, one);
+    let two = create(&cache, &format!("{quiet}two"), "two", "v").await;
+    assert_eq!(next_change(&mut namespace).await.object, two);
+    assert_eq!(cache.terminated_watchers(), 0);
+    assert_eq!(cache.stats().watchers, 3);
+    drop((namespace, single, busy_watch));
+    assert_eq!(cache.stats().watchers, 0);
+}
+
 /// While the etcd watch is down, watchers keep their place and consistent
 /// reads fall back to etcd; when it comes back the cache resumes from its
 /// last revision and nobody misses an event.

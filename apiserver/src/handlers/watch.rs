@@ -29,7 +29,8 @@ use apimachinery::Status;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use bytes::BytesMut;
+use futures_util::{FutureExt, StreamExt};
 use rand::Rng;
 use serde_json::{json, Value};
 use std::pin::Pin;
@@ -39,6 +40,9 @@ use watchcache::{EventType, StorageError, WatchEvent, WatchOptions, WatchStream}
 /// kube-apiserver ends watches after a random 30-60 minutes so that clients
 /// spread their re-lists.
 const MIN_WATCH_TIMEOUT: u64 = 30 * 60;
+
+/// Up to this many bytes of events already waiting are sent as one chunk.
+const BATCH_BYTES: usize = 64 * 1024;
 
 fn event_type(kind: EventType) -> &'static str {
     match kind {
@@ -200,6 +204,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
             .metrics
             .as_ref()
             .map(|m| m.watch_recorder(scope.res.group, scope.res.version, scope.res.plural)),
+        pending: None,
     };
     let stream = futures_util::stream::unfold(body, |mut body| async move {
         let line = body.next().await?;
@@ -343,21 +348,73 @@ struct WatchBody {
     /// bookmarks and errors included, as kube counts what its watch
     /// server writes.
     recorder: Option<crate::metrics::WatchEventRecorder>,
+    /// An event taken while batching that must be converted first.
+    pending: Option<WatchEvent>,
+}
+
+/// What one storage event becomes.
+enum Step {
+    /// A line to send.
+    Line(Bytes),
+    /// Nothing to send for it (a bookmark the client did not ask for).
+    Skip,
+    /// An object stored in another version: converted before it is sent.
+    Convert(WatchEvent),
+    /// The stream is over.
+    End,
 }
 
 impl WatchBody {
-    /// The next line to send, recorded; `None` ends the response.
+    /// The next chunk to send, recorded; `None` ends the response. Events
+    /// that are already waiting when one is ready go out with it, up to
+    /// [`BATCH_BYTES`]: one chunk and one write for the lot, instead of
+    /// one per event, which is what lets a busy watcher keep up.
     async fn next(&mut self) -> Option<Bytes> {
-        let line = self.next_line().await?;
+        let first = self.next_line().await?;
+        self.record(&first);
+        let mut batch: Option<BytesMut> = None;
+        let mut len = first.len();
+        while len < BATCH_BYTES && self.stage != Stage::Done && self.pending.is_none() {
+            let Some(item) = self.events.next().now_or_never() else {
+                break;
+            };
+            let line = match self.step(item) {
+                Step::Line(line) => line,
+                Step::Skip => continue,
+                Step::End => break,
+                Step::Convert(event) => {
+                    // Conversion may wait (a webhook): it starts the next
+                    // chunk instead.
+                    self.pending = Some(event);
+                    break;
+                }
+            };
+            self.record(&line);
+            len += line.len();
+            batch
+                .get_or_insert_with(|| {
+                    let mut b = BytesMut::with_capacity(BATCH_BYTES.max(len));
+                    b.extend_from_slice(&first);
+                    b
+                })
+                .extend_from_slice(&line);
+        }
+        Some(batch.map_or(first, BytesMut::freeze))
+    }
+
+    /// Counts a line in `apiserver_watch_events_total` and `_sizes`.
+    fn record(&self, line: &Bytes) {
         if let Some(r) = &self.recorder {
             r.sent(line.len());
         }
-        Some(line)
     }
 
     /// The next line to send; `None` ends the response.
     async fn next_line(&mut self) -> Option<Bytes> {
         loop {
+            if let Some(event) = self.pending.take() {
+                return self.convert(event).await;
+            }
             if self.stage == Stage::Done {
                 return None;
             }
@@ -366,68 +423,80 @@ impl WatchBody {
                 _ = &mut self.deadline => return self.end_at_timeout(),
                 item = self.events.next() => item,
             };
-            let event = match item {
-                None => {
-                    self.stage = Stage::Done;
-                    return None;
-                }
-                Some(Err(e)) => {
-                    self.stage = Stage::Done;
-                    return Some(self.encoder.status(&error_status(&e)));
-                }
-                Some(Ok(event)) => event,
-            };
-            if event.kind != EventType::Bookmark {
-                if self.stage == Stage::Watching {
-                    self.reached = self.reached.max(event.object.revision);
-                }
-                let res = self.encoder.res;
-                if res.converts() {
-                    // An object stored in another version is converted (a
-                    // webhook failure ends the watch with the error) and a
-                    // custom resource's missing defaults are applied.
-                    let converted =
-                        match crate::conversion::for_request(res, &event.object.value).await {
-                            // Unchanged: the shared encoding serves.
-                            Ok(std::borrow::Cow::Borrowed(_)) => {
-                                let sent = self.encoder.event(&event);
-                                return self.emit(sent);
-                            }
-                            Ok(v) => v.into_owned(),
-                            Err(e) => {
-                                self.stage = Stage::Done;
-                                return Some(self.encoder.status(&e.to_status()));
-                            }
-                        };
-                    let event = WatchEvent {
-                        kind: event.kind,
-                        object: watchcache::Object::new(
-                            std::sync::Arc::new(converted),
-                            event.object.revision,
-                        ),
-                    };
+            match self.step(item) {
+                Step::Line(line) => return Some(line),
+                Step::Skip => {}
+                Step::End => return None,
+                Step::Convert(event) => return self.convert(event).await,
+            }
+        }
+    }
+
+    /// What a storage event (`None`: the end of the storage stream)
+    /// becomes, without waiting.
+    fn step(&mut self, item: Option<Result<WatchEvent, StorageError>>) -> Step {
+        let event = match item {
+            None => {
+                self.stage = Stage::Done;
+                return Step::End;
+            }
+            Some(Err(e)) => {
+                self.stage = Stage::Done;
+                return Step::Line(self.encoder.status(&error_status(&e)));
+            }
+            Some(Ok(event)) => event,
+        };
+        if event.kind != EventType::Bookmark {
+            if self.stage == Stage::Watching {
+                self.reached = self.reached.max(event.object.revision);
+            }
+            if self.encoder.res.converts() {
+                return Step::Convert(event);
+            }
+            let sent = self.encoder.event(&event);
+            return self.emit(sent).map_or(Step::End, Step::Line);
+        }
+        let revision = event.object.revision;
+        self.reached = self.reached.max(revision);
+        if self.stage == Stage::InitialEvents {
+            // Storage marks the end of the initial state with a bookmark
+            // at the snapshot's revision.
+            self.stage = Stage::Watching;
+            if self.initial_events_end {
+                let sent = self.encoder.bookmark(revision, true);
+                return self.emit(sent).map_or(Step::End, Step::Line);
+            }
+        }
+        if self.bookmarks {
+            let sent = self.encoder.bookmark(revision, false);
+            return self.emit(sent).map_or(Step::End, Step::Line);
+        }
+        Step::Skip
+    }
+
+    /// An object stored in another version, converted (a webhook failure
+    /// ends the watch with the error) and with a custom resource's missing
+    /// defaults applied.
+    async fn convert(&mut self, event: WatchEvent) -> Option<Bytes> {
+        let converted =
+            match crate::conversion::for_request(self.encoder.res, &event.object.value).await {
+                // Unchanged: the shared encoding serves.
+                Ok(std::borrow::Cow::Borrowed(_)) => {
                     let sent = self.encoder.event(&event);
                     return self.emit(sent);
                 }
-                let sent = self.encoder.event(&event);
-                return self.emit(sent);
-            }
-            let revision = event.object.revision;
-            self.reached = self.reached.max(revision);
-            if self.stage == Stage::InitialEvents {
-                // Storage marks the end of the initial state with a
-                // bookmark at the snapshot's revision.
-                self.stage = Stage::Watching;
-                if self.initial_events_end {
-                    let sent = self.encoder.bookmark(revision, true);
-                    return self.emit(sent);
+                Ok(v) => v.into_owned(),
+                Err(e) => {
+                    self.stage = Stage::Done;
+                    return Some(self.encoder.status(&e.to_status()));
                 }
-            }
-            if self.bookmarks {
-                let sent = self.encoder.bookmark(revision, false);
-                return self.emit(sent);
-            }
-        }
+            };
+        let event = WatchEvent {
+            kind: event.kind,
+            object: watchcache::Object::new(std::sync::Arc::new(converted), event.object.revision),
+        };
+        let sent = self.encoder.event(&event);
+        self.emit(sent)
     }
 
     /// The watch's time is up: a last bookmark at the newest revision

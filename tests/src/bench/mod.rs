@@ -61,7 +61,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "full")]
     pub smoke: bool,
     /// The sizes: LIST of 10,000 and 100,000 objects, 1,000
-    /// watchers × 100 writes/s and 10,000 × 10/s, 100,000 objects for memory
+    /// watchers × 100 writes/s, 10,000 × 10/s and 1,000 × 500/s, 100,000 objects for memory
     /// and startup. Takes several minutes.
     #[arg(long)]
     pub full: bool,
@@ -226,7 +226,11 @@ impl Plan {
                 get_rate: 5_000.0,
                 list_objects: vec![10_000, 100_000],
                 list_repeats: 5,
-                watch: vec![shape(1_000, 100.0), shape(10_000, 10.0)],
+                watch: vec![
+                    shape(1_000, 100.0),
+                    shape(10_000, 10.0),
+                    shape(1_000, 500.0),
+                ],
                 watch_duration: Duration::from_secs(10),
                 objects: 100_000,
                 idle_watchers: 1_000,
@@ -245,7 +249,7 @@ impl Plan {
                 get_rate: 5_000.0,
                 list_objects: vec![10_000],
                 list_repeats: 5,
-                watch: vec![shape(100, 100.0), shape(1_000, 10.0)],
+                watch: vec![shape(100, 100.0), shape(1_000, 10.0), shape(100, 500.0)],
                 watch_duration: Duration::from_secs(10),
                 objects: 10_000,
                 idle_watchers: 1_000,

@@ -22,6 +22,10 @@ const PHASE: &str = "2 reads";
 const GET_P99_BUDGET: Duration = Duration::from_millis(2);
 /// The GET rate the budget names.
 const BUDGET_RATE: f64 = 5_000.0;
+/// Consistent GET in flight (issue 17): at least this many times etcd's
+/// linearizable GET throughput, with p99 under `CONSISTENT_GET_P99`.
+const CONSISTENT_GET_RATIO: f64 = 5.0;
+const CONSISTENT_GET_P99: Duration = Duration::from_millis(5);
 /// The rate a paced run must sustain to be judged at all.
 const SUSTAINED: f64 = 0.95;
 /// The LIST budget, for 10,000 objects (RV=0 or consistent), on the median.
@@ -108,6 +112,23 @@ async fn gets(b: &Bench) -> Result<Vec<Row>> {
         row.limit = format!("{} get: {}", read.etcd(), raw.summary());
         row.ratio = format!("{} throughput", fmt_ratio(srv.rate() / raw.rate()));
         row.problem = problem(&srv, &raw);
+        if let Read::Consistent = read {
+            // Issue 17: consistent GETs served from memory, at least as
+            // new as a quorum read started on arrival.
+            row.budget = Some(Budget::all(vec![
+                Budget::at_least(
+                    &format!("≥ {CONSISTENT_GET_RATIO:.0}× etcd"),
+                    srv.rate() / raw.rate(),
+                    CONSISTENT_GET_RATIO,
+                ),
+                Budget::under(
+                    "p99 < 5 ms",
+                    srv.p99().as_secs_f64() * 1e3,
+                    CONSISTENT_GET_P99.as_secs_f64() * 1e3,
+                    " ms",
+                ),
+            ]));
+        }
         rows.push(row);
 
         let raw = etcd_gets(&kv, &key, read, c, Pace::rate(d, rate)).await;

@@ -56,6 +56,30 @@ impl Budget {
         }
     }
 
+    /// Every one of `parts` must be met (`target` joins theirs with "and").
+    pub fn all(parts: Vec<Budget>) -> Budget {
+        let target = parts
+            .iter()
+            .map(|b| b.target.as_str())
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let missed: Vec<String> = parts
+            .iter()
+            .filter_map(|b| match &b.verdict {
+                Verdict::Met => None,
+                Verdict::Missed(by) => Some(format!("{}: {by}", b.target)),
+            })
+            .collect();
+        Budget {
+            target,
+            verdict: if missed.is_empty() {
+                Verdict::Met
+            } else {
+                Verdict::Missed(missed.join("; "))
+            },
+        }
+    }
+
     /// A budget that cannot be judged from this run (e.g. the offered load
     /// did not reach the budget's).
     pub fn not_judged(target: &str, why: &str) -> Budget {
@@ -253,6 +277,19 @@ mod tests {
         let b = Budget::under("p99 < 2 ms", 5.0, 2.0, " ms");
         assert!(b.cell().contains("2.5× over"), "{}", b.cell());
         assert!(Budget::under("x", 1.0, 2.0, " ms").cell().ends_with("met"));
+        let both = Budget::all(vec![
+            Budget::at_least("≥ 5× etcd", 6.0, 5.0),
+            Budget::under("p99 < 5 ms", 7.0, 5.0, " ms"),
+        ]);
+        assert_eq!(
+            both.cell(),
+            "≥ 5× etcd and p99 < 5 ms: **missed**, p99 < 5 ms: 1.4× over (7.0 ms vs 5.0 ms)"
+        );
+        let met = Budget::all(vec![
+            Budget::at_least("a", 1.0, 1.0),
+            Budget::under("b", 1.0, 2.0, ""),
+        ]);
+        assert_eq!(met.cell(), "a and b: met");
     }
 
     #[test]

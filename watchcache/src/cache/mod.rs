@@ -78,6 +78,7 @@
 //! which the HTTP layer sends as a 410 ERROR event.
 
 mod config;
+mod index;
 mod read;
 mod read_index;
 mod reflector;
@@ -358,6 +359,7 @@ impl Drop for Inner {
         let revision = {
             let mut state = self.shared.write();
             state.phase = Phase::Stopped;
+            state.index.wake_all(state.revision);
             state.revision
         };
         self.shared.publish(revision);

@@ -5,6 +5,7 @@
 //! Readers take the read lock only to clone what they need (an `OrdMap` clone
 //! is O(1), a change is an `Arc`) and do their work after releasing it.
 
+use super::index::WatchIndex;
 use crate::storage::{Object, Revision};
 use imbl::OrdMap;
 use std::collections::VecDeque;
@@ -206,6 +207,12 @@ impl Window {
         self.first_seq + self.events.partition_point(|c| c.revision <= revision) as u64
     }
 
+    /// The change numbered `seq`, if the window still holds it.
+    pub fn get(&self, seq: u64) -> Option<&Arc<Change>> {
+        self.events
+            .get(usize::try_from(seq.checked_sub(self.first_seq)?).ok()?)
+    }
+
     /// Up to `max` changes from sequence number `from` (which must not be
     /// older than `first_seq`).
     pub fn changes_from(&self, from: u64, max: usize) -> Vec<Arc<Change>> {
@@ -287,6 +294,8 @@ pub(crate) struct CacheState {
     /// The highest etcd compaction revision known (0 = none known). Reads
     /// below it answer as etcd would (410), even when memory still has them.
     pub compacted: Revision,
+    /// The watchers of keys and `/`-ended prefixes, by key or prefix.
+    pub index: WatchIndex,
 }
 
 impl CacheState {
@@ -298,6 +307,7 @@ impl CacheState {
             objects: Objects::new(),
             window: Window::new(),
             compacted: 0,
+            index: WatchIndex::default(),
         }
     }
 
@@ -308,6 +318,8 @@ impl CacheState {
         self.generation += 1;
         self.window.reset(revision, &self.objects);
         self.phase = Phase::Ready;
+        // The watchers of the old generation must learn that they ended.
+        self.index.wake_all(revision);
     }
 
     /// Applies the changes of one etcd watch response, in order. Changes at
@@ -342,6 +354,8 @@ impl CacheState {
                     (None, 0, false)
                 }
             };
+            let seq = self.window.next_seq();
+            self.index.record(&incoming.key, seq, incoming.revision);
             self.window.push(Change {
                 revision: incoming.revision,
                 key: incoming.key,
@@ -376,6 +390,8 @@ impl CacheState {
             if change.revision > self.revision {
                 continue;
             }
+            let seq = self.window.next_seq();
+            self.index.record(&change.key, seq, change.revision);
             self.window.push(change);
         }
         let now = Instant::now();

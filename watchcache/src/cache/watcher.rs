@@ -22,6 +22,7 @@
 //!   Closing ──▶ Done
 //! ```
 
+use super::index::{self, Lookup};
 use super::state::{Change, Objects, Phase};
 use super::Shared;
 use crate::storage::{EventType, Object, Result, Revision, StorageError, WatchEvent, WatchStream};
@@ -113,20 +114,33 @@ struct Watcher {
     /// may claim).
     consumed: Revision,
     out: VecDeque<WatchEvent>,
+    /// Woken by the index's bucket of `target.key` (only when a change of
+    /// it is applied) when `indexed`, else by every applied change.
     wake: watch::Receiver<Revision>,
+    indexed: bool,
     next_bookmark: Instant,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.shared.watchers.fetch_sub(1, Ordering::Relaxed);
+        if self.indexed {
+            self.shared.write().index.unsubscribe(&self.target.key);
+        }
     }
 }
 
 /// A watch stream following the cache from `start`.
 pub(crate) fn stream(shared: Arc<Shared>, target: Target, start: Start) -> WatchStream {
     shared.watchers.fetch_add(1, Ordering::Relaxed);
-    let wake = shared.applied.subscribe();
+    let indexed = index::indexable(&target.key, target.is_prefix);
+    let wake = if indexed {
+        let mut state = shared.write();
+        let (next_seq, revision) = (state.window.next_seq(), state.revision);
+        state.index.subscribe(&target.key, next_seq, revision)
+    } else {
+        shared.applied.subscribe()
+    };
     let next_bookmark = Instant::now() + shared.config.bookmark_interval;
     let (stage, after, cursor, generation) = match start {
         Start::Initial {
@@ -160,6 +174,7 @@ pub(crate) fn stream(shared: Arc<Shared>, target: Target, start: Start) -> Watch
         consumed: after,
         out: VecDeque::new(),
         wake,
+        indexed,
         next_bookmark,
     };
     Box::pin(futures_util::stream::unfold(watcher, |mut w| async move {
@@ -275,7 +290,7 @@ impl Watcher {
         // Mark the wake-up seen before looking, so a change appended after
         // the look wakes us again.
         self.wake.borrow_and_update();
-        let (batch, at_head, head_revision) = {
+        let (batch, next, at_head, head_revision) = {
             let state = self.shared.read();
             if state.phase == Phase::Stopped {
                 return Fill::End(Some(stopped()));
@@ -286,20 +301,40 @@ impl Watcher {
                     compacted: state.window.floor(),
                 }));
             }
-            if self.cursor < state.window.first_seq() {
-                self.shared.terminated.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    key = %self.target.key,
-                    revision = self.consumed,
-                    "ending a watcher that fell behind the event window"
-                );
-                return Fill::End(None);
+            let head = state.window.next_seq();
+            let found = if self.indexed {
+                state.index.lookup(&self.target.key, self.cursor, BATCH)
+            } else {
+                Lookup::Scan
+            };
+            match found {
+                Lookup::Seqs(seqs, all) => {
+                    // Only this watcher's changes: the others are skipped
+                    // without being looked at.
+                    if seqs.first().is_some_and(|&s| s < state.window.first_seq()) {
+                        return self.fell_behind();
+                    }
+                    let batch: Vec<Arc<Change>> = seqs
+                        .iter()
+                        .filter_map(|&s| state.window.get(s).cloned())
+                        .collect();
+                    let next = match (all, seqs.last()) {
+                        (false, Some(&last)) => last + 1,
+                        _ => head,
+                    };
+                    (batch, next, all, state.revision)
+                }
+                Lookup::Scan => {
+                    if self.cursor < state.window.first_seq() {
+                        return self.fell_behind();
+                    }
+                    let batch = state.window.changes_from(self.cursor, BATCH);
+                    let next = self.cursor + batch.len() as u64;
+                    (batch, next, next == head, state.revision)
+                }
             }
-            let batch = state.window.changes_from(self.cursor, BATCH);
-            let at_head = self.cursor + batch.len() as u64 == state.window.next_seq();
-            (batch, at_head, state.revision)
         };
-        self.cursor += batch.len() as u64;
+        self.cursor = next;
         for change in &batch {
             if let Some(event) = self.view(change) {
                 self.out.push_back(event);
@@ -315,6 +350,18 @@ impl Watcher {
         } else {
             Fill::Progress
         }
+    }
+
+    /// The window dropped changes this watcher had not read: it ends (the
+    /// client resumes from the last revision it received) and is counted.
+    fn fell_behind(&self) -> Fill {
+        self.shared.terminated.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            key = %self.target.key,
+            revision = self.consumed,
+            "ending a watcher that fell behind the event window"
+        );
+        Fill::End(None)
     }
 
     /// What this watcher sees of `change`: an object that stops matching is
