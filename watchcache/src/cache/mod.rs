@@ -16,8 +16,9 @@
 //! and `/registry/pods/..` look alike without the registry), a watch prefix
 //! may be any key range (one namespace, one object), and one map with one
 //! sequence of changes makes "the state at revision N" a single notion.
-//! The cost is that every watcher examines every change (a prefix compare,
-//! no copy); an index of watchers by prefix is the next step if that shows.
+//! Watchers are indexed by the key or `/`-ended prefix they follow
+//! (`index`): a change wakes and reaches only the watchers of its key's
+//! prefixes, not every watcher of every resource.
 //!
 //! **Freshness of consistent reads.** A consistent list asks etcd for its
 //! current revision `X` with a quorum read *after* the request arrived, waits
@@ -33,8 +34,8 @@
 //! them), the read goes to etcd: slower, never stale. Consistent gets take
 //! the same path. The quorum read of `X` is coalesced (`read_index`): one
 //! read, sent after they all arrived, serves every consistent read queued
-//! while the previous one was in flight, so N concurrent consistent reads
-//! cost etcd about one round trip, not N.
+//! while the reads in flight (at most four) were out, so N concurrent
+//! consistent reads cost etcd a few reads per round trip, not N.
 //!
 //! Reads with `NotOlderThan(n)` (and `"0"`, "any") are served from the
 //! current state once it has reached `n` (and the last revision this replica
