@@ -317,6 +317,52 @@ async fn watchers_of_quiet_prefixes_outlive_churn_elsewhere() {
     assert_eq!(cache.stats().watchers, 0);
 }
 
+/// A watcher whose selector pins a label is woken only by changes of
+/// objects that carry the label before or after: churn of other objects in
+/// its namespace does not end it, and an object relabelled away is still
+/// sent to it as DELETED.
+#[tokio::test]
+async fn label_watchers_outlive_churn_of_other_labels() {
+    let etcd = TestEtcd::start().await.expect("etcd");
+    let mut settings = config();
+    settings.window_max_events = 10;
+    let cache = cacher(&etcd, settings).await;
+    let prefix = unique_prefix("labels");
+    let start = cache.current_revision().await.expect("revision");
+    let mut web = cache
+        .watch(
+            &prefix,
+            WatchOptions {
+                predicate: label_predicate("app=web"),
+                ..watch_from(start)
+            },
+        )
+        .await
+        .expect("watch");
+    let key = format!("{prefix}w");
+    let created = cache
+        .create(&key, &object("w", &[("app", "web")], "1"))
+        .await
+        .expect("create");
+    assert_eq!(next_change(&mut web).await.object, created);
+    for i in 0..30 {
+        let key = format!("{prefix}o{i:02}");
+        cache
+            .create(&key, &object("o", &[("app", "db")], "v"))
+            .await
+            .expect("create");
+    }
+    assert!(cache.stats().window_events <= 10);
+    let relabelled = cache
+        .update(&key, &object("w", &[("app", "db")], "2"), created.revision)
+        .await
+        .expect("update");
+    let event = next_change(&mut web).await;
+    assert_eq!(event.kind, EventType::Deleted);
+    assert_eq!(event.object.revision, relabelled.revision);
+    assert_eq!(cache.terminated_watchers(), 0);
+}
+
 /// While the etcd watch is down, watchers keep their place and consistent
 /// reads fall back to etcd; when it comes back the cache resumes from its
 /// last revision and nobody misses an event.

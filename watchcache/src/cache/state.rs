@@ -355,7 +355,13 @@ impl CacheState {
                 }
             };
             let seq = self.window.next_seq();
-            self.index.record(&incoming.key, seq, incoming.revision);
+            self.index.record(
+                &incoming.key,
+                object.as_ref().map(|o| &*o.value),
+                prev.as_ref().map(|p| &*p.object.value),
+                seq,
+                incoming.revision,
+            );
             self.window.push(Change {
                 revision: incoming.revision,
                 key: incoming.key,
@@ -391,7 +397,13 @@ impl CacheState {
                 continue;
             }
             let seq = self.window.next_seq();
-            self.index.record(&change.key, seq, change.revision);
+            self.index.record(
+                &change.key,
+                change.object.as_ref().map(|o| &*o.value),
+                change.prev.as_ref().map(|p| &*p.value),
+                seq,
+                change.revision,
+            );
             self.window.push(change);
         }
         let now = Instant::now();

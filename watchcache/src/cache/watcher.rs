@@ -22,7 +22,7 @@
 //!   Closing ──▶ Done
 //! ```
 
-use super::index::{self, Lookup};
+use super::index::{self, BucketId, Lookup};
 use super::state::{Change, Objects, Phase};
 use super::Shared;
 use crate::storage::{EventType, Object, Result, Revision, StorageError, WatchEvent, WatchStream};
@@ -114,18 +114,18 @@ struct Watcher {
     /// may claim).
     consumed: Revision,
     out: VecDeque<WatchEvent>,
-    /// Woken by the index's bucket of `target.key` (only when a change of
-    /// it is applied) when `indexed`, else by every applied change.
+    /// Woken by the index's bucket (only when a change of it is applied)
+    /// when `bucket` is set, else by every applied change.
     wake: watch::Receiver<Revision>,
-    indexed: bool,
+    bucket: Option<BucketId>,
     next_bookmark: Instant,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.shared.watchers.fetch_sub(1, Ordering::Relaxed);
-        if self.indexed {
-            self.shared.write().index.unsubscribe(&self.target.key);
+        if let Some(bucket) = &self.bucket {
+            self.shared.write().index.unsubscribe(bucket);
         }
     }
 }
@@ -133,13 +133,15 @@ impl Drop for Watcher {
 /// A watch stream following the cache from `start`.
 pub(crate) fn stream(shared: Arc<Shared>, target: Target, start: Start) -> WatchStream {
     shared.watchers.fetch_add(1, Ordering::Relaxed);
-    let indexed = index::indexable(&target.key, target.is_prefix);
-    let wake = if indexed {
-        let mut state = shared.write();
-        let (next_seq, revision) = (state.window.next_seq(), state.revision);
-        state.index.subscribe(&target.key, next_seq, revision)
-    } else {
-        shared.applied.subscribe()
+    let bucket = index::indexable(&target.key, target.is_prefix)
+        .then(|| BucketId::new(target.key.clone(), &target.predicate.label));
+    let wake = match &bucket {
+        Some(bucket) => {
+            let mut state = shared.write();
+            let (next_seq, revision) = (state.window.next_seq(), state.revision);
+            state.index.subscribe(bucket, next_seq, revision)
+        }
+        None => shared.applied.subscribe(),
     };
     let next_bookmark = Instant::now() + shared.config.bookmark_interval;
     let (stage, after, cursor, generation) = match start {
@@ -174,7 +176,7 @@ pub(crate) fn stream(shared: Arc<Shared>, target: Target, start: Start) -> Watch
         consumed: after,
         out: VecDeque::new(),
         wake,
-        indexed,
+        bucket,
         next_bookmark,
     };
     Box::pin(futures_util::stream::unfold(watcher, |mut w| async move {
@@ -302,10 +304,9 @@ impl Watcher {
                 }));
             }
             let head = state.window.next_seq();
-            let found = if self.indexed {
-                state.index.lookup(&self.target.key, self.cursor, BATCH)
-            } else {
-                Lookup::Scan
+            let found = match &self.bucket {
+                Some(bucket) => state.index.lookup(bucket, self.cursor, BATCH),
+                None => Lookup::Scan,
             };
             match found {
                 Lookup::Seqs(seqs, all) => {
