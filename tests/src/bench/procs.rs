@@ -142,11 +142,19 @@ impl Server {
         let addr = format!("127.0.0.1:{port}");
         let log = std::fs::File::create(log)?;
         let started = Instant::now();
+        // Every watcher of the fan-out phase is the one bench user: the
+        // server's per-user watch bound (2,000 by default, no such bound in
+        // kube) would refuse most of 10,000.
+        let watch_bound = (!extra
+            .iter()
+            .any(|a| a.starts_with("--max-watches-per-user")))
+        .then_some("--max-watches-per-user=0");
         let child = Command::new(bin)
             .arg(format!("--etcd-servers={etcd}"))
             .arg(format!("--etcd-prefix={prefix}"))
             .arg(format!("--listen={addr}"))
             .arg("--secure-listen=off")
+            .args(watch_bound)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -29,6 +29,7 @@ use crate::storage::{EventType, Object, Result, Revision, StorageError, WatchEve
 use apimachinery::read::Predicate;
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -118,7 +119,10 @@ struct Watcher {
     /// when `bucket` is set, else by every applied change.
     wake: watch::Receiver<Revision>,
     bucket: Option<BucketId>,
-    next_bookmark: Instant,
+    /// When the next bookmark is due; the timer is kept between waits
+    /// (registering a new one on every wake-up costs more than the rest of
+    /// an idle wake-up).
+    bookmark_timer: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl Drop for Watcher {
@@ -177,7 +181,7 @@ pub(crate) fn stream(shared: Arc<Shared>, target: Target, start: Start) -> Watch
         out: VecDeque::new(),
         wake,
         bucket,
-        next_bookmark,
+        bookmark_timer: Box::pin(tokio::time::sleep_until(next_bookmark)),
     };
     Box::pin(futures_util::stream::unfold(watcher, |mut w| async move {
         w.next().await.map(|item| (item, w))
@@ -216,8 +220,9 @@ impl Watcher {
     /// Nothing to send: a bookmark when one is due, else wait for a change
     /// or for the bookmark time.
     async fn idle(&mut self) {
-        if Instant::now() >= self.next_bookmark {
-            self.next_bookmark = Instant::now() + self.shared.config.bookmark_interval;
+        if Instant::now() >= self.bookmark_timer.deadline() {
+            let next = Instant::now() + self.shared.config.bookmark_interval;
+            self.bookmark_timer.as_mut().reset(next);
             self.out.push_back(WatchEvent {
                 kind: EventType::Bookmark,
                 object: Object::bookmark(self.consumed.max(self.after)),
@@ -230,7 +235,7 @@ impl Watcher {
                     self.stage = Stage::Closing(Some(stopped()));
                 }
             }
-            _ = tokio::time::sleep_until(self.next_bookmark) => {}
+            _ = &mut self.bookmark_timer => {}
         }
     }
 
