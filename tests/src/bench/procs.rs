@@ -85,6 +85,10 @@ impl Etcd {
         Ok(etcd)
     }
 
+    pub fn pid(&self) -> u32 {
+        self._child.0.id()
+    }
+
     /// A client for the raw-etcd limits.
     pub async fn client(&self) -> Result<Client> {
         let opts = ConnectOptions::new().with_connect_timeout(Duration::from_secs(5));
@@ -176,6 +180,12 @@ impl Server {
         rss_of(self.child.0.id())
     }
 
+    /// The process id (of the wrapper script when one starts the server
+    /// under a profiler: its CPU time then says nothing).
+    pub fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+
     /// Stops the server (SIGKILL: nothing of its shutdown is measured).
     pub fn stop(self) {
         drop(self.child);
@@ -190,6 +200,29 @@ impl Server {
             .status();
         let _ = self.child.0.wait();
     }
+}
+
+/// User plus system CPU time a process has used so far, in seconds
+/// (`utime` and `stime` of /proc/PID/stat, in the kernel's fixed 100 Hz
+/// USER_HZ ticks).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name is in parentheses and may hold spaces: fields are
+    // counted after its closing one (state is field 3, utime 14, stime 15).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| Error::Setup(format!("unreadable /proc/{pid}/stat")))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .map(|t| t as f64 / 100.0)
+            .ok_or_else(|| Error::Setup(format!("unreadable /proc/{pid}/stat")))
+    };
+    // After ')': state is index 0, so utime (field 14) is index 11.
+    Ok(ticks(11)? + ticks(12)?)
 }
 
 /// Resident memory of a process in bytes (`VmRSS` of /proc/PID/status).
