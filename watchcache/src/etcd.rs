@@ -25,7 +25,7 @@
 //! `limit` matching objects are found, as kube-apiserver does.
 
 use crate::storage::{
-    EventType, ListOptions, ListResult, Object, Result, Revision, Storage, StorageError,
+    Encoded, EventType, ListOptions, ListResult, Object, Result, Revision, Storage, StorageError,
     WatchEvent, WatchOptions, WatchStream,
 };
 use crate::transform::Transformers;
@@ -239,8 +239,26 @@ impl EtcdStore {
         expected: Revision,
         opts: Option<PutOptions>,
     ) -> Result<Object> {
+        let encoded = self.encode_for(key, value)?;
+        self.put_encoded(key, encoded, expected, opts).await
+    }
+
+    /// `value` encoded and transformed for `key`.
+    fn encode_for(&self, key: &str, value: &Value) -> Result<Encoded> {
         let (data, stored) = encode_value(&self.transformers, key, value)?;
         let data = self.transformers.write(key, data)?;
+        Ok(Encoded { data, stored })
+    }
+
+    /// Puts already encoded bytes at `key` if its mod revision is `expected`.
+    async fn put_encoded(
+        &self,
+        key: &str,
+        encoded: Encoded,
+        expected: Revision,
+        opts: Option<PutOptions>,
+    ) -> Result<Object> {
+        let Encoded { data, stored } = encoded;
         let txn = Txn::new()
             .when([
                 Compare::create_revision(key, CompareOp::Greater, 0),
@@ -881,13 +899,19 @@ impl Storage for EtcdStore {
         Ok(header_revision(&resp))
     }
 
-    fn stored_form(&self, key: &str, value: &Value) -> Option<Value> {
-        if !self.transformers.writes_protobuf(key) {
-            return None;
-        }
-        encode_value(&self.transformers, key, value)
-            .ok()
-            .map(|(_, back)| back)
+    fn encode(&self, key: &str, value: &Value) -> Result<Encoded> {
+        self.encode_for(key, value)
+    }
+
+    async fn update_encoded(
+        &self,
+        key: &str,
+        value: Encoded,
+        expected: Revision,
+        lease: Option<i64>,
+    ) -> Result<Object> {
+        let opts = lease.map(|l| PutOptions::new().with_lease(l));
+        self.put_encoded(key, value, expected, opts).await
     }
 
     async fn is_stale(&self, key: &str) -> Result<bool> {

@@ -10,7 +10,7 @@ pub mod transform;
 
 pub use cache::{CacheStats, Cacher, CacherConfig, Phase as CachePhase};
 pub use storage::{
-    EventType, ListOptions, ListResult, Object, Revision, Storage, StorageError, WatchEvent,
-    WatchOptions, WatchStream,
+    Encoded, EventType, ListOptions, ListResult, Object, Revision, Storage, StorageError,
+    WatchEvent, WatchOptions, WatchStream,
 };
 pub use transform::{TransformError, Transformers, ValueTransformer};

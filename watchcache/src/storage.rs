@@ -306,19 +306,96 @@ pub trait Storage: Send + Sync + 'static {
         Ok(false)
     }
 
-    /// `value` as a read would give it back once stored at `key`, when the
-    /// storage encoding changes it (protobuf drops empty maps and lists);
-    /// `None` when it would come back as it is. A no-op update is judged
-    /// on this form, as kube-apiserver compares encoded bytes.
-    fn stored_form(&self, key: &str, value: &Value) -> Option<Value> {
-        let _ = (key, value);
-        None
+    /// `value` encoded once for a write at `key`: the bytes the store would
+    /// put (transformed, encrypted where configured) and the object a read
+    /// of them gives back (protobuf drops empty maps and lists). A
+    /// read-modify-write judges a no-op on `Encoded::stored`, as
+    /// kube-apiserver compares encoded bytes, and then writes the same
+    /// bytes with [`Storage::update_encoded`] instead of encoding again.
+    fn encode(&self, key: &str, value: &Value) -> Result<Encoded>;
+
+    /// [`Storage::update`] of an [`Storage::encode`]d value (attached to
+    /// `lease` when given).
+    async fn update_encoded(
+        &self,
+        key: &str,
+        value: Encoded,
+        expected: Revision,
+        lease: Option<i64>,
+    ) -> Result<Object>;
+}
+
+/// A value encoded for one key by [`Storage::encode`].
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    /// What goes into etcd.
+    pub data: Vec<u8>,
+    /// What a read of `data` gives back, without a resourceVersion.
+    pub stored: Value,
+}
+
+impl Encoded {
+    /// Whether a read of this value at `revision` would equal `object`
+    /// (what is stored at `revision`): a write of it would change nothing.
+    /// Compared in place, without a copy carrying the resourceVersion.
+    pub fn same_as(&self, object: &Object) -> bool {
+        let (Value::Object(ours), Value::Object(theirs)) = (&self.stored, object.value.as_ref())
+        else {
+            return false;
+        };
+        if ours.len() != theirs.len() {
+            return false;
+        }
+        ours.iter().all(|(k, v)| match theirs.get(k) {
+            Some(Value::Object(their_meta)) if k == "metadata" => {
+                let Value::Object(our_meta) = v else {
+                    return false;
+                };
+                let rv = their_meta.get("resourceVersion");
+                let extra = usize::from(rv.is_some());
+                our_meta.len() + extra == their_meta.len()
+                    && rv.is_none_or(|rv| rv.as_str() == Some(&object.revision.to_string()))
+                    && our_meta
+                        .iter()
+                        .all(|(mk, mv)| mk != "resourceVersion" && their_meta.get(mk) == Some(mv))
+            }
+            Some(theirs) => theirs == v,
+            None => false,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_is_the_same_as_a_stored_object_but_for_its_resource_version() {
+        use serde_json::json;
+        let stored = Object::at_revision(
+            json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u"}, "data": {"k": "v"}}),
+            7,
+        );
+        let encoded = |stored: Value| Encoded {
+            data: Vec::new(),
+            stored,
+        };
+        let same =
+            json!({"kind": "ConfigMap", "metadata": {"uid": "u", "name": "a"}, "data": {"k": "v"}});
+        assert!(encoded(same.clone()).same_as(&stored));
+        for differs in [
+            json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u"}, "data": {"k": "w"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u", "labels": {}}, "data": {"k": "v"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u", "resourceVersion": "7"}, "data": {"k": "v"}}),
+        ] {
+            assert!(!encoded(differs.clone()).same_as(&stored), "{differs}");
+        }
+        // The object's resourceVersion must be its revision's.
+        let moved = Object::new(Arc::clone(&stored.value), 8);
+        assert!(!encoded(same).same_as(&moved));
+    }
 
     #[test]
     fn json_is_encoded_once_and_shared_by_clones() {

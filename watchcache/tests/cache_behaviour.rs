@@ -616,3 +616,48 @@ async fn a_new_replica_serves_recent_history() {
     );
     assert_eq!(revisions.last(), Some(&d.revision));
 }
+
+/// A read that may be stale (`NotOlderThan(0)`, what a read-modify-write
+/// starts from) sees this replica's own write before the watch brings it
+/// back, and never an own write older than what the cache applied.
+#[tokio::test]
+async fn own_writes_are_read_before_the_watch_returns_them() {
+    let etcd = TestEtcd::shared().await;
+    let cache = cacher(etcd, config()).await;
+    let prefix = unique_prefix("own");
+    let key = format!("{prefix}a");
+    let first = cache
+        .create(&key, &object("a", &[], "1"))
+        .await
+        .expect("create");
+    let seen = cache
+        .get(&key, Freshness::MostRecent)
+        .await
+        .expect("get")
+        .expect("in the cache");
+    assert_eq!(seen, first);
+
+    cache.hold_etcd_watch(true);
+    let encoded = cache.encode(&key, &object("a", &[], "2")).expect("encode");
+    assert!(!encoded.same_as(&first), "a changed value is no no-op");
+    let second = cache
+        .update_encoded(&key, encoded, first.revision, None)
+        .await
+        .expect("update");
+    let read = cache
+        .get(&key, Freshness::NotOlderThan(0))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read, second, "the own write, not the cache's older copy");
+    let again = cache.encode(&key, &object("a", &[], "2")).expect("encode");
+    assert!(again.same_as(&second), "the same value again is a no-op");
+
+    cache.hold_etcd_watch(false);
+    let consistent = cache
+        .get(&key, Freshness::MostRecent)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(consistent, second);
+}

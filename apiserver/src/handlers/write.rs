@@ -490,9 +490,11 @@ where
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
-        // `new` is in the storage version now: compared with the stored form.
+        // `new` is in the storage version now: encoded once, judged a no-op
+        // on what a read of it would give back, and written as encoded.
         let stored = stored.as_ref().unwrap_or(&current);
-        let unchanged = is_unchanged(scope, &key, &stored.value, &new, current.revision);
+        let mut encoded = scope.state.store.encode(&key, &new);
+        let unchanged = encoded.as_ref().is_ok_and(|e| e.same_as(stored));
         if (params.dry_run || unchanged) && !quorum {
             // Answers that do not write must not rest on a stale copy.
             quorum = true;
@@ -500,10 +502,14 @@ where
         }
         // Status-like writes keep the spec: nothing to allocate or free.
         let reservation = match scope.res.hooks.filter(|_| !status_like(scope)) {
-            Some(hooks) => Some(
-                (hooks.begin_update)(&scope.state, &mut new, &current.value, params.dry_run)
-                    .await?,
-            ),
+            Some(hooks) => {
+                let r =
+                    (hooks.begin_update)(&scope.state, &mut new, &current.value, params.dry_run)
+                        .await?;
+                // The hook may have filled in what it allocated.
+                encoded = scope.state.store.encode(&key, &new);
+                Some(r)
+            }
             None => None,
         };
         if params.dry_run {
@@ -517,7 +523,7 @@ where
                 created: false,
             });
         }
-        if is_unchanged(scope, &key, &stored.value, &new, current.revision)
+        if encoded.as_ref().is_ok_and(|e| e.same_as(stored))
             && !scope.state.store.is_stale(&key).await.unwrap_or(false)
         {
             // A no-op write does not bump the resourceVersion (unless the
@@ -538,19 +544,27 @@ where
                 .delete(&key, Some(current.revision))
                 .await
                 .map(|o| Object::new(Arc::new(new_with_rv(&new, o.revision)), o.revision))
-        } else if scope.res.ttl_lease {
-            match scope.state.event_ttl.lease(&*scope.state.store).await {
-                Ok(lease) => {
+        } else {
+            let lease = if scope.res.ttl_lease {
+                scope
+                    .state
+                    .event_ttl
+                    .lease(&*scope.state.store)
+                    .await
+                    .map(Some)
+            } else {
+                Ok(None)
+            };
+            match (lease, encoded) {
+                (Ok(lease), Ok(encoded)) => {
                     scope
                         .state
                         .store
-                        .update_with_lease(&key, &new, current.revision, lease)
+                        .update_encoded(&key, encoded, current.revision, lease)
                         .await
                 }
-                Err(e) => Err(e),
+                (Err(e), _) | (_, Err(e)) => Err(e),
             }
-        } else {
-            scope.state.store.update(&key, &new, current.revision).await
         };
         match result {
             Ok(o) => {
@@ -593,19 +607,6 @@ fn holds_namespace_finalizers(scope: &Scope, ns: &Value) -> bool {
     scope.res.group.is_empty()
         && scope.res.plural == "namespaces"
         && !object::strings(ns.pointer("/spec/finalizers")).is_empty()
-}
-
-/// Whether writing `new` over `stored` (at revision `rv`) would store the
-/// same object: compared as a read would give `new` back (kube compares
-/// the encoded bytes).
-fn is_unchanged(scope: &Scope, key: &str, stored: &Value, new: &Value, rv: i64) -> bool {
-    if *stored == new_with_rv(new, rv) {
-        return true;
-    }
-    match scope.state.store.stored_form(key, new) {
-        Some(back) => *stored == new_with_rv(&back, rv),
-        None => false,
-    }
 }
 
 fn new_with_rv(v: &Value, rv: i64) -> Value {

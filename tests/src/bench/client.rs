@@ -16,11 +16,22 @@ pub struct Reply {
     pub body: Bytes,
 }
 
+/// The status of a reply, and its Retry-After.
+pub struct Answer {
+    pub status: u16,
+    pub retry_after: Option<String>,
+    /// The priority level API Priority and Fairness put the request in
+    /// (`X-Kubernetes-PF-PriorityLevel-UID`).
+    pub priority_level: Option<String>,
+}
+
 /// A client for one server address.
 #[derive(Clone)]
 pub struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
     base: String,
+    /// Every request impersonates this user (see [`Http::with_user`]).
+    user: Option<std::sync::Arc<str>>,
 }
 
 impl Http {
@@ -34,7 +45,16 @@ impl Http {
         Http {
             client,
             base: format!("http://{addr}"),
+            user: None,
         }
+    }
+
+    /// This client, its requests made as `user` (impersonated: the plain
+    /// port's admin may), e.g. a user API Priority and Fairness does not
+    /// exempt.
+    pub fn with_user(mut self, user: &str) -> Http {
+        self.user = Some(user.into());
+        self
     }
 
     async fn send(
@@ -50,6 +70,9 @@ impl Http {
             .header("accept", accept);
         if body.is_some() {
             req = req.header("content-type", "application/json");
+        }
+        if let Some(user) = &self.user {
+            req = req.header("impersonate-user", user.as_ref());
         }
         let req = req
             .body(Full::new(body.unwrap_or_default()))
@@ -96,6 +119,45 @@ impl Http {
             .map_err(|e| Error::Http(e.to_string()))?
             .to_bytes();
         Ok(Reply { body })
+    }
+
+    /// A POST of a JSON body as `user` (impersonated: the plain port's admin
+    /// may), whatever the status: the status and the Retry-After header,
+    /// the body read and dropped.
+    pub async fn post_as_user(&self, path: &str, body: Bytes, user: &str) -> Result<Answer> {
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}{path}", self.base))
+            .header("accept", "application/json")
+            .header("content-type", "application/json")
+            .header("impersonate-user", user)
+            .body(Full::new(body))
+            .map_err(|e| Error::Http(e.to_string()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| Error::Http(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let priority_level = resp
+            .headers()
+            .get("x-kubernetes-pf-prioritylevel-uid")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        resp.into_body()
+            .collect()
+            .await
+            .map_err(|e| Error::Http(e.to_string()))?;
+        Ok(Answer {
+            status,
+            retry_after,
+            priority_level,
+        })
     }
 
     pub async fn get(&self, path: &str) -> Result<Reply> {

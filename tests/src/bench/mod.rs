@@ -11,7 +11,10 @@
 //! `crds` (N large CRDs on two replicas: create → served, discovery and
 //! OpenAPI latency, RSS per CRD, custom-resource vs ConfigMap throughput), on
 //! two servers of its own, and `storage` (etcd bytes per object and create
-//! throughput with protobuf against JSON values), on two servers of its own.
+//! throughput with protobuf against JSON values), on two servers of its own,
+//! and `overload` (open-loop creates at 1×–5× the sustainable rate as a
+//! user APF does not exempt: 429s, admitted p99, RSS), on servers of its
+//! own.
 
 pub mod admission;
 pub mod client;
@@ -20,6 +23,7 @@ pub mod fixture;
 pub mod gc;
 pub mod load;
 pub mod memory;
+pub mod overload;
 pub mod procs;
 pub mod reads;
 pub mod report;
@@ -149,6 +153,8 @@ pub enum Phase {
     /// etcd bytes per object and write throughput, protobuf against JSON
     /// storage.
     Storage,
+    /// Open-loop creates past the sustainable rate, as a non-exempt user.
+    Overload,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -290,6 +296,7 @@ impl Plan {
                     Phase::Gc,
                     Phase::Admission,
                     Phase::Storage,
+                    Phase::Overload,
                 ]
             }),
         }
@@ -394,7 +401,7 @@ mod tests {
         let plan = Plan::from_args(&args);
         assert_eq!(plan.tier, "smoke");
         assert_eq!(plan.duration, Duration::from_secs(3));
-        assert_eq!(plan.phases.len(), 8);
+        assert_eq!(plan.phases.len(), 9);
         assert_eq!(plan.gc_objects, 600);
         assert_eq!(plan.admission_creates, 50);
         assert_eq!(plan.crds, 10);

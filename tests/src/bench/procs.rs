@@ -45,10 +45,6 @@ pub struct Etcd {
 }
 
 impl Etcd {
-    pub fn pid(&self) -> u32 {
-        self._child.0.id()
-    }
-
     pub async fn start(bin: &Path, parent: &Path) -> Result<Etcd> {
         let dir = tempfile::Builder::new()
             .prefix("bench-etcd-")
@@ -87,6 +83,10 @@ impl Etcd {
         };
         etcd.wait_healthy().await?;
         Ok(etcd)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self._child.0.id()
     }
 
     /// A client for the raw-etcd limits.
@@ -188,6 +188,8 @@ impl Server {
         rss_of(self.child.0.id())
     }
 
+    /// The process id (of the wrapper script when one starts the server
+    /// under a profiler: its CPU time then says nothing).
     pub fn pid(&self) -> u32 {
         self.child.0.id()
     }
@@ -208,52 +210,61 @@ impl Server {
     }
 }
 
-/// CPU time (user and system) a process has used so far, from
-/// `/proc/PID/stat` (`self` for this process); `None` if unreadable.
-pub fn cpu_of(pid: &str) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces: fields count from after its ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    // USER_HZ is 100 on every Linux the project runs on.
-    Some(Duration::from_millis((utime + stime) * 10))
+/// User plus system CPU time a process has used so far, in seconds
+/// (`utime` and `stime` of /proc/PID/stat, in the kernel's fixed 100 Hz
+/// USER_HZ ticks).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name is in parentheses and may hold spaces: fields are
+    // counted after its closing one (state is field 3, utime 14, stime 15).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| Error::Setup(format!("unreadable /proc/{pid}/stat")))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .map(|t| t as f64 / 100.0)
+            .ok_or_else(|| Error::Setup(format!("unreadable /proc/{pid}/stat")))
+    };
+    // After ')': state is index 0, so utime (field 14) is index 11.
+    Ok(ticks(11)? + ticks(12)?)
 }
 
 /// CPU used by the server, etcd and this tool over a stretch of a phase.
 pub struct CpuShare {
-    server: Option<Duration>,
-    etcd: Option<Duration>,
-    tool: Option<Duration>,
+    server: Option<f64>,
+    etcd: Option<f64>,
+    tool: Option<f64>,
     start: std::time::Instant,
-    pids: (String, String),
+    pids: (u32, u32),
 }
 
 impl CpuShare {
     pub fn start(server: u32, etcd: u32) -> CpuShare {
-        let pids = (server.to_string(), etcd.to_string());
         CpuShare {
-            server: cpu_of(&pids.0),
-            etcd: cpu_of(&pids.1),
-            tool: cpu_of("self"),
+            server: cpu_seconds(server).ok(),
+            etcd: cpu_seconds(etcd).ok(),
+            tool: cpu_seconds(std::process::id()).ok(),
             start: std::time::Instant::now(),
-            pids,
+            pids: (server, etcd),
         }
     }
 
     /// `CPU over 12.0 s: server 9.1 s, etcd 2.0 s, load generator 8.5 s`.
     pub fn summary(&self) -> String {
-        let used = |before: Option<Duration>, pid: &str| match (before, cpu_of(pid)) {
-            (Some(a), Some(b)) => format!("{:.1} s", b.saturating_sub(a).as_secs_f64()),
+        let used = |before: Option<f64>, pid: u32| match (before, cpu_seconds(pid)) {
+            (Some(a), Ok(b)) => format!("{:.1} s", (b - a).max(0.0)),
             _ => "?".to_string(),
         };
         format!(
             "CPU over {:.1} s: server {}, etcd {}, load generator {}",
             self.start.elapsed().as_secs_f64(),
-            used(self.server, &self.pids.0),
-            used(self.etcd, &self.pids.1),
-            used(self.tool, "self"),
+            used(self.server, self.pids.0),
+            used(self.etcd, self.pids.1),
+            used(self.tool, std::process::id()),
         )
     }
 }
@@ -358,14 +369,15 @@ mod tests {
 
     #[test]
     fn cpu_of_self_grows_with_work() {
-        let before = cpu_of("self").expect("own /proc/self/stat");
+        let me = std::process::id();
+        let before = cpu_seconds(me).expect("own /proc/PID/stat");
         let start = std::time::Instant::now();
         let mut x = 0u64;
         while start.elapsed() < Duration::from_millis(100) {
             x = x.wrapping_mul(31).wrapping_add(7);
         }
         std::hint::black_box(x);
-        assert!(cpu_of("self").expect("again") > before);
-        assert!(cpu_of("0").is_none(), "no such process");
+        assert!(cpu_seconds(me).expect("again") > before);
+        assert!(cpu_seconds(0).is_err(), "no such process");
     }
 }

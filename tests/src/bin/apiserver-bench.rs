@@ -142,6 +142,7 @@ async fn run(
             Phase::Gc => bench::gc::run(&b).await,
             Phase::Admission => bench::admission::run(&b).await,
             Phase::Storage => bench::storage::run(&b).await,
+            Phase::Overload => bench::overload::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -172,6 +173,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Gc => "7 gc",
         Phase::Admission => "8 admission",
         Phase::Storage => "9 storage",
+        Phase::Overload => "10 overload",
     }
 }
 
