@@ -34,8 +34,8 @@
 //! them), the read goes to etcd: slower, never stale. Consistent gets take
 //! the same path. The quorum read of `X` is coalesced (`read_index`): one
 //! read, sent after they all arrived, serves every consistent read queued
-//! while the reads in flight (at most four) were out, so N concurrent
-//! consistent reads cost etcd a few reads per round trip, not N.
+//! while the previous one was in flight, so N concurrent consistent reads
+//! cost etcd about one round trip, not N.
 //!
 //! Reads with `NotOlderThan(n)` (and `"0"`, "any") are served from the
 //! current state once it has reached `n` (and the last revision this replica
