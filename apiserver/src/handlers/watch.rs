@@ -242,12 +242,12 @@ impl Encoder {
                 _ => Ok(object_event_line(kind, event.object.json())),
             };
         }
-        self.encode(event.kind, &event.object.value, false)
+        self.encode(event.kind, event.object.value(), false)
     }
 
     fn bookmark(&self, revision: i64, initial_events_end: bool) -> Result<Bytes, Bytes> {
         let object = watchcache::Object::bookmark(revision);
-        self.encode(EventType::Bookmark, &object.value, initial_events_end)
+        self.encode(EventType::Bookmark, object.value(), initial_events_end)
     }
 
     fn encode(
@@ -387,7 +387,7 @@ impl WatchBody {
                     // webhook failure ends the watch with the error) and a
                     // custom resource's missing defaults are applied.
                     let converted =
-                        match crate::conversion::for_request(res, &event.object.value).await {
+                        match crate::conversion::for_request(res, event.object.value()).await {
                             // Unchanged: the shared encoding serves.
                             Ok(std::borrow::Cow::Borrowed(_)) => {
                                 let sent = self.encoder.event(&event);
@@ -471,7 +471,7 @@ mod tests {
         let line = object_event_line("MODIFIED", obj.json());
         assert!(line.ends_with(b"\n"));
         let v: Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value}));
+        assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value()}));
     }
 
     #[test]
@@ -500,7 +500,7 @@ mod tests {
         let mut stream = event.to_vec();
         stream.extend_from_slice(&enc.bookmark(9, true).unwrap());
         let items = apimachinery::cbor::decode_sequence(&stream).unwrap();
-        assert_eq!(items[0], json!({"type": "ADDED", "object": *obj.value}));
+        assert_eq!(items[0], json!({"type": "ADDED", "object": *obj.value()}));
         assert_eq!(items[1]["type"], "BOOKMARK");
         assert_eq!(items[1]["object"]["kind"], "ConfigMap");
         assert_eq!(items[1]["object"]["metadata"]["resourceVersion"], "9");

@@ -599,12 +599,12 @@ mod tests {
         assert_eq!(changes.len(), 2);
         let gone = changes[1]
             .prev_at_revision()
-            .map(|o| (o.revision, o.value["data"].clone()));
+            .map(|o| (o.revision, o.value()["data"].clone()));
         assert_eq!(gone, Some((3, json!("1"))));
         assert_eq!(
             changes[1]
                 .prev_at_revision()
-                .map(|o| o.value["metadata"]["resourceVersion"].clone()),
+                .map(|o| o.value()["metadata"]["resourceVersion"].clone()),
             Some(json!("3"))
         );
     }
