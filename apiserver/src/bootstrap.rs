@@ -169,11 +169,11 @@ async fn ensure_flowcontrol(
         return Ok(());
     };
     let Some(mut revised) =
-        crate::flowcontrol_bootstrap::revise(&current.value, &boot.object, boot.mandatory)
+        crate::flowcontrol_bootstrap::revise(current.value(), &boot.object, boot.mandatory)
     else {
         return Ok(());
     };
-    object::prepare_update(res, &current.value, &mut revised, None);
+    object::prepare_update(res, current.value(), &mut revised, None);
     object::meta_mut(&mut revised).remove("resourceVersion");
     match state.store.update(&key, &revised, current.revision).await {
         Ok(_) | Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => Ok(()),
@@ -201,10 +201,10 @@ async fn ensure_authentication_configmap(state: &AppState) -> Result<(), Storage
     let Some(current) = state.store.get(&key, Freshness::MostRecent).await? else {
         return Ok(());
     };
-    if current.value.get("data") == wanted.get("data") {
+    if current.value().get("data") == wanted.get("data") {
         return Ok(());
     }
-    let mut next = current.value.as_ref().clone();
+    let mut next = current.value().clone();
     next["data"] = wanted["data"].clone();
     object::meta_mut(&mut next).remove("resourceVersion");
     match state.store.update(&key, &next, current.revision).await {

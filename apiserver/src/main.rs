@@ -2,6 +2,12 @@ use apiserver::config::Config;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc: with many threads glibc keeps freed
+/// memory in per-thread arenas it rarely returns, and the watch cache's RSS
+/// was several times the heap it uses (BENCHMARKS.md, "Memory (issue 17)").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cfg = Config::parse();

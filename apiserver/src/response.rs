@@ -300,7 +300,7 @@ fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec
         Target::Table => {
             let t = table(
                 res,
-                result.items.iter().map(|o| o.value.as_ref()),
+                result.items.iter().map(|o| o.value()),
                 meta,
                 include_object(scope),
             );
@@ -310,7 +310,7 @@ fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec
             let items: Vec<Value> = result
                 .items
                 .iter()
-                .map(|o| partial_metadata(&o.value))
+                .map(|o| partial_metadata(o.value()))
                 .collect();
             let doc = json!({
                 "kind": "PartialObjectMetadataList",
@@ -328,7 +328,7 @@ fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec
         }
         Target::Object => {
             if scope.pretty || scope.out.format != Format::Json {
-                let items: Vec<Value> = result.items.iter().map(|o| (*o.value).clone()).collect();
+                let items: Vec<Value> = result.items.iter().map(|o| o.value().clone()).collect();
                 let doc = json!({
                     "kind": res.list_kind(),
                     "apiVersion": res.api_version(),

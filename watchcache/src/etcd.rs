@@ -490,7 +490,7 @@ impl EtcdStore {
         let mut items = Vec::new();
         if let Some(kv) = resp.kvs().first() {
             let obj = decode_kv(&self.transformers, kv)?;
-            if predicate.matches(&obj.value) {
+            if obj.matches(predicate) {
                 items.push(obj);
             }
         }
@@ -615,7 +615,7 @@ impl Storage for EtcdStore {
                 consumed += 1;
                 last_key = Some(kv.key().to_vec());
                 let obj = decode_kv(&self.transformers, kv)?;
-                if everything || opts.predicate.matches(&obj.value) {
+                if everything || obj.matches(&opts.predicate) {
                     items.push(obj);
                 }
             }
@@ -961,7 +961,7 @@ fn convert_event(
                     object: current,
                 }));
             }
-            let now = predicate.matches(&current.value);
+            let now = current.matches(predicate);
             if created {
                 return Ok(now.then_some(WatchEvent {
                     kind: EventType::Added,
@@ -1194,7 +1194,7 @@ mod tests {
         );
         let object = Object::at_revision(stored, 9);
         assert_eq!(object.revision, 9);
-        assert_eq!(object.value["metadata"]["resourceVersion"], "9");
+        assert_eq!(object.value()["metadata"]["resourceVersion"], "9");
     }
 
     #[test]

@@ -9,34 +9,83 @@ use apimachinery::read::{ContinueFrom, Freshness, Predicate};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// etcd revision, the resourceVersion of the API.
 pub type Revision = i64;
 
-/// One stored object, shared cheaply between readers.
-#[derive(Debug, Clone)]
+/// One stored object, shared cheaply between readers: a clone is a
+/// reference count, and everything made of the object (its decoded tree,
+/// its JSON, protobuf and CBOR encodings) lives in one shared allocation
+/// and is made at most once.
+///
+/// An object is *full* (made from a decoded value: what writes and the etcd
+/// store return) or *compact* (what the watch cache keeps): a compact one
+/// holds only bytes — the plaintext value as stored in etcd until its JSON
+/// is made, then the JSON — and the few fields selectors look at; its tree
+/// is decoded on demand. [`Object::value`] keeps the tree it decodes in
+/// this handle (a clone), not in what the clones share: a controller or a
+/// handler that reads a cached object's fields holds the tree for as long
+/// as it holds its handle, and the cache's own handle stays compact.
+/// [`Object::with_value`] and [`Object::matches`] keep nothing.
+#[derive(Clone)]
 pub struct Object {
-    /// The decoded object with `metadata.resourceVersion` set to `revision`.
-    pub value: Arc<Value>,
     /// The etcd mod revision of the key.
     pub revision: Revision,
-    /// The compact JSON of `value`, encoded at most once (on first use) and
-    /// shared by every clone: every list response and watch event that
-    /// carries this version writes these bytes instead of re-serializing.
-    encoded: Arc<std::sync::OnceLock<bytes::Bytes>>,
-    /// The whole protobuf body of `value` (`k8s\0` envelope included), or
-    /// why it has none, made at most once, like `encoded`: lists take the
-    /// message out of the envelope, watch events embed the whole body.
-    protobuf: Arc<std::sync::OnceLock<Result<bytes::Bytes, String>>>,
-    /// The self-described CBOR of `value`, made at most once, like
-    /// `encoded`: watch events embed it whole, lists without the tag.
-    cbor: Arc<std::sync::OnceLock<bytes::Bytes>>,
+    inner: Arc<Inner>,
+    /// The tree a compact object decoded for this handle.
+    decoded: OnceLock<Arc<Value>>,
+}
+
+struct Inner {
+    /// The decoded object with `metadata.resourceVersion` set to the
+    /// revision, for a full object.
+    value: Option<Arc<Value>>,
+    /// A compact object's stored bytes, until `json` replaces them.
+    stored: Mutex<Option<Stored>>,
+    /// Whether `stored` may still hold bytes (saves taking the lock on the
+    /// hot path once the JSON stands for them).
+    has_stored: AtomicBool,
+    /// A compact object's labels, when it has any (a tree of
+    /// `metadata.labels` alone): what label selectors read.
+    labels: Option<Box<Value>>,
+    /// The compact JSON of the object: every list response and watch event
+    /// that carries this version writes these bytes.
+    json: OnceLock<bytes::Bytes>,
+    /// The whole protobuf body (`k8s\0` envelope included), or why it has
+    /// none: lists take the message out of the envelope, watch events embed
+    /// the whole body.
+    protobuf: OnceLock<Result<bytes::Bytes, String>>,
+    /// The self-described CBOR: watch events embed it whole, lists without
+    /// the tag.
+    cbor: OnceLock<bytes::Bytes>,
+}
+
+/// The plaintext value of a key as etcd stores it (protobuf or JSON,
+/// without a resourceVersion).
+struct Stored {
+    key: Arc<str>,
+    data: bytes::Bytes,
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Object");
+        d.field("revision", &self.revision);
+        match self.held() {
+            Some(value) => d.field("value", value),
+            None => d.field("labels", &self.inner.labels),
+        };
+        d.finish()
+    }
 }
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        self.revision == other.revision && self.value == other.value
+        self.revision == other.revision
+            && (Arc::ptr_eq(&self.inner, &other.inner)
+                || self.with_value(|a| other.with_value(|b| a == b)))
     }
 }
 
@@ -44,20 +93,166 @@ impl Object {
     /// An object at `revision` (its `metadata.resourceVersion` must already
     /// say so).
     pub fn new(value: Arc<Value>, revision: Revision) -> Object {
+        Object::from_parts(Some(value), None, None, OnceLock::new(), revision)
+    }
+
+    fn from_parts(
+        value: Option<Arc<Value>>,
+        stored: Option<Stored>,
+        labels: Option<Box<Value>>,
+        json: OnceLock<bytes::Bytes>,
+        revision: Revision,
+    ) -> Object {
         Object {
-            value,
             revision,
-            encoded: Arc::default(),
-            protobuf: Arc::default(),
-            cbor: Arc::default(),
+            decoded: OnceLock::new(),
+            inner: Arc::new(Inner {
+                value,
+                has_stored: AtomicBool::new(stored.is_some()),
+                stored: Mutex::new(stored),
+                labels,
+                json,
+                protobuf: OnceLock::new(),
+                cbor: OnceLock::new(),
+            }),
         }
+    }
+
+    /// A compact object at `revision` holding `data`, the plaintext value
+    /// stored at `key`, of which `decoded` is the decoding (read for the
+    /// labels, then dropped by the caller).
+    pub fn compact(key: Arc<str>, data: &[u8], decoded: &Value, revision: Revision) -> Object {
+        let stored = Stored {
+            key,
+            // An exact-size copy: the etcd response's buffer is not kept.
+            data: bytes::Bytes::copy_from_slice(data),
+        };
+        Object::from_parts(
+            None,
+            Some(stored),
+            labels_of(decoded),
+            OnceLock::new(),
+            revision,
+        )
+    }
+
+    /// This object as the cache keeps it: a compact object holding only its
+    /// JSON (encoded now if it was not) and its labels. A compact object is
+    /// returned as it is.
+    pub fn compacted(&self) -> Object {
+        if self.is_compact() {
+            return self.clone();
+        }
+        let json = self.json().clone();
+        let labels = self.with_value(labels_of);
+        Object::from_parts(None, None, labels, OnceLock::from(json), self.revision)
+    }
+
+    /// Whether this is a compact object (what the cache keeps).
+    pub fn is_compact(&self) -> bool {
+        self.inner.value.is_none()
+    }
+
+    /// The tree at hand: a full object's, or the one this handle decoded.
+    fn held(&self) -> Option<&Arc<Value>> {
+        self.inner.value.as_ref().or_else(|| self.decoded.get())
+    }
+
+    /// The decoded object (`metadata.resourceVersion` set). A compact
+    /// object decodes it now and keeps it in this handle.
+    pub fn value(&self) -> &Value {
+        self.value_arc()
+    }
+
+    /// [`Object::value`], shared.
+    pub fn value_arc(&self) -> &Arc<Value> {
+        match &self.inner.value {
+            Some(value) => value,
+            None => self.decoded.get_or_init(|| Arc::new(self.decode())),
+        }
+    }
+
+    /// [`Object::value_arc`], taking the handle.
+    pub fn into_value(self) -> Arc<Value> {
+        self.value_arc().clone()
+    }
+
+    /// Runs `f` on the decoded object without keeping a tree a compact
+    /// object does not hold (it is decoded for `f` and dropped).
+    pub fn with_value<R>(&self, f: impl FnOnce(&Value) -> R) -> R {
+        match self.held() {
+            Some(value) => f(value),
+            None => f(&self.decode()),
+        }
+    }
+
+    /// The object's `metadata.labels`, without decoding a compact object.
+    pub fn labels(&self) -> Option<&serde_json::Map<String, Value>> {
+        let tree = match &self.inner.value {
+            Some(value) => &**value,
+            None => self.inner.labels.as_deref()?,
+        };
+        tree.get("metadata")?.get("labels")?.as_object()
+    }
+
+    /// Whether the object passes `predicate`. A compact object answers a
+    /// label selector from its labels, decoding nothing; a field selector
+    /// decodes it (without keeping the tree).
+    pub fn matches(&self, predicate: &Predicate) -> bool {
+        if predicate.is_everything() {
+            return true;
+        }
+        if self.held().is_none() && predicate.field.is_empty() {
+            let labels = self
+                .inner
+                .labels
+                .as_deref()
+                .and_then(|l| l.pointer("/metadata/labels"))
+                .and_then(Value::as_object);
+            return match labels {
+                Some(labels) => predicate.label.matches(labels),
+                None => predicate.label.matches(&serde_json::Map::new()),
+            };
+        }
+        self.with_value(|value| predicate.matches(value))
+    }
+
+    /// The tree of a compact object, from its stored bytes or its JSON.
+    fn decode(&self) -> Value {
+        let stored = self
+            .inner
+            .stored
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|s| (s.key.clone(), s.data.clone()));
+        let decoded: Result<Value, String> = match stored {
+            Some((key, data)) => crate::transform::decode_plain(key.as_bytes(), &data)
+                .map(|mut value| {
+                    set_resource_version(&mut value, self.revision);
+                    value
+                })
+                .map_err(|e| e.to_string()),
+            // The stored bytes are dropped only once the JSON is set.
+            None => match self.inner.json.get() {
+                Some(json) => serde_json::from_slice(json).map_err(|e| e.to_string()),
+                None => Err("a compact object without bytes".to_string()),
+            },
+        };
+        decoded.unwrap_or_else(|e| {
+            // These bytes decoded when the object was made: not reached.
+            tracing::error!(revision = self.revision, error = %e, "cached object no longer decodes");
+            let mut value = Value::Object(serde_json::Map::new());
+            set_resource_version(&mut value, self.revision);
+            value
+        })
     }
 
     /// The CBOR of the object (`application/cbor`, self-described tag
     /// included), encoded once and shared.
     pub fn cbor(&self) -> &bytes::Bytes {
-        self.cbor.get_or_init(|| {
-            let cbor = apimachinery::cbor::encode_object(&self.value);
+        self.inner.cbor.get_or_init(|| {
+            let cbor = self.with_value(apimachinery::cbor::encode_object);
             bytes::Bytes::from(cbor.into_boxed_slice())
         })
     }
@@ -66,9 +261,10 @@ impl Object {
     /// encoded once and shared; an error when its kind has no protobuf
     /// message (custom resources) or a value does not fit its field.
     pub fn protobuf(&self) -> Result<&bytes::Bytes, &str> {
-        self.protobuf
+        self.inner
+            .protobuf
             .get_or_init(|| {
-                k8s_proto::encode_object(&self.value)
+                self.with_value(k8s_proto::encode_object)
                     .map(|b| bytes::Bytes::from(b.into_boxed_slice()))
                     .map_err(|e| e.to_string())
             })
@@ -76,14 +272,24 @@ impl Object {
             .map_err(String::as_str)
     }
 
-    /// The compact JSON of the object, encoded once and shared.
+    /// The compact JSON of the object, encoded once and shared. A compact
+    /// object then drops its stored bytes: the JSON stands for them.
     pub fn json(&self) -> &bytes::Bytes {
-        self.encoded.get_or_init(|| {
-            let json = serde_json::to_vec(self.value.as_ref()).unwrap_or_default();
+        let json = self.inner.json.get_or_init(|| {
+            let json = self.with_value(serde_json::to_vec).unwrap_or_default();
             // `to_vec` grows by doubling: without the shrink a 2.3 KB object
             // would keep a 4 KiB buffer for as long as it is cached.
             bytes::Bytes::from(json.into_boxed_slice())
-        })
+        });
+        if self.inner.has_stored.load(Ordering::Acquire) {
+            self.inner
+                .stored
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            self.inner.has_stored.store(false, Ordering::Release);
+        }
+        json
     }
 
     /// `value` (as stored, without a resourceVersion) at `revision`: sets
@@ -96,7 +302,10 @@ impl Object {
     /// A copy of this object carrying `revision` (as a `DELETED` event
     /// carries the last state at the deletion's revision).
     pub fn with_revision(&self, revision: Revision) -> Object {
-        let mut value = (*self.value).clone();
+        let mut value = match self.held() {
+            Some(value) => Value::clone(value),
+            None => self.decode(),
+        };
         set_resource_version(&mut value, revision);
         Object::new(Arc::new(value), revision)
     }
@@ -105,6 +314,19 @@ impl Object {
     pub fn bookmark(revision: Revision) -> Object {
         Object::at_revision(Value::Object(serde_json::Map::new()), revision)
     }
+}
+
+/// `{"metadata": {"labels": ...}}` of `value`, when it has labels.
+fn labels_of(value: &Value) -> Option<Box<Value>> {
+    let labels = value.pointer("/metadata/labels")?.as_object()?;
+    if labels.is_empty() {
+        return None;
+    }
+    let mut meta = serde_json::Map::with_capacity(1);
+    meta.insert("labels".to_string(), Value::Object(labels.clone()));
+    let mut top = serde_json::Map::with_capacity(1);
+    top.insert("metadata".to_string(), Value::Object(meta));
+    Some(Box::new(Value::Object(top)))
 }
 
 fn set_resource_version(value: &mut Value, revision: Revision) {
@@ -339,8 +561,7 @@ impl Encoded {
     /// (what is stored at `revision`): a write of it would change nothing.
     /// Compared in place, without a copy carrying the resourceVersion.
     pub fn same_as(&self, object: &Object) -> bool {
-        let (Value::Object(ours), Value::Object(theirs)) = (&self.stored, object.value.as_ref())
-        else {
+        let (Value::Object(ours), Value::Object(theirs)) = (&self.stored, object.value()) else {
             return false;
         };
         if ours.len() != theirs.len() {
@@ -393,7 +614,7 @@ mod tests {
             assert!(!encoded(differs.clone()).same_as(&stored), "{differs}");
         }
         // The object's resourceVersion must be its revision's.
-        let moved = Object::new(Arc::clone(&stored.value), 8);
+        let moved = Object::new(Arc::clone(stored.value_arc()), 8);
         assert!(!encoded(same).same_as(&moved));
     }
 
@@ -404,7 +625,7 @@ mod tests {
         let first = a.json().as_ptr();
         assert_eq!(b.json().as_ptr(), first, "clones share one encoding");
         let back: Value = serde_json::from_slice(b.json()).unwrap();
-        assert_eq!(back, *a.value);
+        assert_eq!(back, *a.value());
         assert_eq!(back["metadata"]["resourceVersion"], "5");
     }
 
@@ -428,6 +649,85 @@ mod tests {
         assert!(cr.protobuf().is_err());
     }
 
+    fn configmap() -> Value {
+        serde_json::json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "x", "namespace": "ns", "uid": "u-1",
+                         "labels": {"app": "web"}},
+            "data": {"k": "v"}})
+    }
+
+    /// A compact object of `value` stored as protobuf, at revision 7.
+    fn compact_of(value: &Value) -> Object {
+        let full = Object::at_revision(value.clone(), 7);
+        let stored = full.protobuf().unwrap().clone();
+        Object::compact(Arc::from("/registry/configmaps/ns/x"), &stored, value, 7)
+    }
+
+    #[test]
+    fn a_compact_object_reads_as_the_full_one() {
+        let full = Object::at_revision(configmap(), 7);
+        let compact = compact_of(&configmap());
+        assert!(compact.is_compact() && !full.is_compact());
+        assert_eq!(compact.value(), full.value());
+        assert_eq!(compact.value()["metadata"]["resourceVersion"], "7");
+        assert_eq!(compact.json(), full.json());
+        assert_eq!(compact.protobuf().unwrap(), full.protobuf().unwrap());
+        assert_eq!(compact.cbor(), full.cbor());
+        assert_eq!(compact, full);
+    }
+
+    #[test]
+    fn a_compact_object_keeps_one_form_of_bytes_and_no_tree() {
+        let compact = compact_of(&configmap());
+        let handle = compact.clone();
+        assert!(compact.inner.has_stored.load(Ordering::Acquire));
+        let json = compact.json().clone();
+        // The JSON replaced the stored bytes, and the tree is decoded from it.
+        assert!(compact.inner.stored.lock().unwrap().is_none());
+        assert!(!compact.inner.has_stored.load(Ordering::Acquire));
+        assert!(compact.held().is_none(), "encoding kept no tree");
+        assert_eq!(handle.value()["data"]["k"], "v");
+        // The tree one handle decoded is that handle's only.
+        assert!(handle.held().is_some());
+        assert!(compact.held().is_none());
+        assert_eq!(compact.json().as_ptr(), json.as_ptr());
+        assert_eq!(compact.value(), handle.value());
+    }
+
+    #[test]
+    fn selectors_match_a_compact_object_without_decoding_it() {
+        use apimachinery::selector::{FieldSelector, LabelSelector};
+        let compact = compact_of(&configmap());
+        let with = |label: &str, field: &str| Predicate {
+            label: LabelSelector::parse(label).unwrap(),
+            field: FieldSelector::parse(field).unwrap(),
+            attrs: &[],
+        };
+        assert!(compact.matches(&with("app=web", "")));
+        assert!(!compact.matches(&with("app=db", "")));
+        assert!(compact.matches(&with("", "metadata.name=x,metadata.namespace=ns")));
+        assert!(!compact.matches(&with("app", "metadata.name=y")));
+        assert!(compact.held().is_none(), "nothing decoded");
+        assert!(compact.inner.has_stored.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_written_object_is_compacted_around_its_json() {
+        let full = Object::at_revision(configmap(), 9);
+        let compact = full.compacted();
+        assert!(compact.is_compact());
+        assert_eq!(
+            compact.json().as_ptr(),
+            full.json().as_ptr(),
+            "shared bytes"
+        );
+        assert_eq!(compact.value(), full.value());
+        assert_eq!(
+            compact.compacted().inner.as_ref() as *const Inner,
+            compact.inner.as_ref() as *const Inner
+        );
+    }
+
     #[test]
     fn cbor_is_encoded_once_and_shared_by_clones() {
         // Custom resources too: CBOR needs no message table.
@@ -441,7 +741,7 @@ mod tests {
         assert_eq!(b.cbor().as_ptr(), first, "clones share one encoding");
         assert!(b.cbor().starts_with(&apimachinery::cbor::SELF_DESCRIBED));
         let back = apimachinery::cbor::decode(b.cbor()).unwrap();
-        assert_eq!(back, *a.value);
+        assert_eq!(back, *a.value());
         assert_eq!(back["metadata"]["resourceVersion"], "5");
     }
 }

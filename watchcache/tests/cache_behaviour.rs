@@ -38,7 +38,7 @@ fn names(result: &ListResult) -> Vec<String> {
         .items
         .iter()
         .map(|o| {
-            o.value["metadata"]["name"]
+            o.value()["metadata"]["name"]
                 .as_str()
                 .unwrap_or("")
                 .to_string()

@@ -46,7 +46,7 @@ struct Seen {
 }
 
 fn seen(event: &WatchEvent) -> Seen {
-    let v = &event.object.value;
+    let v = event.object.value();
     Seen {
         kind: event.kind,
         name: v["metadata"]["name"].as_str().unwrap_or("").into(),
@@ -383,7 +383,7 @@ async fn watchers_see_exactly_the_etcd_history() {
                 let mut want: Vec<Seen> = state
                     .items
                     .iter()
-                    .map(|o| seen_value(EventType::Added, &o.value, o.revision))
+                    .map(|o| seen_value(EventType::Added, o.value(), o.revision))
                     .collect();
                 want.extend(expected(&spec, &history, at));
                 want

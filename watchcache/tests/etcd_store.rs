@@ -28,7 +28,7 @@ async fn stored_value_is_compact_json_in_kube_order_without_resource_version() {
         "stored in kube's key order"
     );
     assert_eq!(
-        created.value["metadata"]["resourceVersion"],
+        created.value()["metadata"]["resourceVersion"],
         created.revision.to_string()
     );
 }

@@ -78,7 +78,7 @@ pub(crate) fn config_controller(
                         listed
                             .items
                             .iter()
-                            .map(|o| (*o.value).clone())
+                            .map(|o| o.value().clone())
                             .collect::<Vec<Value>>(),
                     );
                 }

@@ -466,7 +466,7 @@ pub(super) async fn params(
     let found: Vec<Option<Value>> = if let Some(name) = r.get("name").and_then(Value::as_str) {
         let key = state.key(res, ns, name);
         match state.store.get(&key, Freshness::NotOlderThan(0)).await {
-            Ok(Some(o)) => vec![Some((*o.value).clone())],
+            Ok(Some(o)) => vec![Some(o.value().clone())],
             Ok(None) => Vec::new(),
             Err(e) => return Err(format!("failed to configure binding: {e}")),
         }
@@ -486,8 +486,8 @@ pub(super) async fn params(
         listed
             .items
             .iter()
-            .filter(|o| sel.matches(&labels(Some(&o.value))))
-            .map(|o| Some((*o.value).clone()))
+            .filter(|o| sel.matches(&labels(Some(o.value()))))
+            .map(|o| Some(o.value().clone()))
             .collect()
     };
     if found.is_empty() {
@@ -779,7 +779,7 @@ pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Arc<V
         .await
         .ok()
         .flatten()
-        .map(|o| o.value)
+        .map(|o| o.into_value())
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     else {
         return Ok(Next::Done);
     };
-    let policy = &current.value;
+    let policy = current.value();
     let generation = policy
         .pointer("/metadata/generation")
         .cloned()
@@ -205,7 +205,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     if same {
         return Ok(Next::Done);
     }
-    let mut updated = (**policy).clone();
+    let mut updated = policy.clone();
     let conditions = have.and_then(|s| s.get("conditions")).cloned();
     updated["status"] = want;
     if let Some(c) = conditions {

@@ -241,7 +241,7 @@ async fn service_client(
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("service \"{name}\" not found"))?;
     let ports = svc
-        .value
+        .value()
         .pointer("/spec/ports")
         .and_then(Value::as_array)
         .cloned()
@@ -253,7 +253,7 @@ async fn service_client(
     let port_name = svc_port.get("name").and_then(Value::as_str).unwrap_or("");
     let slices = state.endpoint_slices(namespace).await?;
     for slice in &slices.items {
-        let v = &slice.value;
+        let v = slice.value();
         if v.pointer("/metadata/labels/kubernetes.io~1service-name")
             .and_then(Value::as_str)
             != Some(name)

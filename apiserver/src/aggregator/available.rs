@@ -129,7 +129,7 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
         state.discovery.remotes().remove(&name);
         return Ok(Next::Done);
     };
-    let v = current.value.as_ref();
+    let v = current.value();
     let Some(service) = v.pointer("/spec/service").filter(|s| !s.is_null()) else {
         // Local: served here, always available.
         state.discovery.remotes().remove(&name);
@@ -376,7 +376,7 @@ async fn write_condition(state: &AppState, key: &str, c: Condition) -> Result<()
             return Ok(());
         };
         let conditions: Vec<Value> = current
-            .value
+            .value()
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .cloned()
@@ -414,7 +414,7 @@ async fn write_condition(state: &AppState, key: &str, c: Condition) -> Result<()
             .filter(|x| x.get("type").and_then(Value::as_str) != Some("Available"))
             .collect();
         next.push(fresh);
-        let mut obj = current.value.as_ref().clone();
+        let mut obj = current.value().clone();
         obj["status"] = json!({"conditions": next});
         crate::object::meta_mut(&mut obj).remove("resourceVersion");
         if old.is_none_or(|o| field(o, "status") != c.status) {
@@ -455,7 +455,7 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
         .map_err(|e| e.to_string())?
         .items
     {
-        let v = crd.value.as_ref();
+        let v = crd.value();
         let Some(group) = v.pointer("/spec/group").and_then(Value::as_str) else {
             continue;
         };
@@ -479,7 +479,7 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
         .map_err(|e| e.to_string())?
         .items;
     for item in &existing {
-        let v = item.value.as_ref();
+        let v = item.value();
         let name = crate::object::name(v).unwrap_or("").to_string();
         let automanaged = v
             .pointer("/metadata/labels")
@@ -500,7 +500,7 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
     for name in wanted {
         if existing
             .iter()
-            .any(|i| crate::object::name(&i.value) == Some(name.as_str()))
+            .any(|i| crate::object::name(i.value()) == Some(name.as_str()))
         {
             // Someone's own APIService of that name (or ours) is there.
             continue;

@@ -385,7 +385,7 @@ pub async fn resolve(state: &AppState, svc: &ServiceRef) -> Result<Endpoint, Unr
             unknown: false,
         })?;
     let ports = service
-        .value
+        .value()
         .pointer("/spec/ports")
         .and_then(Value::as_array)
         .cloned()
@@ -415,7 +415,7 @@ pub async fn resolve(state: &AppState, svc: &ServiceRef) -> Result<Endpoint, Unr
     let slices: Vec<&Value> = slices
         .items
         .iter()
-        .map(|o| o.value.as_ref())
+        .map(|o| o.value())
         .filter(|v| {
             v.pointer("/metadata/labels/kubernetes.io~1service-name")
                 .and_then(Value::as_str)

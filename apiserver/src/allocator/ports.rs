@@ -163,8 +163,8 @@ pub async fn snapshot(state: &AppState) -> Result<(Option<i64>, Vec<u16>), Stora
         return Ok((None, Vec::new()));
     };
     let mut taken = Vec::new();
-    if current.value.get("range").and_then(Value::as_str) == Some(&state.services.port_range()) {
-        let map = Bitmap::decode(&current.value, len);
+    if current.value().get("range").and_then(Value::as_str) == Some(&state.services.port_range()) {
+        let map = Bitmap::decode(current.value(), len);
         taken.extend((0..len).filter(|i| map.get(*i)).map(|i| (start + i) as u16));
     }
     Ok((Some(current.revision), taken))
@@ -224,10 +224,10 @@ async fn change<T>(
             // A bitmap kept for another range is read as empty: kube's
             // repair loop rebuilds it from the Services then.
             Some(o)
-                if o.value.get("range").and_then(Value::as_str)
+                if o.value().get("range").and_then(Value::as_str)
                     == Some(&state.services.port_range()) =>
             {
-                Bitmap::decode(&o.value, len)
+                Bitmap::decode(o.value(), len)
             }
             _ => Bitmap::new(len),
         };

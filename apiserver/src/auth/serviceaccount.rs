@@ -135,7 +135,7 @@ impl ServiceAccounts {
             .await
             .map_err(|e| format!("cannot read service account: {e}"))?
             .ok_or_else(|| format!("service account {ns}/{name} does not exist"))?;
-        let meta = &stored.value["metadata"];
+        let meta = &stored.value()["metadata"];
         if meta["uid"].as_str() != Some(uid) {
             return Err(format!(
                 "service account {ns}/{name} was recreated (uid changed)"
@@ -428,7 +428,7 @@ async fn token_request_json(
         Err(e) => return status_response(&Status::internal(format!("{e}"))),
     };
     let now = unix_now();
-    let token = match sa_auth.issue(&sa.value, &audiences, exp, now) {
+    let token = match sa_auth.issue(sa.value(), &audiences, exp, now) {
         Ok(t) => t,
         Err(e) => return status_response(&Status::internal(e)),
     };

@@ -395,7 +395,7 @@ async fn follow(
                                 res,
                                 collection: Arc::clone(&collection),
                                 kind: ev.kind,
-                                value: ev.object.value,
+                                value: ev.object.value_arc().clone(),
                                 revision: ev.object.revision,
                             }
                         }
@@ -563,7 +563,7 @@ async fn reconcile(gc: Arc<Collector>, state: Arc<AppState>, uid: String) -> Res
     let Some(current) = read(&state, &key, &uid, node.revision).await? else {
         return Ok(Next::Done);
     };
-    let v = current.value.as_ref();
+    let v = current.value();
     if object::is_deleting(v) {
         let finalizers = object::finalizers(v);
         if finalizers.iter().any(|f| f == object::FINALIZER_ORPHAN) {
@@ -590,7 +590,7 @@ async fn read(
         .get(key, Freshness::NotOlderThan(revision))
         .await
         .map_err(|e| e.to_string())?;
-    Ok(got.filter(|o| object::meta_str(&o.value, "uid") == Some(uid)))
+    Ok(got.filter(|o| object::meta_str(o.value(), "uid") == Some(uid)))
 }
 
 /// The registry row an owner reference's kind resolves to.
@@ -697,8 +697,8 @@ async fn owner_state(
         .await
         .map_err(|e| e.to_string())?;
     match found {
-        Some(owner) if object::meta_str(&owner.value, "uid") == Some(&*o.uid) => {
-            let v = owner.value.as_ref();
+        Some(owner) if object::meta_str(owner.value(), "uid") == Some(&*o.uid) => {
+            let v = owner.value();
             let waits = object::is_deleting(v)
                 && object::finalizers(v)
                     .iter()
@@ -725,7 +725,7 @@ async fn attempt_to_delete(
     uid: &str,
     current: Object,
 ) -> Result<Next, String> {
-    let owners = owners_of(&current.value);
+    let owners = owners_of(current.value());
     if owners.is_empty() {
         return Ok(Next::Done);
     }
@@ -745,7 +745,7 @@ async fn attempt_to_delete(
         // Other owners hold it: only the references to the absent and the
         // waiting ones go.
         let drop: HashSet<Uid> = dangling.into_iter().chain(waiting).collect();
-        let mut v = (*current.value).clone();
+        let mut v = current.value().clone();
         retain_owners(&mut v, |r| !drop.contains(r));
         return write(state, key, &v, current.revision).await;
     }
@@ -760,13 +760,13 @@ async fn attempt_to_delete(
                 .any(|d| g.nodes.get(d).is_some_and(Node::waits_for_dependents))
         };
         if cycle {
-            let mut v = (*current.value).clone();
+            let mut v = current.value().clone();
             unblock_owners(&mut v);
             return write(state, key, &v, current.revision).await;
         }
         PropagationPolicy::Foreground
     } else {
-        let finalizers = object::finalizers(&current.value);
+        let finalizers = object::finalizers(current.value());
         if finalizers.iter().any(|f| f == object::FINALIZER_ORPHAN) {
             PropagationPolicy::Orphan
         } else if finalizers.iter().any(|f| f == object::FINALIZER_FOREGROUND) {
@@ -904,10 +904,10 @@ async fn release(state: &AppState, dep: &Node, dep_uid: &str, owner: &str) -> Re
         let Some(current) = read(state, &key, dep_uid, dep.revision).await? else {
             return Ok(());
         };
-        if !owners_of(&current.value).iter().any(|o| &*o.uid == owner) {
+        if !owners_of(current.value()).iter().any(|o| &*o.uid == owner) {
             return Ok(());
         }
-        let mut v = (*current.value).clone();
+        let mut v = current.value().clone();
         retain_owners(&mut v, |r| r != owner);
         match state.store.update(&key, &v, current.revision).await {
             Ok(_) | Err(StorageError::NotFound { .. }) => return Ok(()),
@@ -931,24 +931,24 @@ async fn remove_finalizer(
     let Some(current) = read(state, key, uid, revision).await? else {
         return Ok(Next::Done);
     };
-    let left: Vec<String> = object::finalizers(&current.value)
+    let left: Vec<String> = object::finalizers(current.value())
         .into_iter()
         .filter(|f| f != finalizer)
         .collect();
-    if left.len() == object::finalizers(&current.value).len() {
+    if left.len() == object::finalizers(current.value()).len() {
         return Ok(Next::Done);
     }
-    if left.is_empty() && object::is_deleting(&current.value) {
+    if left.is_empty() && object::is_deleting(current.value()) {
         return match state.store.delete(key, Some(current.revision)).await {
             Ok(gone) => {
-                crate::handlers::write::after_delete(state, res, &gone.value).await;
+                crate::handlers::write::after_delete(state, res, gone.value()).await;
                 Ok(Next::Done)
             }
             Err(StorageError::NotFound { .. }) => Ok(Next::Done),
             Err(e) => Err(e.to_string()),
         };
     }
-    let mut v = (*current.value).clone();
+    let mut v = current.value().clone();
     let meta = object::meta_mut(&mut v);
     meta.remove("resourceVersion");
     if left.is_empty() {

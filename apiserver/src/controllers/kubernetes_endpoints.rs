@@ -349,7 +349,7 @@ async fn reconcile(state: Arc<AppState>) -> Result<Next, String> {
         )
         .await
         .map_err(|e| e.to_string())?;
-    let leases: Vec<Value> = listed.items.iter().map(|o| (*o.value).clone()).collect();
+    let leases: Vec<Value> = listed.items.iter().map(|o| o.value().clone()).collect();
     let family = state.services.family();
     let ips = live_addresses(&leases, family);
     if ips.is_empty() {
@@ -383,11 +383,11 @@ async fn put(
             state.store.create(&key, &obj).await.map(drop)
         }
         Some(cur) => {
-            let mut obj = want(Some(&cur.value));
-            if obj == *cur.value {
+            let mut obj = want(Some(cur.value()));
+            if obj == *cur.value() {
                 return Ok(());
             }
-            object::prepare_update(res, &cur.value, &mut obj, None);
+            object::prepare_update(res, cur.value(), &mut obj, None);
             object::meta_mut(&mut obj).remove("resourceVersion");
             tracing::info!(
                 resource = res.plural,

@@ -68,7 +68,7 @@ pub enum Removed {
 /// preconditioned on the listed revision, so a change meanwhile is a
 /// `Conflict` for the next round to see.
 pub async fn remove(state: &AppState, key: &str, item: &Object) -> Result<Removed, StorageError> {
-    let v = item.value.as_ref();
+    let v = item.value();
     if crate::object::finalizers(v).is_empty() {
         return state
             .store
@@ -273,7 +273,7 @@ async fn feed(
                         Ok(ev) if ev.kind == EventType::Bookmark => {}
                         Ok(ev) => {
                             delay = Duration::from_millis(100);
-                            if let Some(key) = (source.key_of)(&ev.object.value) {
+                            if let Some(key) = (source.key_of)(ev.object.value()) {
                                 queue.add(&key).await;
                             }
                         }

@@ -89,7 +89,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     else {
         return Ok(Next::Done);
     };
-    let ns = current.value.as_ref();
+    let ns = current.value();
     if !object::is_deleting(ns) {
         return Ok(Next::Done);
     }
@@ -204,13 +204,13 @@ pub async fn delete_content(state: &Arc<AppState>, ns: &str) -> Round {
             }
         };
         for item in &listed.items {
-            let v = item.value.as_ref();
+            let v = item.value();
             let name = object::meta_str(v, "name").unwrap_or("");
             let key = state.key(res, Some(ns), name);
             let fins = object::finalizers(v);
             let r = match super::remove(state, &key, item).await {
                 Ok(super::Removed::Gone(gone)) => {
-                    after_delete(state, res, &gone.value).await;
+                    after_delete(state, res, gone.value()).await;
                     continue;
                 }
                 Ok(super::Removed::Finalizing) => Ok(()),

@@ -193,7 +193,7 @@ async fn sync_service(state: &AppState, ns: &str, name: &str) -> Result<Next, St
     let Some(svc) = get_service(state, ns, name).await? else {
         return Ok(Next::Done);
     };
-    let svc = svc.value.as_ref();
+    let svc = svc.value();
     for ip in crate::allocator::service::held(svc).ips {
         let fam = family(ip);
         if !state.services.cidr.contains(&ip) {
@@ -221,7 +221,7 @@ async fn sync_service(state: &AppState, ns: &str, name: &str) -> Result<Next, St
             create_ip(state, ip, ns, name).await?;
             continue;
         };
-        let a = addr.value.as_ref();
+        let a = addr.value();
         let (group, resource, pns, pname) = parent(a);
         let wrong = format!(
             "the ClusterIP [{fam}]: {ip} for Service {ns}/{name} has a wrong reference; repairing"
@@ -238,7 +238,7 @@ async fn sync_service(state: &AppState, ns: &str, name: &str) -> Result<Next, St
                     recreate_ip(state, &addr, ip, ns, name).await?;
                     continue;
                 }
-                Some(other) if holds(&other.value, &ip.to_string()) => {
+                Some(other) if holds(other.value(), &ip.to_string()) => {
                     tracing::warn!("the cluster IP [{fam}]:{ip} for service {ns}/{name} was assigned to other services {pns}/{pname}; please recreate");
                     warn_service(
                         state,
@@ -312,7 +312,7 @@ fn age(v: &Value) -> Duration {
 /// kube's `syncIPAddress`: an allocator's `IPAddress` must have a Service
 /// holding it.
 async fn sync_ipaddress(state: &AppState, addr: Object) -> Result<Next, StorageError> {
-    let a = addr.value.as_ref();
+    let a = addr.value();
     if label(a, MANAGED_BY_LABEL) != Some(IPADDRESS_MANAGER) {
         return Ok(Next::Done);
     }
@@ -326,7 +326,7 @@ async fn sync_ipaddress(state: &AppState, addr: Object) -> Result<Next, StorageE
         )
     } else {
         match get_service(state, &ns, &svc_name).await? {
-            Some(svc) if holds(&svc.value, &name) => return Ok(Next::Done),
+            Some(svc) if holds(svc.value(), &name) => return Ok(Next::Done),
             Some(_) => (
                 "IPAddressWrongReference",
                 format!("IPAddress: {name} for Service {ns}/{svc_name} has a wrong reference; cleaning up"),

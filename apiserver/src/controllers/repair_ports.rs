@@ -173,7 +173,7 @@ async fn pass(state: Arc<AppState>, memory: Arc<Mutex<Memory>>) -> Result<Next, 
         )
         .await
         .map_err(|e| format!("unable to refresh the port allocations: {e}"))?;
-    let services: Vec<&Value> = list.items.iter().map(|o| o.value.as_ref()).collect();
+    let services: Vec<&Value> = list.items.iter().map(|o| o.value()).collect();
     let ports: Vec<Vec<u16>> = services
         .iter()
         .map(|s| crate::allocator::service::held(s).ports)

@@ -128,7 +128,7 @@ async fn feed(state: Arc<AppState>, queue: Arc<WorkQueue>) {
                         Ok(None) => break,
                     };
                     delay = Duration::from_millis(100);
-                    let v = &next.object.value;
+                    let v = next.object.value();
                     let wanted = match next.kind {
                         EventType::Added | EventType::Deleted => true,
                         EventType::Modified => needs_sync(v),
@@ -183,7 +183,7 @@ async fn follow_releases(state: Arc<AppState>, queue: Arc<WorkQueue>, prefix: St
         match state.store.watch(&prefix, WatchOptions::default()).await {
             Ok(mut stream) => {
                 while let Some(Ok(ev)) = stream.next().await {
-                    let v = &ev.object.value;
+                    let v = ev.object.value();
                     let released = match ev.kind {
                         EventType::Deleted => true,
                         EventType::Modified if pods => {
@@ -283,7 +283,7 @@ async fn sync_namespace(state: Arc<AppState>, ns: String) -> Result<Next, String
     let mut lists: Lists = HashMap::new();
     let now = unix_now();
     for q in quotas {
-        for gp in counted_on(&q.value).into_keys() {
+        for gp in counted_on(q.value()).into_keys() {
             if lists.contains_key(&gp) {
                 continue;
             }
@@ -293,23 +293,23 @@ async fn sync_namespace(state: Arc<AppState>, ns: String) -> Result<Next, String
                         .await
                         .map_err(|e| e.to_string())?
                         .into_iter()
-                        .map(|o| (*o.value).clone())
+                        .map(|o| o.value().clone())
                         .collect::<Vec<_>>(),
                 )),
                 None => None,
             };
             lists.insert(gp, items);
         }
-        let status = desired_status(&q.value, &lists, now);
-        if same_status(q.value.get("status"), &status) {
+        let status = desired_status(q.value(), &lists, now);
+        if same_status(q.value().get("status"), &status) {
             continue;
         }
-        let mut next = (*q.value).clone();
+        let mut next = q.value().clone();
         crate::object::meta_mut(&mut next).remove("resourceVersion");
         if let Some(o) = next.as_object_mut() {
             o.insert("status".into(), status);
         }
-        let name = crate::object::name(&q.value).unwrap_or("").to_string();
+        let name = crate::object::name(q.value()).unwrap_or("").to_string();
         match state
             .store
             .update(&state.key(res, Some(&ns), &name), &next, q.revision)

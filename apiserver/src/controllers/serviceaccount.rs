@@ -117,7 +117,7 @@ async fn active(state: &AppState, ns: &str) -> Result<bool, String> {
         .get(&state.key(res, None, ns), Freshness::MostRecent)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(got.is_some_and(|o| !object::is_deleting(&o.value)))
+    Ok(got.is_some_and(|o| !object::is_deleting(o.value())))
 }
 
 async fn ensure_service_account(state: Arc<AppState>, ns: String) -> Result<Next, String> {
@@ -198,8 +198,8 @@ async fn publish_root_ca(state: Arc<AppState>, ns: String) -> Result<Next, Strin
             state.store.create(&key, &cm).await.map(drop)
         }
         Some(cur) => {
-            let mut want = desired_root_ca(Some(&cur.value), &ns, pem);
-            if want == *cur.value {
+            let mut want = desired_root_ca(Some(cur.value()), &ns, pem);
+            if want == *cur.value() {
                 return Ok(Next::Done);
             }
             object::meta_mut(&mut want).remove("resourceVersion");

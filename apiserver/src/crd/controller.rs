@@ -131,10 +131,10 @@ async fn follow(
                 let mut touched: Option<BTreeSet<String>> = Some(BTreeSet::new());
                 let mut changed: Vec<String> = Vec::new();
                 for ev in batch {
-                    let name = name_of(&ev.object.value);
+                    let name = name_of(ev.object.value());
                     match (&mut initial, ev.kind) {
                         (Some(init), EventType::Added) => {
-                            init.insert(name, Entry::new(ev.object.value, ev.object.revision));
+                            init.insert(name, Entry::new(ev.object.value_arc().clone(), ev.object.revision));
                         }
                         (Some(init), EventType::Bookmark) => {
                             crds = std::mem::take(init);
@@ -144,7 +144,7 @@ async fn follow(
                         }
                         (Some(_), _) | (None, EventType::Bookmark) => {}
                         (None, EventType::Added | EventType::Modified) => {
-                            let e = Entry::new(ev.object.value, ev.object.revision);
+                            let e = Entry::new(ev.object.value_arc().clone(), ev.object.revision);
                             if let Some(t) = touched.as_mut() {
                                 t.insert(e.group().to_string());
                             }
@@ -343,7 +343,7 @@ async fn cleanup(
         )
         .await?;
     for item in &listed.items {
-        let v = item.value.as_ref();
+        let v = item.value();
         let key = match object::meta_str(v, "namespace") {
             Some(ns) if !ns.is_empty() => format!("{prefix}{ns}/{}", name_of(v)),
             _ => format!("{prefix}{}", name_of(v)),

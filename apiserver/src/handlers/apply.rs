@@ -159,7 +159,7 @@ async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
         let updated = write::guaranteed_update(scope, &req.params, &req.manager, |current| {
             let current = current
                 .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-            run(Some(&current.value), &crate::object::now())
+            run(Some(current.value()), &crate::object::now())
         })
         .await;
         match updated {
@@ -339,7 +339,7 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
     let updated = write::guaranteed_update(scope, &req.params, &req.manager, |current| {
         let current =
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-        let parent = &*current.value;
+        let parent = current.value();
         let parent_entries = managedfields::decode_managed_fields(parent).unwrap_or_default();
         let mut live = scale_view(&p, parent);
         let entries = managedfields::scale_entries_to_subresource(&parent_entries, &replicas);

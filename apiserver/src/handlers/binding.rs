@@ -84,7 +84,7 @@ async fn bind_pod(scope: &Scope, binding: Value) -> Result<Value> {
             .await
             .map_err(|e| ApiError::storage(e, pods, &name))?
             .ok_or_else(|| Status::not_found(pods.group_resource(), &name))?;
-        let mut pod = (*current.value).clone();
+        let mut pod = current.value().clone();
         let conflict =
             |why: String| -> ApiError { Status::conflict(binding_resource(), &name, &why).into() };
         if object::is_deleting(&pod) {

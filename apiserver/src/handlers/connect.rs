@@ -193,7 +193,7 @@ async fn read(scope: &Scope, plural: &'static str, name: &str) -> Result<Arc<Val
         .get(&key, Freshness::MostRecent)
         .await
         .map_err(|e| crate::error::ApiError::storage(e, res, name))?
-        .map(|o| o.value)
+        .map(|o| o.into_value())
         .ok_or_else(|| Status::not_found(gr, name).into())
 }
 

@@ -161,7 +161,7 @@ pub async fn delete_stored(
     current: &Object,
     params: &DeleteParams,
 ) -> std::result::Result<Outcome, StorageError> {
-    let obj = &current.value;
+    let obj = current.value();
     let grace = grace_period(res, obj, params);
     let cleanup = res.delete_finalizer;
     let gc = gc_finalizers(res, obj, params);
@@ -172,17 +172,17 @@ pub async fn delete_stored(
     let pending = held || grace.is_some() || is_namespace(res) || cleanup.is_some();
     if !pending {
         if params.dry_run {
-            return Ok(Outcome::Deleted((**obj).clone()));
+            return Ok(Outcome::Deleted(obj.clone()));
         }
         let gone = state.store.delete(key, Some(current.revision)).await?;
-        super::write::after_delete(state, res, &gone.value).await;
-        return Ok(Outcome::Deleted((*gone.value).clone()));
+        super::write::after_delete(state, res, gone.value()).await;
+        return Ok(Outcome::Deleted(gone.value().clone()));
     }
     let deleting = object::is_deleting(obj);
     if deleting && gc.is_none() {
-        return Ok(Outcome::Pending((**obj).clone()));
+        return Ok(Outcome::Pending(obj.clone()));
     }
-    let mut v = (**obj).clone();
+    let mut v = obj.clone();
     {
         let m = object::meta_mut(&mut v);
         if !deleting {
@@ -226,12 +226,12 @@ pub async fn delete_stored(
     // (`controllers::namespace`), which then finalizes it; dependents, by
     // the garbage collector (`controllers::garbagecollector`).
     let updated = state.store.update(key, &v, current.revision).await?;
-    Ok(Outcome::Pending((*updated.value).clone()))
+    Ok(Outcome::Pending(updated.value().clone()))
 }
 
 fn check_preconditions(scope: &Scope, current: &Object, params: &DeleteParams) -> Result<()> {
     if let Some(uid) = &params.preconditions_uid {
-        let have = object::meta_str(&current.value, "uid").unwrap_or("");
+        let have = object::meta_str(current.value(), "uid").unwrap_or("");
         if uid != have {
             return Err(Status::conflict(
                 scope.res.group_resource(),
@@ -277,7 +277,7 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
                 scope,
                 "DELETE",
                 None,
-                Some(&current.value),
+                Some(current.value()),
                 params.dry_run,
             ),
         )
@@ -336,8 +336,8 @@ pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result
         .map_err(|e| scope.storage_err(e))?;
     let mut items = Vec::with_capacity(listed.items.len());
     for item in &listed.items {
-        let ns = object::meta_str(&item.value, "namespace");
-        let name = object::meta_str(&item.value, "name").unwrap_or("");
+        let ns = object::meta_str(item.value(), "namespace");
+        let name = object::meta_str(item.value(), "name").unwrap_or("");
         let key = scope.state.key(scope.res, ns, name);
         match delete_stored(&scope.state, scope.res, &key, item, &params).await {
             Ok(Outcome::Deleted(v)) | Ok(Outcome::Pending(v)) => items.push(v),

@@ -54,15 +54,15 @@ async fn evict_pod(scope: &Scope, eviction: Value) -> Result<Value> {
         .map_err(|e| ApiError::storage(e, pods, &name))?
         .ok_or_else(|| Status::not_found(pods.group_resource(), &name))?;
     let phase = pod
-        .value
+        .value()
         .pointer("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
     // Pods that are not running, or already going, need no budget.
     let budgeted =
-        !matches!(phase, "Succeeded" | "Failed" | "Pending") && !object::is_deleting(&pod.value);
+        !matches!(phase, "Succeeded" | "Failed" | "Pending") && !object::is_deleting(pod.value());
     if budgeted {
-        charge_budget(scope, &ns, &name, &pod.value).await?;
+        charge_budget(scope, &ns, &name, pod.value()).await?;
     }
     delete_pod(scope, &eviction).await?;
     Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -95,7 +95,7 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
             .items
             .into_iter()
             .filter(|b| {
-                b.value.pointer("/spec/selector").is_some_and(|sel| {
+                b.value().pointer("/spec/selector").is_some_and(|sel| {
                     !apimachinery::kinds::core::workload::selector_is_empty(sel)
                         && apimachinery::kinds::core::workload::selector_matches(sel, labels)
                 })
@@ -111,7 +111,7 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
                 .into())
             }
         };
-        let b = &budget.value;
+        let b = budget.value();
         let bname = object::name(b).unwrap_or("").to_string();
         let int = |p: &str| b.pointer(p).and_then(Value::as_i64).unwrap_or(0);
         if int("/status/observedGeneration") < int("/metadata/generation") {
@@ -133,7 +133,7 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
                 "",
             )]));
         }
-        let mut next = (**b).clone();
+        let mut next = b.clone();
         if let Some(st) = next.get_mut("status").and_then(Value::as_object_mut) {
             st.insert("disruptionsAllowed".into(), Value::from(allowed - 1));
             let disrupted = st.entry("disruptedPods").or_insert_with(|| json!({}));

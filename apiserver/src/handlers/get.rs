@@ -42,5 +42,5 @@ pub async fn get(scope: &Scope) -> Result<Response> {
             obj.cbor().clone(),
         ));
     }
-    super::object_response(scope, StatusCode::OK, &obj.value).await
+    super::object_response(scope, StatusCode::OK, obj.value()).await
 }

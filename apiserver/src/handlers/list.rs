@@ -55,13 +55,13 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?;
     if scope.res.converts()
-        && crate::conversion::any_needs(scope.res, result.items.iter().map(|o| &*o.value))
+        && crate::conversion::any_needs(scope.res, result.items.iter().map(|o| o.value()))
     {
         // Objects stored in another version (one conversion call for the
         // page), or custom resources missing defaults added to their
         // schema since.
         let mut values: Vec<serde_json::Value> =
-            result.items.iter().map(|o| (*o.value).clone()).collect();
+            result.items.iter().map(|o| o.value().clone()).collect();
         crate::conversion::list_for_request(scope.res, &mut values).await?;
         result.items = values
             .into_iter()

@@ -97,8 +97,8 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
         let current =
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-        let patched = apply(format, &current.value, &decoded.value, ty)?;
-        check_identity(scope, &current.value, &patched)?;
+        let patched = apply(format, current.value(), &decoded.value, ty)?;
+        check_identity(scope, current.value(), &patched)?;
         let check = Decoded {
             value: patched,
             duplicates: decoded.duplicates.clone(),

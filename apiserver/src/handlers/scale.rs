@@ -161,7 +161,7 @@ pub async fn get(scope: &Scope) -> Result<Response> {
     Ok(response::object(
         scope,
         StatusCode::OK,
-        &to_scale(&p, &obj.value),
+        &to_scale(&p, obj.value()),
     ))
 }
 
@@ -174,7 +174,7 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
         let current =
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-        from_scale(&p, &current.value, &scale)
+        from_scale(&p, current.value(), &scale)
     })
     .await?;
     let resp = response::object(scope, StatusCode::OK, &to_scale(&p, &updated.object));
@@ -194,7 +194,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
         let current =
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-        let scale = to_scale(&p, &current.value);
+        let scale = to_scale(&p, current.value());
         let patched = patch::apply(format, &scale, &decoded.value, scale_ty)?;
         let check = Decoded {
             value: patched,
@@ -202,7 +202,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         };
         warnings = apimachinery::fieldvalidation::check(params.field_validation, scale_ty, &check)?;
         write::check_types(scope, &check.value)?;
-        from_scale(&p, &current.value, &check.value)
+        from_scale(&p, current.value(), &check.value)
     })
     .await?;
     let resp = response::object(scope, StatusCode::OK, &to_scale(&p, &updated.object));

@@ -39,7 +39,7 @@ fn check_uid_precondition(
     let (Some(current), Some(uid)) = (current, object::meta_str(obj, "uid")) else {
         return Ok(());
     };
-    let have = object::meta_str(&current.value, "uid").unwrap_or("");
+    let have = object::meta_str(current.value(), "uid").unwrap_or("");
     if uid.is_empty() || uid == have {
         return Ok(());
     }

@@ -247,12 +247,12 @@ impl Encoder {
                 _ => Ok(object_event_line(kind, event.object.json())),
             };
         }
-        self.encode(event.kind, &event.object.value, false)
+        self.encode(event.kind, event.object.value(), false)
     }
 
     fn bookmark(&self, revision: i64, initial_events_end: bool) -> Result<Bytes, Bytes> {
         let object = watchcache::Object::bookmark(revision);
-        self.encode(EventType::Bookmark, &object.value, initial_events_end)
+        self.encode(EventType::Bookmark, object.value(), initial_events_end)
     }
 
     fn encode(
@@ -479,7 +479,7 @@ impl WatchBody {
     /// defaults applied.
     async fn convert(&mut self, event: WatchEvent) -> Option<Bytes> {
         let converted =
-            match crate::conversion::for_request(self.encoder.res, &event.object.value).await {
+            match crate::conversion::for_request(self.encoder.res, event.object.value()).await {
                 // Unchanged: the shared encoding serves.
                 Ok(std::borrow::Cow::Borrowed(_)) => {
                     let sent = self.encoder.event(&event);
@@ -540,7 +540,7 @@ mod tests {
         let line = object_event_line("MODIFIED", obj.json());
         assert!(line.ends_with(b"\n"));
         let v: Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value}));
+        assert_eq!(v, json!({"type": "MODIFIED", "object": *obj.value()}));
     }
 
     #[test]
@@ -569,7 +569,7 @@ mod tests {
         let mut stream = event.to_vec();
         stream.extend_from_slice(&enc.bookmark(9, true).unwrap());
         let items = apimachinery::cbor::decode_sequence(&stream).unwrap();
-        assert_eq!(items[0], json!({"type": "ADDED", "object": *obj.value}));
+        assert_eq!(items[0], json!({"type": "ADDED", "object": *obj.value()}));
         assert_eq!(items[1]["type"], "BOOKMARK");
         assert_eq!(items[1]["object"]["kind"], "ConfigMap");
         assert_eq!(items[1]["object"]["metadata"]["resourceVersion"], "9");

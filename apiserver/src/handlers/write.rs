@@ -388,7 +388,7 @@ where
         let stored = current;
         let current = match &stored {
             Some(o) => Some(
-                match crate::conversion::for_request(scope.res, &o.value).await? {
+                match crate::conversion::for_request(scope.res, o.value()).await? {
                     std::borrow::Cow::Owned(v) => Object::new(Arc::new(v), o.revision),
                     std::borrow::Cow::Borrowed(_) => o.clone(),
                 },
@@ -436,7 +436,7 @@ where
             // A PUT's uid is a precondition (409, checked by `update`); any
             // other change of it (a patch) fails metadata validation, as in
             // kube's ValidateObjectMetaUpdate.
-            let cur_uid = object::meta_str(&current.value, "uid").unwrap_or("");
+            let cur_uid = object::meta_str(current.value(), "uid").unwrap_or("");
             if !uid.is_empty() && uid != cur_uid {
                 return Err(Status::invalid(
                     scope.res.group_kind(),
@@ -455,10 +455,10 @@ where
         if let Some(defaults) = scope.res.rules.defaults {
             defaults(&mut new);
         }
-        object::prepare_update(scope.res, &current.value, &mut new, scope.subresource);
+        object::prepare_update(scope.res, current.value(), &mut new, scope.subresource);
         if let Some(prepare) = scope.res.rules.prepare_update {
             if !status_like(scope) {
-                prepare(&mut new, &current.value);
+                prepare(&mut new, current.value());
             }
         }
         if let Some(custom) = scope.res.custom {
@@ -467,25 +467,25 @@ where
         crate::admission::mutating(
             scope,
             "UPDATE",
-            Some(&current.value),
+            Some(current.value()),
             params.dry_run,
             &mut new,
         )
         .await?;
-        validate(scope, &new, Some(&current.value))?;
-        crate::rbac::admit(scope, &new, Some(&current.value)).await?;
+        validate(scope, &new, Some(current.value()))?;
+        crate::rbac::admit(scope, &new, Some(current.value())).await?;
         crate::admission::validating(
             scope,
             &crate::admission::Attributes::of(
                 scope,
                 "UPDATE",
                 Some(&new),
-                Some(&current.value),
+                Some(current.value()),
                 params.dry_run,
             ),
         )
         .await?;
-        record_managed_fields(scope, Some(&current.value), &mut new, manager, &now)?;
+        record_managed_fields(scope, Some(current.value()), &mut new, manager, &now)?;
         crate::conversion::for_storage(scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
@@ -504,7 +504,7 @@ where
         let reservation = match scope.res.hooks.filter(|_| !status_like(scope)) {
             Some(hooks) => {
                 let r =
-                    (hooks.begin_update)(&scope.state, &mut new, &current.value, params.dry_run)
+                    (hooks.begin_update)(&scope.state, &mut new, current.value(), params.dry_run)
                         .await?;
                 // The hook may have filled in what it allocated.
                 encoded = scope.state.store.encode(&key, &new);
@@ -529,7 +529,7 @@ where
             // A no-op write does not bump the resourceVersion (unless the
             // stored form is stale: encrypted with a rotated-out key).
             return Ok(Updated {
-                object: (*stored.value).clone(),
+                object: stored.value().clone(),
                 created: false,
             });
         }
@@ -572,10 +572,10 @@ where
                     r.commit(&scope.state).await;
                 }
                 if finalized {
-                    after_delete(&scope.state, scope.res, &o.value).await;
+                    after_delete(&scope.state, scope.res, o.value()).await;
                 }
                 return Ok(Updated {
-                    object: (*o.value).clone(),
+                    object: o.value().clone(),
                     created: false,
                 });
             }
@@ -760,7 +760,7 @@ async fn store_new(
             scope.state.store.create(&key, &obj).await
         };
         match created {
-            Ok(o) => return Ok((*o.value).clone()),
+            Ok(o) => return Ok(o.value().clone()),
             Err(StorageError::AlreadyExists { .. }) if attempt + 1 < attempts => continue,
             Err(e) => return Err(ApiError::storage(e, scope.res, &name)),
         }

@@ -394,7 +394,7 @@ impl Feed {
                         p.clear(kind);
                         for o in initial.drain(..) {
                             p.seen[kind as usize] = p.seen[kind as usize].max(o.revision);
-                            p.put(kind, &o.value, o.revision);
+                            p.put(kind, o.value_arc(), o.revision);
                         }
                         snapshot = None;
                         p.synced[kind as usize] = true;
@@ -409,12 +409,12 @@ impl Feed {
                     (Some(_), _) => false,
                     (None, EventType::Added | EventType::Modified) => {
                         p.seen[kind as usize] = p.seen[kind as usize].max(ev.object.revision);
-                        p.put(kind, &ev.object.value, ev.object.revision);
+                        p.put(kind, ev.object.value_arc(), ev.object.revision);
                         true
                     }
                     (None, EventType::Deleted) => {
                         p.seen[kind as usize] = p.seen[kind as usize].max(ev.object.revision);
-                        p.remove(kind, &ev.object.value);
+                        p.remove(kind, ev.object.value());
                         true
                     }
                     (None, EventType::Bookmark) => false,

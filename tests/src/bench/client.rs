@@ -57,6 +57,26 @@ impl Http {
         self
     }
 
+    /// A client for `http://{addr}` speaking HTTP/2 (prior knowledge): its
+    /// requests share one connection, as client-go's watches do.
+    pub fn new_h2(addr: &str) -> Http {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build(connector);
+        Http {
+            client,
+            base: format!("http://{addr}"),
+            user: None,
+        }
+    }
+
+    /// The `host:port` this client talks to.
+    pub fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
     async fn send(
         &self,
         method: Method,

@@ -36,6 +36,17 @@ pub fn filler() -> &'static str {
 /// whose `data.seq` is `seq`, written before the filler so that a watcher
 /// finds it without scanning the whole event.
 pub fn configmap(ns: &str, name: &str, seq: u64, resource_version: Option<&str>) -> Bytes {
+    configmap_of(OBJECT_BYTES, ns, name, seq, resource_version)
+}
+
+/// [`configmap`] of `size` bytes (at most `OBJECT_BYTES` of filler).
+pub fn configmap_of(
+    size: usize,
+    ns: &str,
+    name: &str,
+    seq: u64,
+    resource_version: Option<&str>,
+) -> Bytes {
     let rv = resource_version
         .map(|rv| format!(r#","resourceVersion":"{rv}""#))
         .unwrap_or_default();
@@ -43,7 +54,9 @@ pub fn configmap(ns: &str, name: &str, seq: u64, resource_version: Option<&str>)
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}"{rv}}},"data":{{"seq":"{seq:010}","payload":""#
     );
     let tail = r#""}}"#;
-    let pad = OBJECT_BYTES.saturating_sub(head.len() + tail.len());
+    let pad = size
+        .min(OBJECT_BYTES)
+        .saturating_sub(head.len() + tail.len());
     Bytes::from(format!("{head}{}{tail}", &filler()[..pad]))
 }
 
@@ -228,6 +241,7 @@ mod tests {
         assert_eq!(body.len(), OBJECT_BYTES);
         let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
         assert_eq!(v["data"]["seq"], "0000000042");
+        assert_eq!(configmap_of(1024, "ns", "name-0001", 42, None).len(), 1024);
         let with_rv = configmap("ns", "name-0001", 42, Some("123"));
         assert_eq!(with_rv.len(), OBJECT_BYTES);
         let v: serde_json::Value = serde_json::from_slice(&with_rv).expect("json");

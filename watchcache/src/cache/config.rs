@@ -32,7 +32,9 @@ pub struct CacherConfig {
     pub compaction_check_interval: Duration,
     /// Bound on each etcd request of the cache.
     pub etcd_timeout: Duration,
-    /// Keys per page of the (re)list.
+    /// Keys per page of the (re)list: kube's cacher's 10,000. etcd 3.4
+    /// walks every key of the range for each page to count them, so the
+    /// list costs pages × keys: with 1,000 a page, 1,000,000 keys took 239 s.
     pub list_page_size: i64,
     /// After a (re)list at revision `X`, read etcd's history from
     /// `X - backfill_revisions` (not below its compaction) into the event
@@ -55,7 +57,7 @@ impl Default for CacherConfig {
             bookmark_interval: Duration::from_secs(60),
             compaction_check_interval: Duration::from_secs(30),
             etcd_timeout: Duration::from_secs(10),
-            list_page_size: 1000,
+            list_page_size: 10_000,
             backfill_revisions: 10_000,
         }
     }

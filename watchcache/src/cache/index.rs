@@ -23,9 +23,8 @@
 //! recorded sequence number older than the window is a change the watcher
 //! can no longer get: it fell behind, as when it examines every change.
 
-use crate::storage::Revision;
+use crate::storage::{Object, Revision};
 use apimachinery::selector::{LabelSelector, Operator};
-use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::watch as notify;
@@ -121,12 +120,11 @@ impl Bucket {
     }
 }
 
-/// The labels of an object, as `(key, value)`.
-fn labels(object: Option<&Value>) -> impl Iterator<Item = (&str, &str)> {
+/// The labels of an object, as `(key, value)` (a compact object's are
+/// read without decoding it).
+fn labels(object: Option<&Object>) -> impl Iterator<Item = (&str, &str)> {
     object
-        .and_then(|o| o.get("metadata"))
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
+        .and_then(Object::labels)
         .into_iter()
         .flatten()
         .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
@@ -208,8 +206,8 @@ impl WatchIndex {
     pub fn record(
         &mut self,
         key: &str,
-        object: Option<&Value>,
-        prev: Option<&Value>,
+        object: Option<&Object>,
+        prev: Option<&Object>,
         seq: u64,
         revision: Revision,
     ) {
@@ -272,8 +270,11 @@ mod tests {
         BucketId::new(Arc::from(key), &LabelSelector::parse(selector).unwrap())
     }
 
-    fn labelled(app: &str) -> Value {
-        json!({"metadata": {"labels": {"app": app, "tier": "x"}}})
+    fn labelled(app: &str) -> Object {
+        Object::new(
+            Arc::new(json!({"metadata": {"labels": {"app": app, "tier": "x"}}})),
+            1,
+        )
     }
 
     fn seqs(index: &WatchIndex, id: &BucketId, cursor: u64) -> Vec<u64> {

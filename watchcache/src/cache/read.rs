@@ -95,7 +95,7 @@ pub(crate) fn list_snapshot(
             }
             break;
         }
-        if everything || predicate.matches(&cached.object.value) {
+        if everything || cached.object.matches(predicate) {
             items.push(cached.object.clone());
         }
         last_key = Some(key.clone());
@@ -191,7 +191,7 @@ mod tests {
             .items
             .iter()
             .map(|o| {
-                o.value["metadata"]["name"]
+                o.value()["metadata"]["name"]
                     .as_str()
                     .unwrap_or("")
                     .to_string()

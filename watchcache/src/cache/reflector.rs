@@ -442,7 +442,9 @@ fn own_write(
     revision: Revision,
 ) -> Option<(Arc<str>, Option<Put>)> {
     let key = std::str::from_utf8(kv.key()).ok()?;
-    let object = shared.take_written(key, revision)?;
+    // Compact, as every cached object: the tree the write made is the
+    // handler's, not the cache's.
+    let object = shared.take_written(key, revision)?.compacted();
     let key: Arc<str> = Arc::from(key);
     // What this replica wrote it could read: the key is readable now.
     shared.set_unreadable(&key, false);
@@ -469,12 +471,12 @@ fn decode(
     current: bool,
 ) -> Option<(Arc<str>, Option<Put>)> {
     let key = key_of(kv)?;
-    let decoded = match shared.transformers.read(kv.key(), kv.value()) {
+    let data = match shared.transformers.read(kv.key(), kv.value()) {
         Ok(data) => {
             if current {
                 shared.set_unreadable(&key, false);
             }
-            crate::transform::decode_plain(kv.key(), &data)
+            data
         }
         Err(e) => {
             tracing::error!(%key, error = %e, "watch cache: stored value cannot be read");
@@ -484,11 +486,13 @@ fn decode(
             return Some((key, None));
         }
     };
-    match decoded {
+    match crate::transform::decode_plain(kv.key(), &data) {
+        // The cache keeps the stored bytes (and what selectors read), not
+        // the tree: it is decoded again on demand.
         Ok(value) => Some((
-            key,
+            key.clone(),
             Some(Put {
-                object: Object::at_revision(value, revision),
+                object: Object::compact(key, &data, &value, revision),
                 size: kv.value().len() + kv.key().len(),
                 created: kv.create_revision() == revision,
             }),

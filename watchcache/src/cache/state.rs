@@ -357,8 +357,8 @@ impl CacheState {
             let seq = self.window.next_seq();
             self.index.record(
                 &incoming.key,
-                object.as_ref().map(|o| &*o.value),
-                prev.as_ref().map(|p| &*p.object.value),
+                object.as_ref(),
+                prev.as_ref().map(|p| &p.object),
                 seq,
                 incoming.revision,
             );
@@ -399,8 +399,8 @@ impl CacheState {
             let seq = self.window.next_seq();
             self.index.record(
                 &change.key,
-                change.object.as_ref().map(|o| &*o.value),
-                change.prev.as_ref().map(|p| &*p.value),
+                change.object.as_ref(),
+                change.prev.as_ref(),
                 seq,
                 change.revision,
             );
@@ -627,12 +627,12 @@ mod tests {
         assert_eq!(changes.len(), 2);
         let gone = changes[1]
             .prev_at_revision()
-            .map(|o| (o.revision, o.value["data"].clone()));
+            .map(|o| (o.revision, o.value()["data"].clone()));
         assert_eq!(gone, Some((3, json!("1"))));
         assert_eq!(
             changes[1]
                 .prev_at_revision()
-                .map(|o| o.value["metadata"]["resourceVersion"].clone()),
+                .map(|o| o.value()["metadata"]["resourceVersion"].clone()),
             Some(json!("3"))
         );
     }

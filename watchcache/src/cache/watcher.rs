@@ -265,7 +265,7 @@ impl Watcher {
                 }
                 examined += 1;
                 next_last = Some(key.clone());
-                if predicate.matches(&cached.object.value) {
+                if cached.object.matches(predicate) {
                     self.out.push_back(added(cached.object.clone()));
                 }
                 if self.out.len() >= INITIAL_CHUNK || examined >= INITIAL_SCAN {
@@ -277,7 +277,7 @@ impl Watcher {
                 *last = next_last;
             }
         } else if let Some(cached) = snapshot.get(&*self.target.key) {
-            if predicate.matches(&cached.object.value) {
+            if cached.object.matches(predicate) {
                 self.out.push_back(added(cached.object.clone()));
             }
         }
@@ -380,7 +380,7 @@ impl Watcher {
         let predicate = &self.target.predicate;
         let Some(object) = &change.object else {
             let prev = change.prev.as_ref()?;
-            if !predicate.matches(&prev.value) {
+            if !prev.matches(predicate) {
                 return None;
             }
             return Some(deleted(change.prev_at_revision()?.clone()));
@@ -396,14 +396,11 @@ impl Watcher {
                 object: object.clone(),
             });
         }
-        let now = predicate.matches(&object.value);
+        let now = object.matches(predicate);
         if change.created {
             return now.then(|| added(object.clone()));
         }
-        let before = change
-            .prev
-            .as_ref()
-            .is_some_and(|p| predicate.matches(&p.value));
+        let before = change.prev.as_ref().is_some_and(|p| p.matches(predicate));
         match (before, now) {
             (true, true) => Some(WatchEvent {
                 kind: EventType::Modified,

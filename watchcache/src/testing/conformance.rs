@@ -218,7 +218,7 @@ fn continued(token: &str, limit: Option<usize>, predicate: Predicate) -> ListOpt
 }
 
 fn name_of(object: &Object) -> String {
-    object.value["metadata"]["name"]
+    object.value()["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string()
@@ -229,14 +229,14 @@ fn names(list: &ListResult) -> Vec<String> {
 }
 
 fn data_of(object: &Object) -> String {
-    object.value["data"]["value"]
+    object.value()["data"]["value"]
         .as_str()
         .unwrap_or_default()
         .to_string()
 }
 
 fn rv_of(object: &Object) -> String {
-    object.value["metadata"]["resourceVersion"]
+    object.value()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or_default()
         .to_string()
@@ -248,7 +248,7 @@ fn assert_versioned(object: &Object) {
         rv_of(object),
         object.revision.to_string(),
         "metadata.resourceVersion must be the object's revision: {:?}",
-        object.value
+        object.value()
     );
 }
 

@@ -109,7 +109,7 @@ pub async fn lookup(
             .await
             .map_err(|e| ApiError::storage(e, res, name))?;
         if let Some(o) = found {
-            return Ok(Some(o.value));
+            return Ok(Some(o.into_value()));
         }
     }
     Ok(None)
@@ -136,7 +136,7 @@ pub async fn list_all(
         .list(&state.collection_prefix(res, None), &opts)
         .await
         .map_err(|e| ApiError::storage(e, res, ""))?;
-    Ok(listed.items.into_iter().map(|o| o.value).collect())
+    Ok(listed.items.into_iter().map(|o| o.into_value()).collect())
 }
 
 fn mutating_policies<'a>(

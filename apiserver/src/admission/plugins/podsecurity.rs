@@ -429,7 +429,7 @@ async fn list_pods(scope: &Scope, ns: &str) -> Result<Vec<std::sync::Arc<Value>>
         .list(&state.collection_prefix(res, Some(ns)), &opts)
         .await
         .map_err(|e| ApiError::storage(e, res, ""))?;
-    Ok(listed.items.into_iter().map(|o| o.value).collect())
+    Ok(listed.items.into_iter().map(|o| o.into_value()).collect())
 }
 
 /// kube's `prioritizePods`: one pod per controller first, then the pods

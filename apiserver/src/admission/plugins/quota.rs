@@ -110,7 +110,7 @@ pub async fn list_namespaced(
     let items = list_objects(&scope.state, res, ns, Freshness::NotOlderThan(0))
         .await
         .map_err(|e| ApiError::storage(e, res, ""))?;
-    Ok(items.into_iter().map(|o| o.value).collect())
+    Ok(items.into_iter().map(|o| o.into_value()).collect())
 }
 
 /// Seconds since the epoch.
@@ -181,7 +181,7 @@ async fn charge(
     let mut quotas: Vec<Object> = listed
         .into_iter()
         .map(|o| {
-            let name = crate::object::name(&o.value).unwrap_or("");
+            let name = crate::object::name(o.value()).unwrap_or("");
             match latest.0.get(name) {
                 Some(mine) if mine.revision > o.revision => mine.clone(),
                 _ => o,
@@ -189,7 +189,7 @@ async fn charge(
         })
         .collect();
     loop {
-        let values: Vec<&Value> = quotas.iter().map(|o| o.value.as_ref()).collect();
+        let values: Vec<&Value> = quotas.iter().map(|o| o.value()).collect();
         let changes = quota_usage::check(ev, &values, request)
             .map_err(|m| ApiError::from(forbidden(a, &m)))?;
         if a.dry_run || changes.is_empty() {
@@ -198,10 +198,10 @@ async fn charge(
         let mut failed = Vec::new();
         for (i, used) in changes {
             let current = &quotas[i];
-            let name = crate::object::name(&current.value)
+            let name = crate::object::name(current.value())
                 .unwrap_or("")
                 .to_string();
-            let mut next = (*current.value).clone();
+            let mut next = current.value().clone();
             crate::object::meta_mut(&mut next).remove("resourceVersion");
             if let Some(status) = next
                 .as_object_mut()
@@ -236,7 +236,7 @@ async fn charge(
                 .await
                 .map_err(|e| ApiError::storage(e, res, ""))?;
             if let Some(o) = fresh {
-                let name = crate::object::name(&o.value).unwrap_or("").to_string();
+                let name = crate::object::name(o.value()).unwrap_or("").to_string();
                 latest.0.insert(name, o.clone());
                 quotas.push(o);
             }
