@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::envelope::split_api_version;
 use crate::table::{table, Kind, Ty};
-use crate::wire::{put_len, put_tag, put_varint};
+use crate::wire::{len_field_size, put_len, put_tag, put_varint};
 use crate::{encode, gvk, ProtoError};
 
 /// The protobuf message of an object carrying `apiVersion` and `kind`,
@@ -65,16 +65,10 @@ pub fn encode_list<'a>(
     let items: Vec<&[u8]> = items.into_iter().collect();
     // The envelope's `raw` is written in place, each item copied once: its
     // length is known before any item is.
-    let field_len = |number: u32, len: usize| {
-        let mut head = Vec::with_capacity(10);
-        put_tag(&mut head, number, crate::wire::WIRE_LEN);
-        put_varint(&mut head, len as u64);
-        head.len() + len
-    };
-    let raw_len = field_len(meta_field.number, meta.len())
+    let raw_len = len_field_size(meta_field.number, meta.len())
         + items
             .iter()
-            .map(|i| field_len(items_field.number, i.len()))
+            .map(|i| len_field_size(items_field.number, i.len()))
             .sum::<usize>();
     let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
     put_len(&mut type_meta, 1, api_version.as_bytes());
@@ -103,11 +97,15 @@ pub fn watch_event_frame(api_version: &str, event_type: &str, object_body: &[u8]
     // object = 2; runtime.RawExtension: raw = 1. Every length is known
     // before anything is written, so the object's bytes (the bulk of the
     // frame) are copied once, into place.
-    let object_len = len_field(object_body.len());
-    let event_len = len_field(event_type.len()) + len_field(object_len);
-    let type_meta_len = len_field(api_version.len()) + len_field("WatchEvent".len());
-    let body_len =
-        crate::MAGIC.len() + len_field(type_meta_len) + len_field(event_len) + 2 * len_field(0);
+    let object_len = len_field_size(1, object_body.len());
+    let event_len = len_field_size(1, event_type.len()) + len_field_size(2, object_len);
+    let type_meta_len =
+        len_field_size(1, api_version.len()) + len_field_size(2, "WatchEvent".len());
+    let body_len = crate::MAGIC.len()
+        + len_field_size(1, type_meta_len)
+        + len_field_size(2, event_len)
+        + len_field_size(3, 0)
+        + len_field_size(4, 0);
     let mut frame = Vec::with_capacity(4 + body_len);
     frame.extend_from_slice(&u32::try_from(body_len).unwrap_or(u32::MAX).to_be_bytes());
     frame.extend_from_slice(crate::MAGIC);
@@ -128,18 +126,6 @@ pub fn watch_event_frame(api_version: &str, event_type: &str, object_body: &[u8]
 fn put_head(out: &mut Vec<u8>, number: u32, len: usize) {
     put_tag(out, number, crate::wire::WIRE_LEN);
     put_varint(out, len as u64);
-}
-
-/// The encoded size of a length-delimited field (numbers 1 to 15, one tag
-/// byte) whose data is `len` bytes.
-fn len_field(len: usize) -> usize {
-    let mut varint = 1;
-    let mut v = len >> 7;
-    while v > 0 {
-        varint += 1;
-        v >>= 7;
-    }
-    1 + varint + len
 }
 
 #[cfg(test)]

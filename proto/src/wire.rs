@@ -101,6 +101,22 @@ pub(crate) fn put_tag(out: &mut Vec<u8>, number: u32, wire_type: u8) {
     put_varint(out, (u64::from(number) << 3) | u64::from(wire_type));
 }
 
+/// The bytes a varint of `v` takes.
+pub(crate) fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        n += 1;
+        v >>= 7;
+    }
+    n
+}
+
+/// The encoded size of length-delimited field `number` whose data is `len`
+/// bytes: tag, length, data.
+pub(crate) fn len_field_size(number: u32, len: usize) -> usize {
+    varint_len((u64::from(number) << 3) | u64::from(WIRE_LEN)) + varint_len(len as u64) + len
+}
+
 pub(crate) fn put_len(out: &mut Vec<u8>, number: u32, data: &[u8]) {
     put_tag(out, number, WIRE_LEN);
     put_varint(out, data.len() as u64);

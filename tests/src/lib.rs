@@ -608,6 +608,20 @@ pub fn idl() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s-api/proto")
 }
 
+/// `protoc` and the shared IDL, or why a test that decodes with them cannot
+/// run: without the IDL it is skipped (said on stderr), without `protoc`
+/// (tools/install-deps.sh installs protobuf-compiler) it fails.
+pub fn protoc_available() -> bool {
+    if !idl().join("k8s.io/api/core/v1/generated.proto").exists() {
+        eprintln!("skipped: the shared IDL is not at {}", idl().display());
+        return false;
+    }
+    if Command::new("protoc").arg("--version").output().is_err() {
+        panic!("protoc is not installed; run tools/install-deps.sh");
+    }
+    true
+}
+
 /// `protoc <mode> envelope.proto` (`--encode=M` or `--decode=M`) with the
 /// shared IDL and `dir` (which holds `envelope.proto`) on the import path,
 /// `input` on stdin: the tests' independent protobuf codec.

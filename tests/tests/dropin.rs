@@ -20,25 +20,13 @@ use e2e::{eventually, Server};
 use etcd_client::{Client, GetOptions};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 use watchcache::testing::TestEtcd;
 
 const AES_KEY: [u8; 32] = *b"0123456789abcdef0123456789abcdef";
 const BOX_KEY: [u8; 32] = *b"fedcba9876543210fedcba9876543210";
 
-use e2e::idl;
-
-fn protoc_available() -> bool {
-    if !idl().join("k8s.io/api/core/v1/generated.proto").exists() {
-        eprintln!("skipped: the shared IDL is not at {}", idl().display());
-        return false;
-    }
-    if Command::new("protoc").arg("--version").output().is_err() {
-        panic!("protoc is not installed; run tools/install-deps.sh");
-    }
-    true
-}
+use e2e::protoc_available;
 
 /// One stored object of the fixture.
 struct Fixture {

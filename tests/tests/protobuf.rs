@@ -9,27 +9,13 @@
 use e2e::{eventually, Server};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// What client-go sends when configured for protobuf.
 const PROTOBUF_OR_JSON: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-use e2e::idl;
-
-/// `protoc` and the shared IDL, or why this test cannot run.
-fn protoc_available() -> bool {
-    if !idl().join("k8s.io/api/core/v1/generated.proto").exists() {
-        eprintln!("skipped: the shared IDL is not at {}", idl().display());
-        return false;
-    }
-    if Command::new("protoc").arg("--version").output().is_err() {
-        // tools/install-deps.sh installs it (protobuf-compiler).
-        panic!("protoc is not installed; run tools/install-deps.sh");
-    }
-    true
-}
+use e2e::protoc_available;
 
 /// An envelope (`runtime.Unknown`) whose `raw` is typed as `message`,
 /// imported from `import` (a path under the IDL root).

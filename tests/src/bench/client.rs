@@ -77,13 +77,16 @@ impl Http {
         self.base.trim_start_matches("http://")
     }
 
-    async fn send(
+    /// One request, its reply whatever the status (`user`: impersonated,
+    /// as the plain port's admin may).
+    async fn request(
         &self,
         method: Method,
         path: &str,
         accept: &str,
         body: Option<Bytes>,
-    ) -> Result<Incoming> {
+        user: Option<&str>,
+    ) -> Result<hyper::Response<Incoming>> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
@@ -91,17 +94,28 @@ impl Http {
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }
-        if let Some(user) = &self.user {
-            req = req.header("impersonate-user", user.as_ref());
+        if let Some(user) = user {
+            req = req.header("impersonate-user", user);
         }
         let req = req
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| Error::Http(e.to_string()))?;
-        let resp = self
-            .client
+        self.client
             .request(req)
             .await
-            .map_err(|e| Error::Http(e.to_string()))?;
+            .map_err(|e| Error::Http(e.to_string()))
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        accept: &str,
+        body: Option<Bytes>,
+    ) -> Result<Incoming> {
+        let resp = self
+            .request(method, path, accept, body, self.user.as_deref())
+            .await?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp.into_body());
@@ -145,19 +159,15 @@ impl Http {
     /// may), whatever the status: the status and the Retry-After header,
     /// the body read and dropped.
     pub async fn post_as_user(&self, path: &str, body: Bytes, user: &str) -> Result<Answer> {
-        let req = Request::builder()
-            .method(Method::POST)
-            .uri(format!("{}{path}", self.base))
-            .header("accept", "application/json")
-            .header("content-type", "application/json")
-            .header("impersonate-user", user)
-            .body(Full::new(body))
-            .map_err(|e| Error::Http(e.to_string()))?;
         let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| Error::Http(e.to_string()))?;
+            .request(
+                Method::POST,
+                path,
+                "application/json",
+                Some(body),
+                Some(user),
+            )
+            .await?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
