@@ -286,16 +286,179 @@ fn list_meta(result: &ListResult) -> Value {
     Value::Object(m)
 }
 
-/// Responds with a list read from storage.
-pub fn list(scope: &Scope, res: &Resource, result: &ListResult) -> Response {
+/// Responds with a list read from storage. A long list of objects in
+/// compact JSON, protobuf or CBOR is streamed ([`ListStream`]).
+pub fn list(scope: &Scope, res: &Resource, result: ListResult) -> Response {
     match encode_list(scope, res, result) {
         Ok(body) => bytes_response(StatusCode::OK, content_type(scope.out.format), body),
         Err(e) => crate::error::status_response_as(&e.to_status(), scope.out.format),
     }
 }
 
-fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec<u8>> {
-    let meta = list_meta(result);
+/// Lists of at least this many items are streamed.
+const STREAM_MIN_ITEMS: usize = 256;
+/// A streamed list is sent in chunks of about this size.
+const STREAM_CHUNK: usize = 256 << 10;
+
+/// A list body written chunk by chunk as the client reads it, from the
+/// items' shared encodings, instead of being composed into one buffer
+/// first: a list of 300,000 objects is never one 370 MB allocation, the
+/// client reads the first items while the last are copied (or, for items
+/// not yet encoded in this format, encoded), and memory stays bounded by
+/// the chunk. kube streams its list encodings the same way (and its HTTP
+/// server sends any body past a few KiB chunked).
+///
+/// Everything that can fail (a protobuf item that does not encode) fails
+/// in [`ListStream::new`], before the status line is written.
+pub struct ListStream {
+    head: Option<Vec<u8>>,
+    items: StreamItems,
+    tail: &'static [u8],
+    first: bool,
+    done: bool,
+}
+
+enum StreamItems {
+    /// Compact JSON items, comma-separated.
+    Json(std::vec::IntoIter<Object>),
+    /// CBOR items without their self-described tag.
+    Cbor(std::vec::IntoIter<Object>),
+    /// Protobuf item messages (the `raw` of each item's envelope), each
+    /// framed as an `items` field.
+    Protobuf(k8s_proto::ListParts, std::vec::IntoIter<bytes::Bytes>),
+}
+
+impl ListStream {
+    /// The stream of a list of `items` in compact JSON, CBOR or protobuf.
+    pub fn new(res: &Resource, meta: &Value, items: Vec<Object>, format: Format) -> Result<Self> {
+        use apimachinery::cbor;
+        let (head, items, tail) = match format {
+            Format::Yaml => {
+                return Err(Status::internal("a YAML list is not streamed").into());
+            }
+            Format::Json => {
+                let mut head = Vec::with_capacity(128);
+                head.extend_from_slice(b"{\"kind\":");
+                let _ = serde_json::to_writer(&mut head, &res.list_kind());
+                head.extend_from_slice(b",\"apiVersion\":");
+                let _ = serde_json::to_writer(&mut head, &res.api_version());
+                head.extend_from_slice(b",\"metadata\":");
+                let _ = serde_json::to_writer(&mut head, meta);
+                head.extend_from_slice(b",\"items\":[");
+                (head, StreamItems::Json(items.into_iter()), &b"]}\n"[..])
+            }
+            Format::Cbor => {
+                let mut head = Vec::with_capacity(128);
+                head.extend_from_slice(&cbor::SELF_DESCRIBED);
+                cbor::write_map_head(&mut head, 4);
+                cbor::write_str(&mut head, "kind");
+                cbor::write_str(&mut head, &res.list_kind());
+                cbor::write_str(&mut head, "apiVersion");
+                cbor::write_str(&mut head, &res.api_version());
+                cbor::write_str(&mut head, "metadata");
+                cbor::encode_item(&mut head, meta);
+                cbor::write_str(&mut head, "items");
+                cbor::write_array_head(&mut head, items.len());
+                (head, StreamItems::Cbor(items.into_iter()), &[][..])
+            }
+            Format::Protobuf => {
+                // The envelope's length prefix needs every item's length:
+                // each item is encoded (once, shared) before the first byte.
+                let mut raws = Vec::with_capacity(items.len());
+                for item in &items {
+                    let body = item.protobuf().map_err(|e| protobuf_failure(res.kind, e))?;
+                    let unknown =
+                        k8s_proto::decode_unknown(body).map_err(|e| protobuf_failure(res.kind, e))?;
+                    // `raw` lies inside `body`: shared, not copied.
+                    raws.push(body.slice_ref(unknown.raw));
+                }
+                let mut parts = k8s_proto::ListParts::new(
+                    &res.api_version(),
+                    &res.list_kind(),
+                    meta,
+                    raws.iter().map(|r| r.len()),
+                )
+                .map_err(|e| protobuf_failure(&res.list_kind(), e))?;
+                let head = std::mem::take(&mut parts.head);
+                (
+                    head,
+                    StreamItems::Protobuf(parts, raws.into_iter()),
+                    k8s_proto::ListParts::TAIL,
+                )
+            }
+        };
+        Ok(ListStream {
+            head: Some(head),
+            items,
+            tail,
+            first: true,
+            done: false,
+        })
+    }
+
+    /// Appends the next item to `out`; false when there is none left.
+    fn put_next(&mut self, out: &mut Vec<u8>) -> bool {
+        let tag = apimachinery::cbor::SELF_DESCRIBED.len();
+        match &mut self.items {
+            StreamItems::Json(items) => match items.next() {
+                Some(item) => {
+                    if !self.first {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(item.json());
+                }
+                None => return false,
+            },
+            StreamItems::Cbor(items) => match items.next() {
+                Some(item) => out.extend_from_slice(item.cbor().get(tag..).unwrap_or_default()),
+                None => return false,
+            },
+            StreamItems::Protobuf(parts, raws) => match raws.next() {
+                Some(raw) => parts.put_item(out, &raw),
+                None => return false,
+            },
+        }
+        self.first = false;
+        true
+    }
+}
+
+impl ListStream {
+    /// The whole body at once (a short list, or a test).
+    pub fn concat(self) -> bytes::Bytes {
+        let mut chunks: Vec<bytes::Bytes> = self.map(|c| c.unwrap_or_else(|e| match e {})).collect();
+        if chunks.len() == 1 {
+            return chunks.pop().unwrap_or_default();
+        }
+        chunks.concat().into()
+    }
+}
+
+impl Iterator for ListStream {
+    type Item = std::result::Result<bytes::Bytes, std::convert::Infallible>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut out = Vec::with_capacity(16 << 10);
+        if let Some(head) = self.head.take() {
+            out.extend_from_slice(&head);
+        }
+        while out.len() < STREAM_CHUNK {
+            if !self.put_next(&mut out) {
+                out.extend_from_slice(self.tail);
+                self.done = true;
+                break;
+            }
+        }
+        Some(Ok(bytes::Bytes::from(out)))
+    }
+}
+
+fn encode_list(scope: &Scope, res: &Resource, result: ListResult) -> Result<axum::body::Body> {
+    let meta = list_meta(&result);
+    let composed = |doc: &Value| encode(scope, doc).map(axum::body::Body::from);
     match scope.out.target {
         Target::Table => {
             let t = table(
@@ -304,7 +467,7 @@ fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec
                 meta,
                 include_object(scope),
             );
-            encode(scope, &t)
+            composed(&t)
         }
         Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
             let items: Vec<Value> = result
@@ -312,99 +475,35 @@ fn encode_list(scope: &Scope, res: &Resource, result: &ListResult) -> Result<Vec
                 .iter()
                 .map(|o| partial_metadata(o.value()))
                 .collect();
-            let doc = json!({
+            composed(&json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
                 "metadata": meta,
                 "items": items,
-            });
-            encode(scope, &doc)
+            }))
         }
-        Target::Object if scope.out.format == Format::Protobuf => {
-            protobuf_list(res, &meta, &result.items)
-        }
-        Target::Object if scope.out.format == Format::Cbor => {
-            Ok(cbor_list(res, &meta, &result.items))
+        // Pretty JSON and YAML (whose keys kube sorts) are composed whole.
+        Target::Object if scope.pretty && scope.out.format == Format::Json
+            || scope.out.format == Format::Yaml =>
+        {
+            let items: Vec<Value> = result.items.iter().map(|o| o.value().clone()).collect();
+            composed(&json!({
+                "kind": res.list_kind(),
+                "apiVersion": res.api_version(),
+                "metadata": meta,
+                "items": items,
+            }))
         }
         Target::Object => {
-            if scope.pretty || scope.out.format != Format::Json {
-                let items: Vec<Value> = result.items.iter().map(|o| o.value().clone()).collect();
-                let doc = json!({
-                    "kind": res.list_kind(),
-                    "apiVersion": res.api_version(),
-                    "metadata": meta,
-                    "items": items,
-                });
-                return encode(scope, &doc);
-            }
-            Ok(compact_list(res, &meta, &result.items))
+            let long = result.items.len() >= STREAM_MIN_ITEMS;
+            let stream = ListStream::new(res, &meta, result.items, scope.out.format)?;
+            Ok(if long {
+                axum::body::Body::from_stream(futures_util::stream::iter(stream))
+            } else {
+                axum::body::Body::from(stream.concat())
+            })
         }
     }
-}
-
-/// A protobuf list body made of the items' shared protobuf encodings (the
-/// message inside each item's envelope).
-pub fn protobuf_list(res: &Resource, meta: &Value, items: &[Object]) -> Result<Vec<u8>> {
-    let mut bodies = Vec::with_capacity(items.len());
-    for item in items {
-        bodies.push(item.protobuf().map_err(|e| protobuf_failure(res.kind, e))?);
-    }
-    let mut raws = Vec::with_capacity(bodies.len());
-    for body in &bodies {
-        let unknown = k8s_proto::decode_unknown(body).map_err(|e| protobuf_failure(res.kind, e))?;
-        raws.push(unknown.raw);
-    }
-    k8s_proto::encode_list(&res.api_version(), &res.list_kind(), meta, raws)
-        .map_err(|e| protobuf_failure(&res.list_kind(), e))
-}
-
-/// A CBOR list made of the items' shared CBOR (each without its
-/// self-described tag: only the list, the top-level item, carries one).
-pub fn cbor_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
-    use apimachinery::cbor;
-    let tag = cbor::SELF_DESCRIBED.len();
-    let items_len: usize = items.iter().map(|o| o.cbor().len() - tag).sum();
-    let mut out = Vec::with_capacity(256 + items_len);
-    out.extend_from_slice(&cbor::SELF_DESCRIBED);
-    cbor::write_map_head(&mut out, 4);
-    cbor::write_str(&mut out, "kind");
-    cbor::write_str(&mut out, &res.list_kind());
-    cbor::write_str(&mut out, "apiVersion");
-    cbor::write_str(&mut out, &res.api_version());
-    cbor::write_str(&mut out, "metadata");
-    cbor::encode_item(&mut out, meta);
-    cbor::write_str(&mut out, "items");
-    cbor::write_array_head(&mut out, items.len());
-    for item in items {
-        out.extend_from_slice(item.cbor().get(tag..).unwrap_or_default());
-    }
-    out
-}
-
-/// Compact JSON of a list, each stored item serialized straight into the
-/// output buffer.
-pub fn compact_list(res: &Resource, meta: &Value, items: &[Object]) -> Vec<u8> {
-    // Sized up front: growing by doubling would copy a 20 MiB list about
-    // twice over and fault in up to twice its size.
-    let items_len: usize = items.iter().map(|o| o.json().len() + 1).sum();
-    // Envelope: kind, apiVersion, metadata, items (kube's List order), and
-    // the encoder's trailing newline.
-    let mut out = Vec::with_capacity(256 + items_len);
-    out.extend_from_slice(b"{\"kind\":");
-    let _ = serde_json::to_writer(&mut out, &res.list_kind());
-    out.extend_from_slice(b",\"apiVersion\":");
-    let _ = serde_json::to_writer(&mut out, &res.api_version());
-    out.extend_from_slice(b",\"metadata\":");
-    let _ = serde_json::to_writer(&mut out, meta);
-    out.extend_from_slice(b",\"items\":[");
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(item.json());
-    }
-    out.extend_from_slice(b"]}\n");
-    out
 }
 
 #[cfg(test)]
@@ -420,7 +519,9 @@ mod tests {
             Object::new(Arc::new(json!({"metadata": {"name": "a"}})), 2),
             Object::new(Arc::new(json!({"metadata": {"name": "b"}})), 3),
         ];
-        let bytes = compact_list(res, &json!({"resourceVersion": "3"}), &items);
+        let bytes = ListStream::new(res, &json!({"resourceVersion": "3"}), items, Format::Json)
+            .unwrap()
+            .concat();
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v["kind"], "ConfigMapList");
         assert_eq!(v["apiVersion"], "v1");
@@ -434,7 +535,9 @@ mod tests {
             Object::new(Arc::new(json!({"metadata": {"name": "a"}})), 2),
             Object::new(Arc::new(json!({"metadata": {"name": "b"}})), 3),
         ];
-        let bytes = cbor_list(res, &json!({"resourceVersion": "3"}), &items);
+        let bytes = ListStream::new(res, &json!({"resourceVersion": "3"}), items, Format::Cbor)
+            .unwrap()
+            .concat();
         assert!(bytes.starts_with(&apimachinery::cbor::SELF_DESCRIBED));
         let v = apimachinery::cbor::decode(&bytes).unwrap();
         assert_eq!(

@@ -41,50 +41,97 @@ pub fn encode_list<'a>(
     metadata: &Value,
     items: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let t = table()?;
-    let (group, version) = split_api_version(api_version);
-    let message =
-        gvk::message_in(t, group, version, kind).ok_or_else(|| ProtoError::UnknownKind {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        })?;
-    let m = t.message(t.lookup(message)?);
-    let field = |name: &str| {
-        m.fields
-            .iter()
-            .find(|f| f.name == name)
-            .ok_or_else(|| ProtoError::invalid_json(name, format!("{} has no such field", m.name)))
-    };
-    let meta_field = field("metadata")?;
-    let items_field = field("items")?;
-    let Kind::Single(Ty::Message(meta_message)) = meta_field.kind else {
-        return Err(ProtoError::invalid_json("metadata", "not a message"));
-    };
-    let mut meta = Vec::new();
-    encode::encode_message(t, meta_message, metadata, &mut meta, 1)?;
     let items: Vec<&[u8]> = items.into_iter().collect();
+    let parts = ListParts::new(api_version, kind, metadata, items.iter().map(|i| i.len()))?;
     // The envelope's `raw` is written in place, each item copied once: its
     // length is known before any item is.
-    let raw_len = len_field_size(meta_field.number, meta.len())
-        + items
-            .iter()
-            .map(|i| len_field_size(items_field.number, i.len()))
-            .sum::<usize>();
-    let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
-    put_len(&mut type_meta, 1, api_version.as_bytes());
-    put_len(&mut type_meta, 2, kind.as_bytes());
-    let mut out = Vec::with_capacity(crate::MAGIC.len() + type_meta.len() + raw_len + 32);
-    out.extend_from_slice(crate::MAGIC);
-    put_len(&mut out, 1, &type_meta);
-    put_tag(&mut out, 2, crate::wire::WIRE_LEN);
-    put_varint(&mut out, raw_len as u64);
-    put_len(&mut out, meta_field.number, &meta);
+    let mut out = Vec::with_capacity(parts.len());
+    out.extend_from_slice(&parts.head);
     for item in items {
-        put_len(&mut out, items_field.number, item);
+        parts.put_item(&mut out, item);
     }
-    put_len(&mut out, 3, b"");
-    put_len(&mut out, 4, b"");
+    out.extend_from_slice(ListParts::TAIL);
     Ok(out)
+}
+
+/// A list body cut where its items go, so that a large list can be written
+/// item by item (streamed) after `head`: each item framed by
+/// [`ListParts::put_item`], then [`ListParts::TAIL`]. The item lengths are
+/// needed up front, since the envelope's `raw` field is length-prefixed.
+#[derive(Debug, Clone)]
+pub struct ListParts {
+    /// The magic, the envelope's typeMeta, the head of `raw`, and the
+    /// list's metadata.
+    pub head: Vec<u8>,
+    items_field: u32,
+    /// The whole body's length.
+    len: usize,
+}
+
+impl ListParts {
+    /// The envelope's empty `contentEncoding` and `contentType`, after the
+    /// items.
+    pub const TAIL: &'static [u8] = &[3 << 3 | 2, 0, 4 << 3 | 2, 0];
+
+    pub fn new(
+        api_version: &str,
+        kind: &str,
+        metadata: &Value,
+        item_lens: impl IntoIterator<Item = usize>,
+    ) -> Result<ListParts, ProtoError> {
+        let t = table()?;
+        let (group, version) = split_api_version(api_version);
+        let message =
+            gvk::message_in(t, group, version, kind).ok_or_else(|| ProtoError::UnknownKind {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            })?;
+        let m = t.message(t.lookup(message)?);
+        let field = |name: &str| {
+            m.fields.iter().find(|f| f.name == name).ok_or_else(|| {
+                ProtoError::invalid_json(name, format!("{} has no such field", m.name))
+            })
+        };
+        let meta_field = field("metadata")?;
+        let items_field = field("items")?.number;
+        let Kind::Single(Ty::Message(meta_message)) = meta_field.kind else {
+            return Err(ProtoError::invalid_json("metadata", "not a message"));
+        };
+        let mut meta = Vec::new();
+        encode::encode_message(t, meta_message, metadata, &mut meta, 1)?;
+        let raw_len = len_field_size(meta_field.number, meta.len())
+            + item_lens
+                .into_iter()
+                .map(|len| len_field_size(items_field, len))
+                .sum::<usize>();
+        let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
+        put_len(&mut type_meta, 1, api_version.as_bytes());
+        put_len(&mut type_meta, 2, kind.as_bytes());
+        let mut head =
+            Vec::with_capacity(crate::MAGIC.len() + type_meta.len() + 12 + meta.len() + 6);
+        head.extend_from_slice(crate::MAGIC);
+        put_len(&mut head, 1, &type_meta);
+        put_tag(&mut head, 2, crate::wire::WIRE_LEN);
+        put_varint(&mut head, raw_len as u64);
+        let before_raw = head.len();
+        put_len(&mut head, meta_field.number, &meta);
+        Ok(ListParts {
+            head,
+            items_field,
+            len: before_raw + raw_len + Self::TAIL.len(),
+        })
+    }
+
+    /// Appends one item (its message, as [`encode_raw`] makes it).
+    pub fn put_item(&self, out: &mut Vec<u8>, item: &[u8]) {
+        put_len(out, self.items_field, item);
+    }
+
+    /// The whole body's length: the head, every item framed, the tail.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
 }
 
 /// One frame of a protobuf watch stream: a 4-byte big-endian length, then

@@ -54,7 +54,7 @@ mod table;
 mod timefmt;
 mod wire;
 
-pub use compose::{encode_list, encode_raw, watch_event_frame};
+pub use compose::{encode_list, encode_raw, watch_event_frame, ListParts};
 pub use decode::decode_to_json;
 pub use encode::encode_from_json;
 pub use envelope::{

@@ -55,7 +55,7 @@ pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) ->
             continue_token: None,
             remaining_item_count: None,
         };
-        response::list(scope, scope.res, &result)
+        response::list(scope, scope.res, result)
     };
     Ok(match c.warning {
         Some(w) => response::with_warnings(resp, &[w.to_string()]),

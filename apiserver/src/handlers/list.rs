@@ -69,5 +69,5 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
             .map(|(v, o)| watchcache::Object::new(std::sync::Arc::new(v), o.revision))
             .collect();
     }
-    Ok(response::list(scope, scope.res, &result))
+    Ok(response::list(scope, scope.res, result))
 }

@@ -48,11 +48,7 @@ const LARGE_LIST_REPEATS: usize = 3;
 
 pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let mut rows = two_kib(b).await?;
-    let large = match b.plan.tier {
-        "full" => LARGE_OBJECTS,
-        "smoke" => 1_000,
-        _ => LARGE_OBJECTS / 10,
-    };
+    let large = b.plan.kib_objects;
     // A failure of the 1 KiB case leaves the 2 KiB figures in the table.
     match one_kib(b, large).await {
         Ok(more) => rows.extend(more),

@@ -96,6 +96,11 @@ pub struct Args {
     /// Objects in etcd for the memory and startup phases.
     #[arg(long)]
     pub objects: Option<u64>,
+    /// Objects of the memory phase's 1 KiB case (start-up, RSS and the
+    /// consistent LIST of 3 in ten of them): 1,000,000 with --full,
+    /// 100,000 by default, 1,000 with --smoke.
+    #[arg(long)]
+    pub kib_objects: Option<u64>,
     /// Idle watchers opened for the per-watcher memory figure.
     #[arg(long)]
     pub idle_watchers: Option<usize>,
@@ -193,6 +198,7 @@ pub struct Plan {
     pub watch: Vec<WatchShape>,
     pub watch_duration: Duration,
     pub objects: u64,
+    pub kib_objects: u64,
     pub idle_watchers: usize,
     pub crds: usize,
     pub gc_objects: u64,
@@ -216,6 +222,7 @@ impl Plan {
                 watch: vec![shape(10, 20.0)],
                 watch_duration: Duration::from_secs(2),
                 objects: 300,
+                kib_objects: 1_000,
                 idle_watchers: 20,
                 crds: 10,
                 gc_objects: 600,
@@ -239,6 +246,7 @@ impl Plan {
                 ],
                 watch_duration: Duration::from_secs(10),
                 objects: 100_000,
+                kib_objects: 1_000_000,
                 idle_watchers: 1_000,
                 crds: 1_000,
                 gc_objects: 100_000,
@@ -258,6 +266,7 @@ impl Plan {
                 watch: vec![shape(100, 100.0), shape(1_000, 10.0), shape(100, 500.0)],
                 watch_duration: Duration::from_secs(10),
                 objects: 10_000,
+                kib_objects: 100_000,
                 idle_watchers: 1_000,
                 crds: 200,
                 gc_objects: 30_000,
@@ -278,6 +287,7 @@ impl Plan {
             watch: a.watch.clone().unwrap_or(base.watch),
             watch_duration: a.watch_duration.map_or(base.watch_duration, secs),
             objects: a.objects.unwrap_or(base.objects).max(1),
+            kib_objects: a.kib_objects.unwrap_or(base.kib_objects).max(10),
             idle_watchers: a.idle_watchers.unwrap_or(base.idle_watchers).max(1),
             crds: a.crds.unwrap_or(base.crds).max(1),
             gc_objects: a.gc_objects.unwrap_or(base.gc_objects).max(3),
@@ -317,7 +327,7 @@ impl Plan {
             .collect();
         format!(
             "{} tier: {} s per write/GET measurement at write concurrency {:?}, GET at {} in flight and at {}/s; \
-             LIST of {} objects × {} repeats; watch {} for {} s each; {} objects for memory and startup; {} idle watchers; {} CRDs; \
+             LIST of {} objects × {} repeats; watch {} for {} s each; {} objects for memory and startup (and {} of 1 KiB); {} idle watchers; {} CRDs; \
              owners of {} dependents in a graph of {} objects",
             self.tier,
             self.duration.as_secs_f64(),
@@ -329,6 +339,7 @@ impl Plan {
             shapes.join(" and "),
             self.watch_duration.as_secs_f64(),
             stats::fmt_count(self.objects),
+            stats::fmt_count(self.kib_objects),
             stats::fmt_count(self.idle_watchers as u64),
             stats::fmt_count(self.crds as u64),
             stats::fmt_count(self.gc_dependents),
