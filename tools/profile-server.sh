@@ -8,7 +8,7 @@
 # PROFILE is massif (heap), callgrind (instructions; collection starts
 # CALLGRIND_DELAY seconds after the start, default 14, so that start-up is
 # left out) or perf (cpu-clock samples; hardware counters are often missing
-# in VMs). The tool SIGKILLs this script when it is done with a server; the
+# in VMs; PERF_CALLGRAPH=1 adds call chains). The tool SIGKILLs this script when it is done with a server; the
 # profiler itself keeps running (and serving) until it is stopped:
 #
 #   callgrind_control -d PID   # callgrind: dump now, before the shutdown work
@@ -33,7 +33,9 @@ callgrind)
   (sleep "${CALLGRIND_DELAY:-14}" && callgrind_control -i on "$pid" >/dev/null) &
   ;;
 perf)
-  perf record -e cpu-clock -F 2000 -o "$out/perf.$$.data" -- "$bin" "$@" &
+  # PERF_CALLGRAPH=1 records call chains (the kernel's are whole; the
+  # release binary has no frame pointers, so its own are cut short).
+  perf record -e cpu-clock -F 2000 ${PERF_CALLGRAPH:+-g} -o "$out/perf.$$.data" -- "$bin" "$@" &
   pid=$!
   ;;
 *)

@@ -297,7 +297,8 @@ pub fn list(scope: &Scope, res: &Resource, result: ListResult) -> Response {
 
 /// Lists of at least this many items are streamed.
 const STREAM_MIN_ITEMS: usize = 256;
-/// A streamed list is sent in chunks of about this size.
+/// A streamed list is sent in chunks of at most this size (but for one
+/// larger item), each one write.
 const STREAM_CHUNK: usize = 256 << 10;
 
 /// A list body written chunk by chunk as the client reads it, from the
@@ -313,9 +314,18 @@ const STREAM_CHUNK: usize = 256 << 10;
 pub struct ListStream {
     head: Option<Vec<u8>>,
     items: StreamItems,
+    /// An item taken that did not fit the last chunk.
+    pending: Option<Item>,
     tail: &'static [u8],
     first: bool,
     done: bool,
+    /// The chunk being filled. Each chunk is split off it; once the
+    /// connection has written and dropped that chunk, the next `reserve`
+    /// takes the same allocation back, so a long list reuses one hot
+    /// buffer instead of faulting in fresh pages for every chunk.
+    buf: bytes::BytesMut,
+    /// A protobuf item's tag and length, before it is copied.
+    framing: Vec<u8>,
 }
 
 enum StreamItems {
@@ -326,6 +336,25 @@ enum StreamItems {
     /// Protobuf item messages (the `raw` of each item's envelope), each
     /// framed as an `items` field.
     Protobuf(k8s_proto::ListParts, std::vec::IntoIter<bytes::Bytes>),
+}
+
+/// One item on its way into a chunk.
+enum Item {
+    Json(Object),
+    Cbor(Object),
+    Raw(bytes::Bytes),
+}
+
+impl Item {
+    /// The bytes the item adds (but for its separator or framing).
+    fn bytes(&self) -> &[u8] {
+        let tag = apimachinery::cbor::SELF_DESCRIBED.len();
+        match self {
+            Item::Json(o) => o.json(),
+            Item::Cbor(o) => o.cbor().get(tag..).unwrap_or_default(),
+            Item::Raw(b) => b,
+        }
+    }
 }
 
 impl ListStream {
@@ -367,8 +396,8 @@ impl ListStream {
                 let mut raws = Vec::with_capacity(items.len());
                 for item in &items {
                     let body = item.protobuf().map_err(|e| protobuf_failure(res.kind, e))?;
-                    let unknown =
-                        k8s_proto::decode_unknown(body).map_err(|e| protobuf_failure(res.kind, e))?;
+                    let unknown = k8s_proto::decode_unknown(body)
+                        .map_err(|e| protobuf_failure(res.kind, e))?;
                     // `raw` lies inside `body`: shared, not copied.
                     raws.push(body.slice_ref(unknown.raw));
                 }
@@ -390,43 +419,43 @@ impl ListStream {
         Ok(ListStream {
             head: Some(head),
             items,
+            pending: None,
             tail,
             first: true,
             done: false,
+            buf: bytes::BytesMut::new(),
+            framing: Vec::with_capacity(FRAMING),
         })
     }
 
-    /// Appends the next item to `out`; false when there is none left.
-    fn put_next(&mut self, out: &mut Vec<u8>) -> bool {
-        let tag = apimachinery::cbor::SELF_DESCRIBED.len();
+    fn next_item(&mut self) -> Option<Item> {
         match &mut self.items {
-            StreamItems::Json(items) => match items.next() {
-                Some(item) => {
-                    if !self.first {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(item.json());
-                }
-                None => return false,
-            },
-            StreamItems::Cbor(items) => match items.next() {
-                Some(item) => out.extend_from_slice(item.cbor().get(tag..).unwrap_or_default()),
-                None => return false,
-            },
-            StreamItems::Protobuf(parts, raws) => match raws.next() {
-                Some(raw) => parts.put_item(out, &raw),
-                None => return false,
-            },
+            StreamItems::Json(items) => items.next().map(Item::Json),
+            StreamItems::Cbor(items) => items.next().map(Item::Cbor),
+            StreamItems::Protobuf(_, raws) => raws.next().map(Item::Raw),
         }
-        self.first = false;
-        true
     }
-}
 
-impl ListStream {
+    /// Appends one item to the chunk, with its separator or framing.
+    fn put(&mut self, item: &Item) {
+        let bytes = item.bytes();
+        match &self.items {
+            StreamItems::Json(_) if !self.first => self.buf.extend_from_slice(b","),
+            StreamItems::Protobuf(parts, _) => {
+                self.framing.clear();
+                parts.put_item_head(&mut self.framing, bytes.len());
+                self.buf.extend_from_slice(&self.framing);
+            }
+            _ => {}
+        }
+        self.buf.extend_from_slice(bytes);
+        self.first = false;
+    }
+
     /// The whole body at once (a short list, or a test).
     pub fn concat(self) -> bytes::Bytes {
-        let mut chunks: Vec<bytes::Bytes> = self.map(|c| c.unwrap_or_else(|e| match e {})).collect();
+        let mut chunks: Vec<bytes::Bytes> =
+            self.map(|c| c.unwrap_or_else(|e| match e {})).collect();
         if chunks.len() == 1 {
             return chunks.pop().unwrap_or_default();
         }
@@ -434,25 +463,36 @@ impl ListStream {
     }
 }
 
+/// Room for an item's separator or framing (a protobuf tag and length).
+const FRAMING: usize = 16;
+
 impl Iterator for ListStream {
     type Item = std::result::Result<bytes::Bytes, std::convert::Infallible>;
 
+    /// The next chunk: whole items up to `STREAM_CHUNK` bytes (one larger
+    /// item alone).
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
-        let mut out = Vec::with_capacity(16 << 10);
+        self.buf.reserve(STREAM_CHUNK + FRAMING);
         if let Some(head) = self.head.take() {
-            out.extend_from_slice(&head);
+            self.buf.extend_from_slice(&head);
         }
-        while out.len() < STREAM_CHUNK {
-            if !self.put_next(&mut out) {
-                out.extend_from_slice(self.tail);
+        loop {
+            let Some(item) = self.pending.take().or_else(|| self.next_item()) else {
+                self.buf.extend_from_slice(self.tail);
                 self.done = true;
                 break;
+            };
+            let len = item.bytes().len();
+            if !self.buf.is_empty() && self.buf.len() + len + FRAMING > STREAM_CHUNK {
+                self.pending = Some(item);
+                break;
             }
+            self.put(&item);
         }
-        Some(Ok(bytes::Bytes::from(out)))
+        Some(Ok(self.buf.split().freeze()))
     }
 }
 
@@ -483,8 +523,9 @@ fn encode_list(scope: &Scope, res: &Resource, result: ListResult) -> Result<axum
             }))
         }
         // Pretty JSON and YAML (whose keys kube sorts) are composed whole.
-        Target::Object if scope.pretty && scope.out.format == Format::Json
-            || scope.out.format == Format::Yaml =>
+        Target::Object
+            if scope.pretty && scope.out.format == Format::Json
+                || scope.out.format == Format::Yaml =>
         {
             let items: Vec<Value> = result.items.iter().map(|o| o.value().clone()).collect();
             composed(&json!({

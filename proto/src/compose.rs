@@ -124,7 +124,14 @@ impl ListParts {
 
     /// Appends one item (its message, as [`encode_raw`] makes it).
     pub fn put_item(&self, out: &mut Vec<u8>, item: &[u8]) {
-        put_len(out, self.items_field, item);
+        self.put_item_head(out, item.len());
+        out.extend_from_slice(item);
+    }
+
+    /// Appends the tag and length that go before an item of `len` bytes.
+    pub fn put_item_head(&self, out: &mut Vec<u8>, len: usize) {
+        put_tag(out, self.items_field, crate::wire::WIRE_LEN);
+        put_varint(out, len as u64);
     }
 
     /// The whole body's length: the head, every item framed, the tail.

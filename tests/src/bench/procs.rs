@@ -190,6 +190,15 @@ impl Server {
         rss_of(self.child.0.id())
     }
 
+    /// Peak RSS since the last [`Server::reset_peak_rss`].
+    pub fn peak_rss(&self) -> Result<u64> {
+        peak_rss_of(self.child.0.id())
+    }
+
+    pub fn reset_peak_rss(&self) -> Result<()> {
+        reset_peak_rss(self.child.0.id())
+    }
+
     /// The process id (of the wrapper script when one starts the server
     /// under a profiler: its CPU time then says nothing).
     pub fn pid(&self) -> u32 {
@@ -273,13 +282,28 @@ impl CpuShare {
 
 /// Resident memory of a process in bytes (`VmRSS` of /proc/PID/status).
 pub fn rss_of(pid: u32) -> Result<u64> {
+    status_kib(pid, "VmRSS:").map(|kb| kb * 1024)
+}
+
+/// The peak resident memory of a process in bytes since its start or the
+/// last [`reset_peak_rss`] (`VmHWM`).
+pub fn peak_rss_of(pid: u32) -> Result<u64> {
+    status_kib(pid, "VmHWM:").map(|kb| kb * 1024)
+}
+
+/// Starts a new peak-RSS measurement for a process: writing 5 to
+/// /proc/PID/clear_refs sets its `VmHWM` to its current RSS.
+pub fn reset_peak_rss(pid: u32) -> Result<()> {
+    Ok(std::fs::write(format!("/proc/{pid}/clear_refs"), "5")?)
+}
+
+fn status_kib(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .ok_or_else(|| Error::Setup(format!("no VmRSS for pid {pid}")))
+        .ok_or_else(|| Error::Setup(format!("no {field} for pid {pid}")))
 }
 
 /// The filesystem type of the mount holding `path` (longest mount prefix).

@@ -98,7 +98,7 @@ pub(crate) fn list_snapshot(
         if everything || cached.object.matches(predicate) {
             items.push(cached.object.clone());
         }
-        last_key = Some(key.clone());
+        last_key = Some(key);
     }
     let mut result = ListResult {
         items,

