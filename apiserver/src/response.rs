@@ -570,6 +570,64 @@ mod tests {
     }
 
     #[test]
+    fn a_streamed_list_is_the_composed_body_cut_into_chunks() {
+        let res = Registry::builtin().lookup("", "v1", "configmaps").unwrap();
+        let filler = "y".repeat(3000);
+        let items: Vec<Object> = (0..400)
+            .map(|i| {
+                let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("c{i:03}"), "namespace": "d"},
+                    "data": {"k": filler}});
+                Object::new(Arc::new(v), i + 2)
+            })
+            .collect();
+        let meta = json!({"resourceVersion": "401"});
+        for format in [Format::Json, Format::Cbor, Format::Protobuf] {
+            let chunks: Vec<bytes::Bytes> = ListStream::new(res, &meta, items.clone(), format)
+                .unwrap()
+                .map(|c| c.unwrap())
+                .collect();
+            // 400 items of 3 KB: several chunks, none past the chunk size.
+            assert!(chunks.len() > 3, "{format:?}: {} chunks", chunks.len());
+            assert!(chunks.iter().all(|c| c.len() <= STREAM_CHUNK));
+            let body = chunks.concat();
+            let names = |v: &Value| -> Vec<String> {
+                v["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            };
+            let want: Vec<String> = (0..400).map(|i| format!("c{i:03}")).collect();
+            match format {
+                Format::Json => {
+                    let v: Value = serde_json::from_slice(&body).unwrap();
+                    assert_eq!(v["kind"], "ConfigMapList");
+                    assert_eq!(names(&v), want);
+                }
+                Format::Cbor => {
+                    let v = apimachinery::cbor::decode(&body).unwrap();
+                    assert_eq!(v["metadata"]["resourceVersion"], "401");
+                    assert_eq!(names(&v), want);
+                }
+                _ => {
+                    // The same bytes as the list composed at once.
+                    let bodies: Vec<&bytes::Bytes> =
+                        items.iter().map(|o| o.protobuf().unwrap()).collect();
+                    let raws: Vec<&[u8]> = bodies
+                        .iter()
+                        .map(|b| k8s_proto::decode_unknown(b).unwrap().raw)
+                        .collect();
+                    let composed =
+                        k8s_proto::encode_list("v1", "ConfigMapList", &meta, raws).unwrap();
+                    assert_eq!(body, composed);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn cbor_list_is_one_tagged_item_of_shared_items() {
         let res = Registry::builtin().lookup("", "v1", "configmaps").unwrap();
         let items = vec![

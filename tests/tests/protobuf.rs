@@ -837,3 +837,94 @@ async fn discovery_in_protobuf() {
         "{status}"
     );
 }
+
+/// A list of more than 256 objects is streamed in chunks (kube streams its
+/// list encodings too). Each encoding must still be one whole, valid body:
+/// JSON parsed by serde_json, protobuf decoded by protoc with the IDL, CBOR
+/// by ciborium, and kubectl reading it. 600 ConfigMaps of 1 KiB make
+/// several 256 KiB chunks, so items cross chunk boundaries.
+#[tokio::test]
+async fn a_long_list_is_streamed_whole_in_each_encoding() {
+    if !protoc_available() {
+        return;
+    }
+    let s = Server::start().await;
+    s.kubectl_ok(&["create", "namespace", "long"]);
+    let filler = "x".repeat(1024);
+    for i in 0..600 {
+        post_json(
+            &s,
+            "/api/v1/namespaces/long/configmaps",
+            &format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i:03}"}},"data":{{"v":"{filler}"}}}}"#
+            ),
+        )
+        .await;
+    }
+    let path = "/api/v1/namespaces/long/configmaps";
+    let wanted: Vec<String> = (0..600).map(|i| format!("cm-{i:03}")).collect();
+
+    // JSON: chunked, one document, every item in key order.
+    let r = s.request("GET", path, &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    let list: Value = serde_json::from_slice(&r.body).expect("one JSON document");
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert!(list["metadata"]["resourceVersion"].as_str().is_some());
+    let names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .filter(|n| n.starts_with("cm-"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(names, wanted);
+    assert!(list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["kind"] == "ConfigMap" || i.get("kind").is_none()));
+
+    // Protobuf: protoc decodes the whole ConfigMapList.
+    let r = s.request("GET", path, &[("Accept", PROTOBUF)], b"").await;
+    assert_protobuf(&r, 200);
+    let text = decode(&r.body, CORE, "k8s.io.api.core.v1.ConfigMapList");
+    let decoded: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("name: \"cm-"))
+        .collect();
+    assert_eq!(decoded.len(), 600, "{}", &text[..text.len().min(2000)]);
+    assert!(text.contains(r#"kind: "ConfigMapList""#));
+    assert!(text.contains(r#"value: "xxxx"#));
+
+    // CBOR: one self-described item, decoded by ciborium.
+    let r = s
+        .request("GET", path, &[("Accept", "application/cbor")], b"")
+        .await;
+    assert_eq!(r.status, 200);
+    let item: ciborium::Value = ciborium::from_reader(&r.body[..]).expect("one CBOR item");
+    let ciborium::Value::Tag(55799, inner) = item else {
+        panic!("no self-described tag")
+    };
+    let ciborium::Value::Map(entries) = *inner else {
+        panic!("not a map")
+    };
+    let items = entries
+        .iter()
+        .find(|(k, _)| {
+            matches!(k, ciborium::Value::Bytes(b) if b == b"items")
+                || matches!(k, ciborium::Value::Text(t) if t == "items")
+        })
+        .map(|(_, v)| v.as_array().expect("items array").len())
+        .expect("items");
+    assert_eq!(items, list["items"].as_array().unwrap().len());
+
+    // kubectl reads the streamed JSON list.
+    let out = s.kubectl_ok(&["get", "configmaps", "-n", "long", "-o", "name"]);
+    let listed = out
+        .lines()
+        .filter(|l| l.starts_with("configmap/cm-"))
+        .count();
+    assert_eq!(listed, 600, "{out}");
+}
