@@ -157,6 +157,41 @@ pub(crate) fn decode_object_at(t: &Table, body: &[u8], depth: usize) -> Result<V
     Ok(Value::Object(out))
 }
 
+/// The `metadata` of a whole protobuf body (envelope included), as the JSON
+/// [`decode_object`] gives for it, without decoding the rest of the
+/// object: for readers of metadata alone (the garbage collector's graph
+/// sees every stored object). An object without metadata gives `{}`.
+pub fn decode_object_metadata(body: &[u8]) -> Result<Value, ProtoError> {
+    use crate::table::{Kind, Ty};
+    let t = table()?;
+    let unk = decode_unknown(body)?;
+    let (group, version) = split_api_version(&unk.api_version);
+    let message =
+        gvk::message_in(t, group, version, &unk.kind).ok_or_else(|| ProtoError::UnknownKind {
+            api_version: unk.api_version.clone(),
+            kind: unk.kind.clone(),
+        })?;
+    let m = t.message(t.lookup(message)?);
+    let Some(field) = m.fields.iter().find(|f| f.name == "metadata") else {
+        return Ok(Value::Object(Map::new()));
+    };
+    let Kind::Single(Ty::Message(meta)) = field.kind else {
+        return Err(ProtoError::invalid_json("metadata", "not a message"));
+    };
+    // Protobuf merges repeated occurrences of a message field.
+    let mut chunks = Vec::with_capacity(1);
+    let mut r = Reader::new(unk.raw);
+    while !r.is_empty() {
+        let (number, wire_type) = r.tag()?;
+        if number == field.number && wire_type == WIRE_LEN {
+            chunks.push(r.bytes()?);
+        } else {
+            r.skip(wire_type)?;
+        }
+    }
+    decode::decode_message(t, meta, &chunks, 1)
+}
+
 /// Encodes a JSON object carrying `apiVersion` and `kind` as a whole
 /// protobuf body (envelope included).
 pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtoError> {

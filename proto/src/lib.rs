@@ -58,8 +58,8 @@ pub use compose::{encode_list, encode_raw, watch_event_frame, ListParts};
 pub use decode::decode_to_json;
 pub use encode::encode_from_json;
 pub use envelope::{
-    decode_object, decode_unknown, encode_object, encode_unknown, split_api_version, Unknown,
-    CONTENT_TYPE,
+    decode_object, decode_object_metadata, decode_unknown, encode_object, encode_unknown,
+    split_api_version, Unknown, CONTENT_TYPE,
 };
 pub use error::ProtoError;
 pub use gvk::message_for;

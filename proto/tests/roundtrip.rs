@@ -513,3 +513,32 @@ fn encoder_rejects_wrong_json_types() {
         Err(ProtoError::InvalidJson { .. })
     ));
 }
+
+/// `decode_object_metadata` gives exactly the metadata `decode_object`
+/// gives, for kinds whose metadata is not field 1's only neighbour, and
+/// `{}` for an object without metadata.
+#[test]
+fn metadata_alone_is_the_whole_decode_s_metadata() {
+    let objects = [
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "d", "uid": "u-1",
+                "labels": {"app": "web"}, "finalizers": ["foregroundDeletion"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                    "name": "o", "uid": "u-0", "blockOwnerDeletion": true}],
+                "deletionTimestamp": "2026-01-02T03:04:05Z",
+                "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "d"}, "data": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}),
+    ];
+    for object in objects {
+        let body = k8s_proto::encode_object(&object).unwrap();
+        let whole = k8s_proto::decode_object(&body).unwrap();
+        let alone = k8s_proto::decode_object_metadata(&body).unwrap();
+        assert_eq!(alone, whole.get("metadata").cloned().unwrap_or(json!({})));
+    }
+    assert!(k8s_proto::decode_object_metadata(b"k8s\0\x0a").is_err());
+}

@@ -248,6 +248,51 @@ impl Object {
         })
     }
 
+    /// `{"metadata": …}` of the object: a full object's metadata, or, for a
+    /// compact one, only the metadata decoded from its bytes (the rest is
+    /// skipped, not built). For readers of metadata alone: the garbage
+    /// collector's graph takes every stored object and every change, and
+    /// a whole decode per object was most of its cost. Bytes that do not
+    /// give their metadata fall back to the whole decode.
+    pub fn metadata_only(&self) -> Value {
+        let wrap = |metadata: Value| {
+            let mut top = serde_json::Map::with_capacity(1);
+            top.insert("metadata".to_string(), metadata);
+            Value::Object(top)
+        };
+        if let Some(value) = self.held() {
+            return wrap(value.get("metadata").cloned().unwrap_or_default());
+        }
+        #[derive(serde::Deserialize)]
+        struct MetadataOnly {
+            #[serde(default)]
+            metadata: Value,
+        }
+        let stored = self
+            .inner
+            .stored
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|s| s.data.clone());
+        let metadata = match (stored, self.inner.json.get()) {
+            (Some(data), _) if data.starts_with(crate::transform::PROTOBUF_MAGIC) => {
+                k8s_proto::decode_object_metadata(&data).ok()
+            }
+            (Some(data), _) => serde_json::from_slice::<MetadataOnly>(&data)
+                .ok()
+                .map(|m| m.metadata),
+            (None, Some(json)) => serde_json::from_slice::<MetadataOnly>(json)
+                .ok()
+                .map(|m| m.metadata),
+            (None, None) => None,
+        };
+        match metadata {
+            Some(metadata) => wrap(metadata),
+            None => wrap(self.value().get("metadata").cloned().unwrap_or_default()),
+        }
+    }
+
     /// The CBOR of the object (`application/cbor`, self-described tag
     /// included), encoded once and shared.
     pub fn cbor(&self) -> &bytes::Bytes {
@@ -692,6 +737,27 @@ mod tests {
         assert!(compact.held().is_none());
         assert_eq!(compact.json().as_ptr(), json.as_ptr());
         assert_eq!(compact.value(), handle.value());
+    }
+
+    #[test]
+    fn metadata_only_is_the_decoded_metadata_without_building_the_object() {
+        let mut want = configmap()["metadata"].clone();
+        let full = Object::at_revision(configmap(), 7);
+        // A full object: its own metadata (resourceVersion set).
+        want["resourceVersion"] = "7".into();
+        assert_eq!(full.metadata_only(), serde_json::json!({"metadata": want}));
+        // Compact, from protobuf bytes (here the full object's, so they
+        // carry its resourceVersion) and then from its JSON: the same
+        // metadata, and no tree kept or built.
+        let compact = compact_of(&configmap());
+        assert_eq!(compact.metadata_only(), full.metadata_only());
+        compact.json();
+        assert!(compact.inner.stored.lock().unwrap().is_none());
+        let from_json = compact.metadata_only();
+        assert_eq!(from_json["metadata"]["uid"], "u-1");
+        assert_eq!(from_json["metadata"]["labels"]["app"], "web");
+        assert!(from_json.get("data").is_none());
+        assert!(compact.held().is_none(), "nothing decoded whole");
     }
 
     #[test]

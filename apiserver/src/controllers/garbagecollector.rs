@@ -398,7 +398,8 @@ async fn follow(
                                 res,
                                 collection: Arc::clone(&collection),
                                 kind: ev.kind,
-                                value: ev.object.value_arc().clone(),
+                                // The graph reads metadata alone.
+                                value: Arc::new(ev.object.metadata_only()),
                                 revision: ev.object.revision,
                             }
                         }

@@ -179,7 +179,7 @@ async fn list_all(
     let mut start = config.prefix.as_bytes().to_vec();
     let mut revision = 0;
     let mut objects = Objects::new();
-    let mut decoding: Option<tokio::task::JoinHandle<Vec<(Arc<str>, Cached)>>> = None;
+    let mut decoding: Option<tokio::task::JoinHandle<Page>> = None;
     loop {
         let mut options = GetOptions::new()
             .with_range(end.clone())
@@ -220,9 +220,12 @@ async fn list_all(
     }
 }
 
+/// The decoded objects of one listed page, by key.
+type Page = Vec<(Arc<str>, Cached)>;
+
 /// The objects of one listed page (values that do not decode are left out
 /// and their keys marked, as [`decode`] does).
-fn decode_page(shared: &Shared, kvs: &[KeyValue]) -> Vec<(Arc<str>, Cached)> {
+fn decode_page(shared: &Shared, kvs: &[KeyValue]) -> Page {
     kvs.iter()
         .filter_map(|kv| match decode(shared, kv, kv.mod_revision(), true) {
             Some((key, Some(put))) => Some((
@@ -239,7 +242,7 @@ fn decode_page(shared: &Shared, kvs: &[KeyValue]) -> Vec<(Arc<str>, Cached)> {
 
 async fn insert_page(
     objects: &mut Objects,
-    page: tokio::task::JoinHandle<Vec<(Arc<str>, Cached)>>,
+    page: tokio::task::JoinHandle<Page>,
 ) -> Result<(), StorageError> {
     let page = page
         .await
