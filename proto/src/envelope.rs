@@ -121,21 +121,19 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtoError> {
     decode_object_at(table()?, body, 0)
 }
 
-pub(crate) fn decode_object_at(t: &Table, body: &[u8], depth: usize) -> Result<Value, ProtoError> {
-    if depth > crate::MAX_DEPTH {
-        return Err(ProtoError::TooDeep(crate::MAX_DEPTH));
-    }
-    let unk = decode_unknown(body)?;
+/// The table index of the message an envelope holds, once its encoding
+/// and content type are kube's plain protobuf.
+fn object_message(t: &Table, unk: &Unknown<'_>) -> Result<usize, ProtoError> {
     if !unk.content_encoding.is_empty() {
         return Err(ProtoError::UnsupportedEnvelope {
             what: "contentEncoding",
-            value: unk.content_encoding,
+            value: unk.content_encoding.clone(),
         });
     }
     if !unk.content_type.is_empty() && unk.content_type != CONTENT_TYPE {
         return Err(ProtoError::UnsupportedEnvelope {
             what: "contentType",
-            value: unk.content_type,
+            value: unk.content_type.clone(),
         });
     }
     let (group, version) = split_api_version(&unk.api_version);
@@ -144,7 +142,15 @@ pub(crate) fn decode_object_at(t: &Table, body: &[u8], depth: usize) -> Result<V
             api_version: unk.api_version.clone(),
             kind: unk.kind.clone(),
         })?;
-    let mi = t.lookup(message)?;
+    t.lookup(message)
+}
+
+pub(crate) fn decode_object_at(t: &Table, body: &[u8], depth: usize) -> Result<Value, ProtoError> {
+    if depth > crate::MAX_DEPTH {
+        return Err(ProtoError::TooDeep(crate::MAX_DEPTH));
+    }
+    let unk = decode_unknown(body)?;
+    let mi = object_message(t, &unk)?;
     let body = decode::decode_message(t, mi, &[unk.raw], depth)?;
     let mut out = Map::new();
     out.insert("kind".into(), Value::String(unk.kind));
@@ -165,13 +171,7 @@ pub fn decode_object_metadata(body: &[u8]) -> Result<Value, ProtoError> {
     use crate::table::{Kind, Ty};
     let t = table()?;
     let unk = decode_unknown(body)?;
-    let (group, version) = split_api_version(&unk.api_version);
-    let message =
-        gvk::message_in(t, group, version, &unk.kind).ok_or_else(|| ProtoError::UnknownKind {
-            api_version: unk.api_version.clone(),
-            kind: unk.kind.clone(),
-        })?;
-    let m = t.message(t.lookup(message)?);
+    let m = t.message(object_message(t, &unk)?);
     let Some(field) = m.fields.iter().find(|f| f.name == "metadata") else {
         return Ok(Value::Object(Map::new()));
     };

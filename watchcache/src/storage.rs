@@ -217,15 +217,19 @@ impl Object {
         self.with_value(|value| predicate.matches(value))
     }
 
-    /// The tree of a compact object, from its stored bytes or its JSON.
-    fn decode(&self) -> Value {
-        let stored = self
-            .inner
+    /// The key and stored bytes of a compact object that still has them.
+    fn stored(&self) -> Option<(Arc<str>, bytes::Bytes)> {
+        self.inner
             .stored
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_ref()
-            .map(|s| (s.key.clone(), s.data.clone()));
+            .map(|s| (s.key.clone(), s.data.clone()))
+    }
+
+    /// The tree of a compact object, from its stored bytes or its JSON.
+    fn decode(&self) -> Value {
+        let stored = self.stored();
         let decoded: Result<Value, String> = match stored {
             Some((key, data)) => crate::transform::decode_plain(key.as_bytes(), &data)
                 .map(|mut value| {
@@ -268,13 +272,7 @@ impl Object {
             #[serde(default)]
             metadata: Value,
         }
-        let stored = self
-            .inner
-            .stored
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map(|s| s.data.clone());
+        let stored = self.stored().map(|(_, data)| data);
         let metadata = match (stored, self.inner.json.get()) {
             (Some(data), _) if data.starts_with(crate::transform::PROTOBUF_MAGIC) => {
                 k8s_proto::decode_object_metadata(&data).ok()
