@@ -73,14 +73,26 @@ pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> 
     Ok(())
 }
 
-/// Whether any of `objs` would change on its way to the request.
-pub fn any_needs<'a>(res: &Resource, mut objs: impl Iterator<Item = &'a Value>) -> bool {
+/// Whether any of `objs` (as stored) would change on its way to the
+/// request. Only a custom resource whose schema has defaults decodes its
+/// objects to tell; otherwise their kind and apiVersion are read from
+/// their bytes (`Object::type_meta`): a LIST of compact objects answered
+/// from the cache decoded every item here before.
+pub fn any_needs(res: &Resource, objs: &[watchcache::Object]) -> bool {
     let want = res.api_version();
+    let other_version = |o: &watchcache::Object| {
+        let (api_version, kind) = o.type_meta();
+        kind == res.kind && api_version != want
+    };
     if res.conversion.is_some() {
-        return objs.any(|o| needs(o, res.kind, &want));
+        return objs.iter().any(other_version);
     }
     let Some(info) = res.custom else { return false };
-    objs.any(|o| needs(o, res.kind, &want) || info.would_default(o))
+    if !info.has_defaults() {
+        return objs.iter().any(other_version);
+    }
+    objs.iter()
+        .any(|o| needs(o.value(), res.kind, &want) || info.would_default(o.value()))
 }
 
 /// `obj` (in the request's version) in the storage version.

@@ -252,6 +252,46 @@ impl Object {
         })
     }
 
+    /// The object's `apiVersion` and `kind` (empty where absent), read
+    /// from its bytes without decoding the rest: a protobuf envelope names
+    /// them, JSON is scanned rather than built into a tree. For the
+    /// question a LIST asks of every item: is it stored in another version?
+    pub fn type_meta(&self) -> (String, String) {
+        let of_tree = |v: &Value| {
+            let field = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            (field("apiVersion"), field("kind"))
+        };
+        if let Some(value) = self.held() {
+            return of_tree(value);
+        }
+        #[derive(serde::Deserialize)]
+        struct TypeMeta {
+            #[serde(default, rename = "apiVersion")]
+            api_version: Option<String>,
+            #[serde(default)]
+            kind: Option<String>,
+        }
+        let json = |bytes: &[u8]| {
+            serde_json::from_slice::<TypeMeta>(bytes).ok().map(|t| {
+                (
+                    t.api_version.unwrap_or_default(),
+                    t.kind.unwrap_or_default(),
+                )
+            })
+        };
+        let read = match (self.stored(), self.inner.json.get()) {
+            (Some((_, data)), _) if data.starts_with(crate::transform::PROTOBUF_MAGIC) => {
+                k8s_proto::decode_unknown(&data)
+                    .ok()
+                    .map(|u| (u.api_version, u.kind))
+            }
+            (Some((_, data)), _) => json(&data),
+            (None, Some(bytes)) => json(bytes),
+            (None, None) => None,
+        };
+        read.unwrap_or_else(|| of_tree(self.value()))
+    }
+
     /// `{"metadata": …}` of the object: a full object's metadata, or, for a
     /// compact one, only the metadata decoded from its bytes (the rest is
     /// skipped, not built). For readers of metadata alone: the garbage
@@ -756,6 +796,28 @@ mod tests {
         assert_eq!(from_json["metadata"]["labels"]["app"], "web");
         assert!(from_json.get("data").is_none());
         assert!(compact.held().is_none(), "nothing decoded whole");
+    }
+
+    #[test]
+    fn type_meta_is_read_without_decoding_the_object() {
+        let full = Object::at_revision(configmap(), 7);
+        let want = ("v1".to_string(), "ConfigMap".to_string());
+        assert_eq!(full.type_meta(), want);
+        // From protobuf bytes, then from the JSON that replaced them.
+        let compact = compact_of(&configmap());
+        assert_eq!(compact.type_meta(), want);
+        compact.json();
+        assert_eq!(compact.type_meta(), want);
+        assert!(compact.held().is_none(), "nothing decoded whole");
+        // A custom resource's JSON bytes, kind and apiVersion anywhere.
+        let cr = br#"{"spec":{"kind":"no"},"kind":"Widget","metadata":{"name":"w"},"apiVersion":"example.com/v2"}"#;
+        let value: Value = serde_json::from_slice(cr).unwrap();
+        let compact = Object::compact(Arc::from("/registry/example.com/widgets/w"), cr, &value, 3);
+        assert_eq!(
+            compact.type_meta(),
+            ("example.com/v2".to_string(), "Widget".to_string())
+        );
+        assert!(compact.held().is_none());
     }
 
     #[test]

@@ -126,6 +126,11 @@ impl CustomInfo {
         self.schema.by_name(&self.definition)
     }
 
+    /// Whether the schema has any `default` at all.
+    pub fn has_defaults(&self) -> bool {
+        self.has_defaults
+    }
+
     /// Whether applying the schema's defaults would change `obj`.
     pub fn would_default(&self, obj: &Value) -> bool {
         self.has_defaults

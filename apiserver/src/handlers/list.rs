@@ -54,9 +54,7 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         .list(&scope.collection_prefix(), &opts)
         .await
         .map_err(|e| scope.storage_err(e))?;
-    if scope.res.converts()
-        && crate::conversion::any_needs(scope.res, result.items.iter().map(|o| o.value()))
-    {
+    if scope.res.converts() && crate::conversion::any_needs(scope.res, &result.items) {
         // Objects stored in another version (one conversion call for the
         // page), or custom resources missing defaults added to their
         // schema since.
