@@ -326,6 +326,9 @@ pub struct ListStream {
     buf: bytes::BytesMut,
     /// A protobuf item's tag and length, before it is copied.
     framing: Vec<u8>,
+    /// The whole body's size when it is wanted at once ([`ListStream::concat`]):
+    /// one chunk, allocated at its size.
+    whole: Option<usize>,
 }
 
 enum StreamItems {
@@ -425,6 +428,7 @@ impl ListStream {
             done: false,
             buf: bytes::BytesMut::new(),
             framing: Vec::with_capacity(FRAMING),
+            whole: None,
         })
     }
 
@@ -452,14 +456,24 @@ impl ListStream {
         self.first = false;
     }
 
-    /// The whole body at once (a short list, or a test).
-    pub fn concat(self) -> bytes::Bytes {
-        let mut chunks: Vec<bytes::Bytes> =
-            self.map(|c| c.unwrap_or_else(|e| match e {})).collect();
-        if chunks.len() == 1 {
-            return chunks.pop().unwrap_or_default();
-        }
-        chunks.concat().into()
+    /// The whole body at once (a short list, or a test), in one buffer of
+    /// its size.
+    pub fn concat(mut self) -> bytes::Bytes {
+        let tag = apimachinery::cbor::SELF_DESCRIBED.len();
+        let ends = self.head.as_ref().map_or(0, Vec::len) + self.tail.len();
+        let items = match &self.items {
+            StreamItems::Json(items) => items.as_slice().iter().map(|o| o.json().len() + 1).sum(),
+            StreamItems::Cbor(items) => items
+                .as_slice()
+                .iter()
+                .map(|o| o.cbor().len().saturating_sub(tag))
+                .sum(),
+            StreamItems::Protobuf(parts, _) => parts.len(),
+        };
+        self.whole = Some(ends + items);
+        self.next()
+            .map(|c| c.unwrap_or_else(|e| match e {}))
+            .unwrap_or_default()
     }
 }
 
@@ -475,7 +489,11 @@ impl Iterator for ListStream {
         if self.done {
             return None;
         }
-        self.buf.reserve(STREAM_CHUNK + FRAMING);
+        let (size, limit) = match self.whole {
+            Some(size) => (size, usize::MAX),
+            None => (STREAM_CHUNK + FRAMING, STREAM_CHUNK),
+        };
+        self.buf.reserve(size);
         if let Some(head) = self.head.take() {
             self.buf.extend_from_slice(&head);
         }
@@ -486,7 +504,7 @@ impl Iterator for ListStream {
                 break;
             };
             let len = item.bytes().len();
-            if !self.buf.is_empty() && self.buf.len() + len + FRAMING > STREAM_CHUNK {
+            if !self.buf.is_empty() && self.buf.len() + len + FRAMING > limit {
                 self.pending = Some(item);
                 break;
             }
@@ -591,6 +609,11 @@ mod tests {
             assert!(chunks.len() > 3, "{format:?}: {} chunks", chunks.len());
             assert!(chunks.iter().all(|c| c.len() <= STREAM_CHUNK));
             let body = chunks.concat();
+            // At once, the same bytes in one buffer of their size.
+            let whole = ListStream::new(res, &meta, items.clone(), format)
+                .unwrap()
+                .concat();
+            assert_eq!(whole, body);
             let names = |v: &Value| -> Vec<String> {
                 v["items"]
                     .as_array()
