@@ -411,7 +411,7 @@ impl ListStream {
                     raws.iter().map(|r| r.len()),
                 )
                 .map_err(|e| protobuf_failure(&res.list_kind(), e))?;
-                let head = std::mem::take(&mut parts.head);
+                let head = parts.take_head();
                 (
                     head,
                     StreamItems::Protobuf(parts, raws.into_iter()),

@@ -42,11 +42,11 @@ pub fn encode_list<'a>(
     items: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<Vec<u8>, ProtoError> {
     let items: Vec<&[u8]> = items.into_iter().collect();
-    let parts = ListParts::new(api_version, kind, metadata, items.iter().map(|i| i.len()))?;
+    let mut parts = ListParts::new(api_version, kind, metadata, items.iter().map(|i| i.len()))?;
     // The envelope's `raw` is written in place, each item copied once: its
     // length is known before any item is.
     let mut out = Vec::with_capacity(parts.len());
-    out.extend_from_slice(&parts.head);
+    out.extend_from_slice(&parts.take_head());
     for item in items {
         parts.put_item(&mut out, item);
     }
@@ -62,7 +62,7 @@ pub fn encode_list<'a>(
 pub struct ListParts {
     /// The magic, the envelope's typeMeta, the head of `raw`, and the
     /// list's metadata.
-    pub head: Vec<u8>,
+    head: Vec<u8>,
     items_field: u32,
     /// The whole body's length.
     len: usize,
@@ -120,6 +120,11 @@ impl ListParts {
             items_field,
             len: before_raw + raw_len + Self::TAIL.len(),
         })
+    }
+
+    /// The bytes before the first item (taken: a stream writes them once).
+    pub fn take_head(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.head)
     }
 
     /// Appends one item (its message, as [`encode_raw`] makes it).

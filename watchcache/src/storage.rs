@@ -257,13 +257,6 @@ impl Object {
     /// them, JSON is scanned rather than built into a tree. For the
     /// question a LIST asks of every item: is it stored in another version?
     pub fn type_meta(&self) -> (String, String) {
-        let of_tree = |v: &Value| {
-            let field = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            (field("apiVersion"), field("kind"))
-        };
-        if let Some(value) = self.held() {
-            return of_tree(value);
-        }
         #[derive(serde::Deserialize)]
         struct TypeMeta {
             #[serde(default, rename = "apiVersion")]
@@ -271,64 +264,73 @@ impl Object {
             #[serde(default)]
             kind: Option<String>,
         }
-        let json = |bytes: &[u8]| {
-            serde_json::from_slice::<TypeMeta>(bytes).ok().map(|t| {
-                (
-                    t.api_version.unwrap_or_default(),
-                    t.kind.unwrap_or_default(),
-                )
-            })
-        };
-        let read = match (self.stored(), self.inner.json.get()) {
-            (Some((_, data)), _) if data.starts_with(crate::transform::PROTOBUF_MAGIC) => {
-                k8s_proto::decode_unknown(&data)
+        self.read_part(
+            |v| {
+                let field = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                (field("apiVersion"), field("kind"))
+            },
+            |body| {
+                k8s_proto::decode_unknown(body)
                     .ok()
                     .map(|u| (u.api_version, u.kind))
-            }
-            (Some((_, data)), _) => json(&data),
-            (None, Some(bytes)) => json(bytes),
-            (None, None) => None,
-        };
-        read.unwrap_or_else(|| of_tree(self.value()))
+            },
+            |json| {
+                serde_json::from_slice::<TypeMeta>(json).ok().map(|t| {
+                    (
+                        t.api_version.unwrap_or_default(),
+                        t.kind.unwrap_or_default(),
+                    )
+                })
+            },
+        )
     }
 
     /// `{"metadata": …}` of the object: a full object's metadata, or, for a
     /// compact one, only the metadata decoded from its bytes (the rest is
     /// skipped, not built). For readers of metadata alone: the garbage
     /// collector's graph takes every stored object and every change, and
-    /// a whole decode per object was most of its cost. Bytes that do not
-    /// give their metadata fall back to the whole decode.
+    /// a whole decode per object was most of its cost.
     pub fn metadata_only(&self) -> Value {
-        let wrap = |metadata: Value| {
-            let mut top = serde_json::Map::with_capacity(1);
-            top.insert("metadata".to_string(), metadata);
-            Value::Object(top)
-        };
-        if let Some(value) = self.held() {
-            return wrap(value.get("metadata").cloned().unwrap_or_default());
-        }
         #[derive(serde::Deserialize)]
         struct MetadataOnly {
             #[serde(default)]
             metadata: Value,
         }
-        let stored = self.stored().map(|(_, data)| data);
-        let metadata = match (stored, self.inner.json.get()) {
-            (Some(data), _) if data.starts_with(crate::transform::PROTOBUF_MAGIC) => {
-                k8s_proto::decode_object_metadata(&data).ok()
+        let metadata = self.read_part(
+            |v| v.get("metadata").cloned().unwrap_or_default(),
+            |body| k8s_proto::decode_object_metadata(body).ok(),
+            |json| {
+                serde_json::from_slice::<MetadataOnly>(json)
+                    .ok()
+                    .map(|m| m.metadata)
+            },
+        );
+        let mut top = serde_json::Map::with_capacity(1);
+        top.insert("metadata".to_string(), metadata);
+        Value::Object(top)
+    }
+
+    /// One part of the object: from the tree when this handle holds one,
+    /// else read from the bytes by `protobuf` or `json` without building
+    /// the rest; bytes that do not give it fall back to the whole decode.
+    fn read_part<T>(
+        &self,
+        of_tree: impl Fn(&Value) -> T,
+        protobuf: impl FnOnce(&[u8]) -> Option<T>,
+        json: impl FnOnce(&[u8]) -> Option<T>,
+    ) -> T {
+        if let Some(value) = self.held() {
+            return of_tree(value);
+        }
+        let read = match (self.stored(), self.inner.json.get()) {
+            (Some((_, data)), _) if data.starts_with(crate::transform::PROTOBUF_MAGIC) => {
+                protobuf(&data)
             }
-            (Some(data), _) => serde_json::from_slice::<MetadataOnly>(&data)
-                .ok()
-                .map(|m| m.metadata),
-            (None, Some(json)) => serde_json::from_slice::<MetadataOnly>(json)
-                .ok()
-                .map(|m| m.metadata),
+            (Some((_, data)), _) => json(&data),
+            (None, Some(bytes)) => json(bytes),
             (None, None) => None,
         };
-        match metadata {
-            Some(metadata) => wrap(metadata),
-            None => wrap(self.value().get("metadata").cloned().unwrap_or_default()),
-        }
+        read.unwrap_or_else(|| of_tree(self.value()))
     }
 
     /// The CBOR of the object (`application/cbor`, self-described tag

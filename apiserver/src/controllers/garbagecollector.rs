@@ -339,7 +339,8 @@ enum Update {
         res: &'static Resource,
         collection: Arc<str>,
         kind: EventType,
-        value: Arc<Value>,
+        /// The object's metadata alone (`Object::metadata_only`).
+        value: Value,
         revision: i64,
     },
     /// The snapshot is complete.
@@ -399,7 +400,7 @@ async fn follow(
                                 collection: Arc::clone(&collection),
                                 kind: ev.kind,
                                 // The graph reads metadata alone.
-                                value: Arc::new(ev.object.metadata_only()),
+                                value: ev.object.metadata_only(),
                                 revision: ev.object.revision,
                             }
                         }
