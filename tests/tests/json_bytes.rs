@@ -119,6 +119,15 @@ async fn built_in_objects_lists_and_status_in_kube_order() {
         "{pretty}"
     );
     assert!(pretty.ends_with("}\n"), "{pretty:?}");
+    // A plain GET writes the cached object's shared JSON; the pretty one
+    // serializes the object's tree. Both are the same document, in the
+    // same order, byte for byte once compacted. (Read from the cache
+    // too, after the LIST above made the shared JSON.)
+    let compacted =
+        serde_json::to_string(&serde_json::from_str::<Value>(&pretty).unwrap()).unwrap() + "\n";
+    assert_eq!(got, compacted);
+    let (_, cached) = call(&s, "GET", &format!("{cms}/order?resourceVersion=0"), "").await;
+    assert_eq!(cached, compacted);
 
     // A Deployment: spec fields in DeploymentSpec's order, status last.
     let deploy = r#"{"spec":{"template":{"spec":{"containers":[{"image":"nginx","name":"web"}]},"metadata":{"labels":{"app":"w"}}},"selector":{"matchLabels":{"app":"w"}},"replicas":2},"metadata":{"name":"web"},"kind":"Deployment","apiVersion":"apps/v1"}"#;

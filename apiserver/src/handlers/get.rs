@@ -42,5 +42,23 @@ pub async fn get(scope: &Scope) -> Result<Response> {
             obj.cbor().clone(),
         ));
     }
+    if scope.out.format == Format::Json
+        && scope.out.target == Target::Object
+        && !scope.pretty
+        && !scope.res.converts()
+    {
+        // And its compact JSON: what `response::object` would write (the
+        // same serializer, and kube's closing newline) without building
+        // the tree again from the cached bytes to serialize it back.
+        let json = obj.json();
+        let mut body = bytes::BytesMut::with_capacity(json.len() + 1);
+        body.extend_from_slice(json);
+        body.extend_from_slice(b"\n");
+        return Ok(crate::response::bytes_response(
+            StatusCode::OK,
+            scope.out.format.media_type(),
+            body.freeze(),
+        ));
+    }
     super::object_response(scope, StatusCode::OK, obj.value()).await
 }
