@@ -243,44 +243,50 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 /// request id → metrics → (failed-authentication audit) → authenticate →
 /// audit → impersonate → watches per user → priority and fairness →
 /// authorize → compression → handler.
+///
+/// The chain wraps the router as one service, not each route (which
+/// `Router::layer` does). Each `from_fn` layer clones the service below it
+/// for every request; with a route's box between every two layers that
+/// was a box allocation per layer below, per layer: about 45 of them per
+/// request. Now a request clones plain structs (BENCHMARKS.md, "The
+/// filter chain as one service").
 fn filtered(state: Arc<AppState>) -> Router {
-    routes()
-        .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::auth::authorize,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::flowcontrol::filter,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::limits::watchers,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::auth::impersonate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::audit::audit,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::auth::authenticate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            crate::audit::audit_failed_authentication,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
+    use axum::middleware::{from_fn, from_fn_with_state};
+    let chain = tower::ServiceBuilder::new()
+        // Outermost: every response, even a 401, 429 or 504, carries Audit-Id.
+        .layer(from_fn(crate::telemetry::middleware))
+        .layer(from_fn_with_state(
             Arc::clone(&state),
             crate::metrics::instrument,
         ))
-        // Outermost: every response, even a 401, 429 or 504, carries Audit-Id.
-        .layer(axum::middleware::from_fn(crate::telemetry::middleware))
-        .with_state(state)
+        .layer(from_fn_with_state(
+            Arc::clone(&state),
+            crate::audit::audit_failed_authentication,
+        ))
+        .layer(from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::authenticate,
+        ))
+        .layer(from_fn_with_state(Arc::clone(&state), crate::audit::audit))
+        .layer(from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::impersonate,
+        ))
+        .layer(from_fn_with_state(
+            Arc::clone(&state),
+            crate::limits::watchers,
+        ))
+        .layer(from_fn_with_state(
+            Arc::clone(&state),
+            crate::flowcontrol::filter,
+        ))
+        .layer(from_fn_with_state(
+            Arc::clone(&state),
+            crate::auth::authorize,
+        ))
+        .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
+        .service(routes().with_state(state));
+    Router::new().fallback_service(chain)
 }
 
 fn routes() -> Router<Arc<AppState>> {
