@@ -15,8 +15,17 @@ use std::borrow::Cow;
 
 /// Whether `obj` is of `kind` in a version other than `api_version`.
 pub(crate) fn needs(obj: &Value, kind: &str, api_version: &str) -> bool {
-    obj.get("kind").and_then(Value::as_str) == Some(kind)
-        && obj.get("apiVersion").and_then(Value::as_str) != Some(api_version)
+    other_version(
+        obj.get("kind").and_then(Value::as_str).unwrap_or(""),
+        obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+        kind,
+        api_version,
+    )
+}
+
+/// [`needs`] on an object's kind and apiVersion ("" where absent).
+fn other_version(found_kind: &str, found_api_version: &str, kind: &str, api_version: &str) -> bool {
+    found_kind == kind && found_api_version != api_version
 }
 
 /// `obj` (as stored) as the request sees it: in the version of `res`, and
@@ -80,16 +89,16 @@ pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> 
 /// from the cache decoded every item here before.
 pub fn any_needs(res: &Resource, objs: &[watchcache::Object]) -> bool {
     let want = res.api_version();
-    let other_version = |o: &watchcache::Object| {
+    let in_other_version = |o: &watchcache::Object| {
         let (api_version, kind) = o.type_meta();
-        kind == res.kind && api_version != want
+        other_version(&kind, &api_version, res.kind, &want)
     };
     if res.conversion.is_some() {
-        return objs.iter().any(other_version);
+        return objs.iter().any(in_other_version);
     }
     let Some(info) = res.custom else { return false };
     if !info.has_defaults() {
-        return objs.iter().any(other_version);
+        return objs.iter().any(in_other_version);
     }
     objs.iter()
         .any(|o| needs(o.value(), res.kind, &want) || info.would_default(o.value()))

@@ -17,48 +17,31 @@ pub async fn get(scope: &Scope) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?
         .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-    if scope.out.format == Format::Protobuf
-        && scope.out.target == Target::Object
-        && !scope.res.converts()
-    {
-        // The cached object's protobuf body, made once and shared with
-        // lists and watches.
-        if let Ok(body) = obj.protobuf() {
+    if scope.out.target == Target::Object && !scope.res.converts() {
+        // The object's shared encoding in the requested format, made once
+        // per version and shared with lists and watches, instead of its
+        // tree built from the cached bytes and serialized back.
+        let body = match scope.out.format {
+            Format::Protobuf => obj.protobuf().ok().cloned(),
+            Format::Cbor => Some(obj.cbor().clone()),
+            // kube's JSON encoder ends the body with a newline, as
+            // `response::encode_as` writes it.
+            Format::Json if !scope.pretty => {
+                let json = obj.json();
+                let mut body = bytes::BytesMut::with_capacity(json.len() + 1);
+                body.extend_from_slice(json);
+                body.extend_from_slice(b"\n");
+                Some(body.freeze())
+            }
+            _ => None,
+        };
+        if let Some(body) = body {
             return Ok(crate::response::bytes_response(
                 StatusCode::OK,
                 scope.out.content_type(),
-                body.clone(),
+                body,
             ));
         }
-    }
-    if scope.out.format == Format::Cbor
-        && scope.out.target == Target::Object
-        && !scope.res.converts()
-    {
-        // Likewise the cached object's CBOR.
-        return Ok(crate::response::bytes_response(
-            StatusCode::OK,
-            scope.out.content_type(),
-            obj.cbor().clone(),
-        ));
-    }
-    if scope.out.format == Format::Json
-        && scope.out.target == Target::Object
-        && !scope.pretty
-        && !scope.res.converts()
-    {
-        // And its compact JSON: what `response::object` would write (the
-        // same serializer, and kube's closing newline) without building
-        // the tree again from the cached bytes to serialize it back.
-        let json = obj.json();
-        let mut body = bytes::BytesMut::with_capacity(json.len() + 1);
-        body.extend_from_slice(json);
-        body.extend_from_slice(b"\n");
-        return Ok(crate::response::bytes_response(
-            StatusCode::OK,
-            scope.out.format.media_type(),
-            body.freeze(),
-        ));
     }
     super::object_response(scope, StatusCode::OK, obj.value()).await
 }

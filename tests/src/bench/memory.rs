@@ -412,44 +412,24 @@ async fn idle_watchers(b: &Bench, server: &Server, h2: bool) -> Row {
     // second half. The first half takes up whatever pages earlier phases
     // freed (the allocator hands those out before it maps new ones),
     // which made a one-step reading swing by tens of KiB per watcher, or
-    // even fall.
+    // even fall. The wait also lets the previous row's watchers go.
     settle_rss(server).await;
-    let half = (n / 2).max(1);
+    let half = n / 2;
     let mut open = Vec::with_capacity(n);
-    let mut failed = 0;
-    let mut readings = Vec::with_capacity(2);
-    for range in [0..half, half..n.max(half + 1)] {
-        for chunk in range.collect::<Vec<_>>().chunks(200) {
-            let batch: Vec<_> = chunk
-                .iter()
-                .map(|i| {
-                    let http = clients[(i / H2_STREAMS) % clients.len()].clone();
-                    let path = path.clone();
-                    tokio::spawn(async move { http.stream(&path).await })
-                })
-                .collect();
-            for h in batch {
-                match h.await {
-                    Ok(Ok(body)) => open.push(body),
-                    _ => failed += 1,
-                }
-            }
-        }
-        tokio::time::sleep(SETTLE).await;
-        readings.push(server.rss());
-    }
+    let mut failed = open_watchers(&clients, &path, 0..half, &mut open).await;
+    tokio::time::sleep(SETTLE).await;
+    let before = server.rss();
+    failed += open_watchers(&clients, &path, half..n, &mut open).await;
+    tokio::time::sleep(SETTLE).await;
+    let after = server.rss();
     drop(open);
     drop(clients);
-    // The server lets go of them before the next figure is read: the
-    // allocator returns their pages over seconds, and a next phase that
-    // starts meanwhile sees its RSS fall.
-    settle_rss(server).await;
     let mut row = Row::new("4 memory", case);
-    let (before, after) = match (readings.remove(0), readings.remove(0)) {
+    let (before, after) = match (before, after) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => return Row::failed("4 memory", row.case, e.to_string()),
     };
-    let second_half = n.max(half + 1) - half;
+    let second_half = n - half;
     let opened = second_half.saturating_sub(failed).max(1) as f64;
     let per_watcher = after.saturating_sub(before) as f64 / opened;
     row.server = format!(
@@ -478,6 +458,34 @@ async fn idle_watchers(b: &Bench, server: &Server, h2: bool) -> Row {
         ));
     }
     row
+}
+
+/// Opens the watchers numbered `range` (200 at a time), each on the
+/// client its number falls to; the number that failed to start.
+async fn open_watchers(
+    clients: &[Http],
+    path: &str,
+    range: std::ops::Range<usize>,
+    open: &mut Vec<hyper::body::Incoming>,
+) -> usize {
+    let mut failed = 0;
+    for chunk in range.collect::<Vec<_>>().chunks(200) {
+        let batch: Vec<_> = chunk
+            .iter()
+            .map(|i| {
+                let http = clients[(i / H2_STREAMS) % clients.len()].clone();
+                let path = path.to_string();
+                tokio::spawn(async move { http.stream(&path).await })
+            })
+            .collect();
+        for h in batch {
+            match h.await {
+                Ok(Ok(body)) => open.push(body),
+                _ => failed += 1,
+            }
+        }
+    }
+    failed
 }
 
 /// Waits until the server's RSS stops falling (at most 15 s). mimalloc

@@ -291,7 +291,8 @@ impl Plan {
             watch_duration: a.watch_duration.map_or(base.watch_duration, secs),
             objects: a.objects.unwrap_or(base.objects).max(1),
             kib_objects: a.kib_objects.unwrap_or(base.kib_objects).max(10),
-            idle_watchers: a.idle_watchers.unwrap_or(base.idle_watchers).max(1),
+            // Two halves of at least one each.
+            idle_watchers: a.idle_watchers.unwrap_or(base.idle_watchers).max(2),
             crds: a.crds.unwrap_or(base.crds).max(1),
             gc_objects: a.gc_objects.unwrap_or(base.gc_objects).max(3),
             gc_dependents: a.gc_dependents.unwrap_or(base.gc_dependents).max(1),
