@@ -23,6 +23,7 @@ pub mod read;
 pub mod request;
 pub mod schema;
 pub mod selector;
+pub mod shared;
 pub mod status;
 pub mod validation;
 

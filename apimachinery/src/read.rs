@@ -4,6 +4,7 @@
 //! of the spec ("Semantics for get and list").
 
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::shared::{Shared, Str};
 use serde_json::Value;
 
 /// How fresh the data of a get or list must be.
@@ -30,25 +31,28 @@ pub struct ContinueFrom {
 
 /// A field that a field selector may name for a kind, and where its value lives
 /// in the object (a JSON pointer), with the value used when it is absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldAttr {
-    pub name: &'static str,
-    pub pointer: &'static str,
-    pub default: &'static str,
+    pub name: Str,
+    pub pointer: Str,
+    pub default: Str,
+}
+
+impl FieldAttr {
+    /// A built-in kind's field.
+    pub const fn of(name: &'static str, pointer: &'static str, default: &'static str) -> FieldAttr {
+        FieldAttr {
+            name: Shared::Static(name),
+            pointer: Shared::Static(pointer),
+            default: Shared::Static(default),
+        }
+    }
 }
 
 /// Fields every kind supports.
 pub const COMMON_FIELD_ATTRS: &[FieldAttr] = &[
-    FieldAttr {
-        name: "metadata.name",
-        pointer: "/metadata/name",
-        default: "",
-    },
-    FieldAttr {
-        name: "metadata.namespace",
-        pointer: "/metadata/namespace",
-        default: "",
-    },
+    FieldAttr::of("metadata.name", "/metadata/name", ""),
+    FieldAttr::of("metadata.namespace", "/metadata/namespace", ""),
 ];
 
 /// Label and field selectors with the kind's field attributes, applied by
@@ -57,7 +61,7 @@ pub const COMMON_FIELD_ATTRS: &[FieldAttr] = &[
 pub struct Predicate {
     pub label: LabelSelector,
     pub field: FieldSelector,
-    pub attrs: &'static [FieldAttr],
+    pub attrs: Shared<[FieldAttr]>,
 }
 
 impl Predicate {
@@ -76,7 +80,7 @@ impl Predicate {
             .iter()
             .chain(self.attrs.iter())
             .find(|a| a.name == field)?;
-        Some(match obj.pointer(attr.pointer) {
+        Some(match obj.pointer(&attr.pointer) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Bool(b)) => b.to_string(),
             Some(Value::Number(n)) => n.to_string(),

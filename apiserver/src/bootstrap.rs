@@ -49,10 +49,10 @@ fn local_api_services() -> Vec<Value> {
     let now = crate::object::now();
     crate::registry::RESOURCES
         .iter()
-        .filter(|r| seen.insert((r.group, r.version)))
+        .filter(|r| seen.insert((r.group.clone(), r.version.clone())))
         .map(|r| {
             let (group_priority, version_priority) =
-                crate::discovery::api_service_priority(r.group, r.version);
+                crate::discovery::api_service_priority(&r.group, &r.version);
             json!({
                 "apiVersion": "apiregistration.k8s.io/v1",
                 "kind": "APIService",
@@ -131,7 +131,7 @@ async fn ensure(
     };
     let name = object::meta_str(&obj, "name").unwrap_or("").to_string();
     let now = object::now();
-    object::prepare_create(res, &mut obj, ns, &now);
+    object::prepare_create(&res, &mut obj, ns, &now);
     if let Some(defaults) = res.rules.defaults {
         defaults(&mut obj);
     }
@@ -139,7 +139,7 @@ async fn ensure(
         prepare(&mut obj);
     }
     // The revision of the write, 0 when the object was already there.
-    match state.store.create(&state.key(res, ns, &name), &obj).await {
+    match state.store.create(&state.key(&res, ns, &name), &obj).await {
         Ok(o) => Ok(o.revision),
         Err(StorageError::AlreadyExists { .. }) => Ok(0),
         Err(e) => Err(e),
@@ -164,7 +164,7 @@ async fn ensure_flowcontrol(
         return Ok(());
     };
     let name = object::meta_str(&boot.object, "name").unwrap_or("");
-    let key = state.key(res, None, name);
+    let key = state.key(&res, None, name);
     let Some(current) = state.store.get(&key, Freshness::MostRecent).await? else {
         return Ok(());
     };
@@ -173,7 +173,7 @@ async fn ensure_flowcontrol(
     else {
         return Ok(());
     };
-    object::prepare_update(res, current.value(), &mut revised, None);
+    object::prepare_update(&res, current.value(), &mut revised, None);
     object::meta_mut(&mut revised).remove("resourceVersion");
     match state.store.update(&key, &revised, current.revision).await {
         Ok(_) | Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => Ok(()),
@@ -197,7 +197,7 @@ async fn ensure_authentication_configmap(state: &AppState) -> Result<(), Storage
     let Some(res) = state.registry.lookup("", "v1", "configmaps") else {
         return Ok(());
     };
-    let key = state.key(res, Some(ns), crate::aggregator::AUTH_CONFIGMAP_NAME);
+    let key = state.key(&res, Some(ns), crate::aggregator::AUTH_CONFIGMAP_NAME);
     let Some(current) = state.store.get(&key, Freshness::MostRecent).await? else {
         return Ok(());
     };

@@ -6,23 +6,13 @@
 //! With no scheduler beside this replica, `scheduler` is listed unhealthy
 //! with the connection error, as kube lists it.
 
-use crate::registry::Computed;
 use crate::server::AppState;
-use apimachinery::Status;
 use futures_util::future::join_all;
-use futures_util::FutureExt;
 use serde_json::{json, Value};
 use std::time::Duration;
 
 /// kube's probe timeout.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
-
-pub static COMPONENT_STATUSES: Computed = Computed {
-    list: |state| statuses(state).boxed(),
-    // kube answers a plain error here, which becomes a 500 of no reason.
-    not_found: |name| Status::failure(500, "", format!("Component not found: {name}")),
-    warning: Some("v1 ComponentStatus is deprecated in v1.19+"),
-};
 
 /// A ComponentStatus: its `Healthy` condition from a probe's outcome
 /// (healthy or not, with a message), or from why it could not probe.
@@ -138,7 +128,7 @@ fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
 /// secure ports.
 const COMPONENTS: &[(&str, u16)] = &[("scheduler", 10259), ("controller-manager", 10257)];
 
-async fn statuses(state: &AppState) -> Vec<Value> {
+pub async fn statuses(state: &AppState) -> Vec<Value> {
     let components = join_all(COMPONENTS.iter().map(|(_, port)| healthz(*port)));
     let members = join_all(state.etcd_endpoints.iter().map(|ep| probe(ep)));
     let (components, members) = tokio::join!(components, members);

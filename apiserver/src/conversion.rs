@@ -34,18 +34,18 @@ fn other_version(found_kind: &str, found_api_version: &str, kind: &str, api_vers
 pub async fn for_request<'a>(res: &Resource, obj: &'a Value) -> Result<Cow<'a, Value>> {
     let want = res.api_version();
     if let Some(conv) = res.conversion {
-        return Ok(if needs(obj, res.kind, &want) {
+        return Ok(if needs(obj, &res.kind, &want) {
             Cow::Owned((conv.convert)(obj, &want))
         } else {
             Cow::Borrowed(obj)
         });
     }
-    let Some(info) = res.custom else {
+    let Some(ref info) = res.custom else {
         return Ok(Cow::Borrowed(obj));
     };
-    let convert = needs(obj, res.kind, &want);
+    let convert = needs(obj, &res.kind, &want);
     let default =
-        obj.get("kind").and_then(Value::as_str) == Some(res.kind) && info.would_default(obj);
+        obj.get("kind").and_then(Value::as_str) == Some(&res.kind) && info.would_default(obj);
     if !convert && !default {
         return Ok(Cow::Borrowed(obj));
     }
@@ -65,12 +65,12 @@ pub async fn for_request<'a>(res: &Resource, obj: &'a Value) -> Result<Cow<'a, V
 pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> {
     let want = res.api_version();
     if let Some(conv) = res.conversion {
-        for o in objs.iter_mut().filter(|o| needs(o, res.kind, &want)) {
+        for o in objs.iter_mut().filter(|o| needs(o, &res.kind, &want)) {
             *o = (conv.convert)(o, &want);
         }
         return Ok(());
     }
-    let Some(info) = res.custom else {
+    let Some(ref info) = res.custom else {
         return Ok(());
     };
     crate::crd::conversion::convert_all(res, info, objs, &want).await?;
@@ -91,32 +91,34 @@ pub fn any_needs(res: &Resource, objs: &[watchcache::Object]) -> bool {
     let want = res.api_version();
     let in_other_version = |o: &watchcache::Object| {
         let (api_version, kind) = o.type_meta();
-        other_version(&kind, &api_version, res.kind, &want)
+        other_version(&kind, &api_version, &res.kind, &want)
     };
     if res.conversion.is_some() {
         return objs.iter().any(in_other_version);
     }
-    let Some(info) = res.custom else { return false };
+    let Some(ref info) = res.custom else {
+        return false;
+    };
     if !info.has_defaults() {
         return objs.iter().any(in_other_version);
     }
     objs.iter()
-        .any(|o| needs(o.value(), res.kind, &want) || info.would_default(o.value()))
+        .any(|o| needs(o.value(), &res.kind, &want) || info.would_default(o.value()))
 }
 
 /// `obj` (in the request's version) in the storage version.
 pub async fn for_storage(res: &Resource, obj: &mut Value) -> Result<()> {
     if let Some(conv) = res.conversion {
-        if needs(obj, res.kind, conv.storage_version) {
+        if needs(obj, &res.kind, conv.storage_version) {
             *obj = (conv.convert)(obj, conv.storage_version);
         }
         return Ok(());
     }
-    let Some(info) = res.custom else {
+    let Some(ref info) = res.custom else {
         return Ok(());
     };
     let want = format!("{}/{}", res.group, info.storage_version);
-    if !needs(obj, res.kind, &want) {
+    if !needs(obj, &res.kind, &want) {
         return Ok(());
     }
     let mut one = [std::mem::take(obj)];

@@ -14,7 +14,7 @@
 //! meta/v1 or apidiscovery/v2 message) on the first request for it.
 
 use crate::aggregator::{Remote, Remotes};
-use crate::registry::{Registry, Resource, Subresource};
+use crate::registry::{Registry, Resource, Row, Shared, Str, Subresource};
 use crate::request::ApiPath;
 use apimachinery::Status;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -181,8 +181,11 @@ impl Docs {
         }
         for (group, version) in group_versions(registry) {
             legacy.insert(
-                discovery_path(group, version),
-                Encoded::new(&resource_list(registry, group, version), MSG_RESOURCE_LIST),
+                discovery_path(&group, &version),
+                Encoded::new(
+                    &resource_list(registry, &group, &version),
+                    MSG_RESOURCE_LIST,
+                ),
             );
         }
         Docs {
@@ -469,8 +472,8 @@ pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
 
 /// A named group with its versions, preferred version first.
 struct SortedGroup {
-    group: &'static str,
-    versions: Vec<&'static str>,
+    group: Str,
+    versions: Vec<Str>,
 }
 
 /// Named groups in discovery order.
@@ -488,26 +491,26 @@ fn sorted_groups(registry: &Registry) -> Vec<SortedGroup> {
         })
         .collect();
     groups.sort_by(|a, b| {
-        group_priority(b.group)
-            .cmp(&group_priority(a.group))
-            .then_with(|| a.group.cmp(b.group))
+        group_priority(&b.group)
+            .cmp(&group_priority(&a.group))
+            .then_with(|| a.group.cmp(&b.group))
     });
     groups
 }
 
 /// Every served group-version: the core versions first, then the named
 /// groups in discovery order.
-pub(crate) fn group_versions(registry: &Registry) -> Vec<(&'static str, &'static str)> {
-    let mut core: Vec<&'static str> = Vec::new();
+pub(crate) fn group_versions(registry: &Registry) -> Vec<(Str, Str)> {
+    let mut core: Vec<Str> = Vec::new();
     for r in registry.all().iter().filter(|r| r.group.is_empty()) {
         if !core.contains(&r.version) {
-            core.push(r.version);
+            core.push(r.version.clone());
         }
     }
     core.sort_by(|a, b| compare_versions(a, b));
-    let mut out: Vec<(&'static str, &'static str)> = core.into_iter().map(|v| ("", v)).collect();
+    let mut out: Vec<(Str, Str)> = core.into_iter().map(|v| (Shared::Static(""), v)).collect();
     for g in sorted_groups(registry) {
-        out.extend(g.versions.iter().map(|v| (g.group, *v)));
+        out.extend(g.versions.iter().map(|v| (g.group.clone(), v.clone())));
     }
     out
 }
@@ -517,7 +520,7 @@ pub(crate) fn group_versions(registry: &Registry) -> Vec<(&'static str, &'static
 // ---------------------------------------------------------------------------
 
 fn api_versions(registry: &Registry, server_address: &str) -> Value {
-    let versions: Vec<&str> = group_versions(registry)
+    let versions: Vec<Str> = group_versions(registry)
         .into_iter()
         .filter(|(g, _)| g.is_empty())
         .map(|(_, v)| v)
@@ -537,7 +540,7 @@ fn version_for_discovery(group: &str, version: &str) -> Value {
 
 /// One version of a listed group: served here, or by an extension server.
 enum ListedVersion {
-    Local(&'static str),
+    Local(Str),
     Remote(Box<Remote>),
 }
 
@@ -568,7 +571,7 @@ fn listed_groups(
         .into_iter()
         .map(|g| {
             (
-                i64::from(group_priority(g.group)),
+                i64::from(group_priority(&g.group)),
                 Listed {
                     name: g.group.to_string(),
                     versions: g.versions.into_iter().map(ListedVersion::Local).collect(),
@@ -647,7 +650,7 @@ fn api_group(g: &Listed) -> Value {
 
 /// Whether kube serves a collection delete for the resource.
 pub(crate) fn has_deletecollection(r: &Resource) -> bool {
-    !NO_DELETECOLLECTION.contains(&(r.group, r.plural))
+    !NO_DELETECOLLECTION.contains(&(&r.group, &r.plural))
 }
 
 /// The verbs of a resource (not a subresource).
@@ -667,12 +670,12 @@ fn resource_verbs(r: &Resource) -> Vec<&'static str> {
 
 /// The group, version and kind a subresource answers with: the parent kind
 /// for `status`, `autoscaling/v1` `Scale` for `scale`.
-pub(crate) fn subresource_kind(
-    r: &Resource,
-    sub: &Subresource,
-) -> (&'static str, &'static str, &'static str) {
+pub(crate) fn subresource_kind<'a>(
+    r: &'a Resource,
+    sub: &'a Subresource,
+) -> (&'a str, &'a str, &'a str) {
     match sub {
-        Subresource::Status | Subresource::Part(_) => (r.group, r.version, r.kind),
+        Subresource::Status | Subresource::Part(_) => (&r.group, &r.version, &r.kind),
         Subresource::Scale { .. } => ("autoscaling", "v1", "Scale"),
         Subresource::Create {
             group,
@@ -680,7 +683,7 @@ pub(crate) fn subresource_kind(
             kind,
             ..
         } => (group, version, kind),
-        Subresource::Connect(c) => (r.group, r.version, c.kind),
+        Subresource::Connect(c) => (&r.group, &r.version, c.kind),
     }
 }
 
@@ -700,7 +703,7 @@ fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
         main.insert("categories".into(), json!(r.categories));
     }
     let mut out = vec![(r.plural.to_string(), Value::Object(main))];
-    for sub in r.subresources {
+    for sub in r.subresources.iter() {
         let name = format!("{}/{}", r.plural, sub.name());
         let (group, version, kind) = subresource_kind(r, sub);
         let mut e = serde_json::Map::new();
@@ -708,7 +711,7 @@ fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
         e.insert("singularName".into(), json!(""));
         e.insert("namespaced".into(), json!(r.namespaced));
         // Only a kind from another group-version names its group and version.
-        if (group, version) != (r.group, r.version) {
+        if (group, version) != (&r.group, &r.version) {
             e.insert("group".into(), json!(group));
             e.insert("version".into(), json!(version));
         }
@@ -720,16 +723,16 @@ fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
 }
 
 /// Resources of a group-version sorted by name, as kube installs them.
-fn sorted_resources(registry: &Registry, group: &str, version: &str) -> Vec<&'static Resource> {
-    let mut rs: Vec<&'static Resource> = registry.in_group_version(group, version);
-    rs.sort_by(|a, b| a.plural.cmp(b.plural));
+fn sorted_resources(registry: &Registry, group: &str, version: &str) -> Vec<Row> {
+    let mut rs: Vec<Row> = registry.in_group_version(group, version);
+    rs.sort_by(|a, b| a.plural.cmp(&b.plural));
     rs
 }
 
 fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
     let mut entries: Vec<(String, Value)> = sorted_resources(registry, group, version)
         .into_iter()
-        .flat_map(resource_entries)
+        .flat_map(|r| resource_entries(&r))
         .collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     let resources: Vec<Value> = entries.into_iter().map(|(_, v)| v).collect();
@@ -763,7 +766,7 @@ fn aggregated_resource(r: &Resource) -> Value {
     let mut e = serde_json::Map::new();
     e.insert("resource".into(), json!(r.plural));
     // kube leaves group and version empty for a kind of the same group-version.
-    e.insert("responseKind".into(), response_kind("", "", r.kind));
+    e.insert("responseKind".into(), response_kind("", "", &r.kind));
     e.insert(
         "scope".into(),
         json!(if r.namespaced {
@@ -786,7 +789,7 @@ fn aggregated_resource(r: &Resource) -> Value {
         .into_iter()
         .map(|sub| {
             let (group, version, kind) = subresource_kind(r, sub);
-            let (group, version) = if (group, version) == (r.group, r.version) {
+            let (group, version) = if (group, version) == (&r.group, &r.version) {
                 ("", "")
             } else {
                 (group, version)
@@ -807,7 +810,7 @@ fn aggregated_resource(r: &Resource) -> Value {
 fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value {
     let resources: Vec<Value> = sorted_resources(registry, group, version)
         .into_iter()
-        .map(aggregated_resource)
+        .map(|r| aggregated_resource(&r))
         .collect();
     json!({"version": version, "resources": resources, "freshness": "Current"})
 }
@@ -825,7 +828,7 @@ fn aggregated_core(registry: &Registry) -> Value {
     let versions: Vec<Value> = group_versions(registry)
         .into_iter()
         .filter(|(g, _)| g.is_empty())
-        .map(|(g, v)| aggregated_version(registry, g, v))
+        .map(|(g, v)| aggregated_version(registry, &g, &v))
         .collect();
     discovery_list(vec![json!({"metadata": {}, "versions": versions})])
 }

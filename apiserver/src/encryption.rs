@@ -192,11 +192,11 @@ impl EncryptionConfig {
         let mut seen = HashSet::new();
         let mut rules: Vec<(String, Arc<dyn ValueTransformer>)> = Vec::new();
         for r in registry.all().iter() {
-            if !seen.insert((r.group, r.plural)) {
+            if !seen.insert((r.group.clone(), r.plural.clone())) {
                 continue;
             }
-            if let Some(t) = self.for_resource(r.group, r.plural) {
-                let key = format!("{prefix}/{}/", r.storage_segment());
+            if let Some(t) = self.for_resource(&r.group, &r.plural) {
+                let key = format!("{prefix}/{}/", crate::storage_format::segment(&r));
                 rules.push((key, Arc::clone(t) as Arc<dyn ValueTransformer>));
             }
         }

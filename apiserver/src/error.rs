@@ -5,7 +5,7 @@
 //! internal error. Anything this module does not recognise is logged and
 //! answered as a generic 500; internals never leak into messages.
 
-use crate::registry::Resource;
+use crate::registry::{Resource, Str};
 use apimachinery::media::{self, Format};
 use apimachinery::status::{GroupResource, Status};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -19,11 +19,13 @@ pub enum ApiError {
     Status(Box<Status>),
     /// A storage failure concerning one object (or a collection when `name`
     /// is empty).
-    #[error("storage error on {resource} {name:?}: {source}")]
+    #[error("storage error on {} {name:?}: {source}", GroupResource { group: &resource.0, resource: &resource.1 })]
     Storage {
         #[source]
         source: StorageError,
-        resource: GroupResource<'static>,
+        /// Group and plural (boxed: every `Result` of a handler carries
+        /// this enum).
+        resource: Box<(Str, Str)>,
         name: String,
     },
     /// A bug or an unexpected condition; logged, answered as 500.
@@ -40,10 +42,10 @@ impl From<Status> for ApiError {
 }
 
 impl ApiError {
-    pub fn storage(source: StorageError, res: &'static Resource, name: &str) -> Self {
+    pub fn storage(source: StorageError, res: &Resource, name: &str) -> Self {
         ApiError::Storage {
             source,
-            resource: res.group_resource(),
+            resource: Box::new((res.group.clone(), res.plural.clone())),
             name: name.to_string(),
         }
     }
@@ -60,7 +62,14 @@ impl ApiError {
                 source,
                 resource,
                 name,
-            } => storage_status(source, *resource, name),
+            } => storage_status(
+                source,
+                GroupResource {
+                    group: &resource.0,
+                    resource: &resource.1,
+                },
+                name,
+            ),
             ApiError::Internal(msg) => {
                 tracing::error!(error = %msg, "internal error");
                 Status::internal("an unexpected error occurred; see the server log")
@@ -79,7 +88,7 @@ impl ApiError {
     }
 }
 
-fn storage_status(err: &StorageError, gr: GroupResource<'static>, name: &str) -> Status {
+fn storage_status(err: &StorageError, gr: GroupResource<'_>, name: &str) -> Status {
     match err {
         StorageError::NotFound { .. } => Status::not_found(gr, name),
         StorageError::AlreadyExists { .. } => Status::already_exists(gr, name),

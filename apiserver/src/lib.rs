@@ -211,7 +211,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
             &etcd_client,
             store.transformers(),
             &cfg.etcd_prefix,
-            registry::RESOURCES,
+            &registry::RESOURCES,
         )
         .await
         .map_err(StartError::Migration)?;

@@ -508,10 +508,10 @@ impl Metrics {
         let segments = resources
             .all()
             .iter()
-            .filter(|r| seen.insert(r.storage_segment()))
+            .filter(|r| seen.insert(crate::storage_format::segment(r)))
             .map(|r| {
                 (
-                    r.storage_segment(),
+                    crate::storage_format::segment(&r),
                     (r.group.to_string(), r.plural.to_string()),
                 )
             })
@@ -628,10 +628,10 @@ pub async fn stored_counts(state: &AppState) -> Option<HashMap<String, i64>> {
     let all = state.registry.all();
     let counts = all
         .iter()
-        .filter(|res| seen.insert(res.storage_segment()))
+        .filter(|res| seen.insert(crate::storage_format::segment(res)))
         .map(|res| {
             let mut client = client.clone();
-            let prefix = state.collection_prefix(res, None);
+            let prefix = state.collection_prefix(&res, None);
             let label = if res.group.is_empty() {
                 res.plural.to_string()
             } else {

@@ -388,7 +388,7 @@ mod tests {
         let old = json!({"metadata": {"name": "d", "uid": "u1", "generation": 3, "creationTimestamp": "t"},
                          "spec": {"replicas": 1}, "status": {"replicas": 1}});
         let mut new = json!({"metadata": {"name": "d", "uid": "other"}, "spec": {"replicas": 2}, "status": {"replicas": 9}});
-        prepare_update(deploy, &old, &mut new, None);
+        prepare_update(&deploy, &old, &mut new, None);
         assert_eq!(new["metadata"]["uid"], "u1");
         assert_eq!(new["metadata"]["generation"], 4);
         assert_eq!(
@@ -397,7 +397,7 @@ mod tests {
         );
 
         let mut status_write = json!({"metadata": {"name": "d", "resourceVersion": "5"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
-        prepare_update(deploy, &old, &mut status_write, Some(&Subresource::Status));
+        prepare_update(&deploy, &old, &mut status_write, Some(&Subresource::Status));
         assert_eq!(
             status_write["spec"]["replicas"], 1,
             "status write keeps spec"
@@ -413,7 +413,7 @@ mod tests {
         let jobs = reg.lookup("batch", "v1", "jobs").unwrap();
         let old = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}}});
         let new = json!({"spec": {"selector": {"matchLabels": {"a": "c"}}}});
-        let errs = immutable_errors(jobs, &old, &new);
+        let errs = immutable_errors(&jobs, &old, &new);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.selector");
         assert!(errs[0].message.ends_with("field is immutable"));

@@ -15,7 +15,7 @@ use crate::discovery::{
     content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
     subresource_kind,
 };
-use crate::registry::{Connect, Registry, Resource, Subresource};
+use crate::registry::{Connect, Registry, Resource, Row, Subresource};
 use crate::server::{AppState, KUBE_MAJOR, KUBE_MINOR};
 use apimachinery::schema::Schema;
 use apimachinery::Status;
@@ -196,7 +196,7 @@ struct Op {
     id: String,
     tag: String,
     action: Option<&'static str>,
-    gvk: Option<(&'static str, &'static str, &'static str)>,
+    gvk: Option<(String, String, String)>,
     params: Vec<Param>,
     body: Option<Body>,
     consumes: &'static [&'static str],
@@ -365,7 +365,7 @@ impl Verb {
     /// The operation id: `{word}{Group}{Version}{infix}[Namespaced]{Kind}{suffix}`.
     fn id(self, gv: &GroupVersion, r: &Resource, sub: &str) -> String {
         let ns = if r.namespaced { "Namespaced" } else { "" };
-        let kind = r.kind;
+        let kind = &r.kind;
         let (word, infix, ns, suffix) = match self {
             Verb::ListAllNamespaces => ("list", "", "", "ForAllNamespaces"),
             Verb::DeleteCollection => ("delete", "Collection", ns, ""),
@@ -387,7 +387,7 @@ impl Verb {
 struct Definitions {
     /// The kind (or a subresource's kind) and its group-version-kind.
     object: Option<String>,
-    gvk: (&'static str, &'static str, &'static str),
+    gvk: (String, String, String),
     list: Option<String>,
 }
 
@@ -415,7 +415,7 @@ fn operation(verb: Verb, gv: &GroupVersion, r: &Resource, sub: &str, defs: &Defi
         id: verb.id(gv, r, sub),
         tag: gv.tag.clone(),
         action: Some(verb.action()),
-        gvk: Some(defs.gvk),
+        gvk: Some(defs.gvk.clone()),
         params: sorted_params(verb.params()),
         body: body.map(|d| Body {
             definition: d.to_string(),
@@ -454,7 +454,11 @@ fn connect_ops(gv: &GroupVersion, r: &Resource, c: &Connect, suffix: &str) -> Ve
                 id,
                 tag: gv.tag.clone(),
                 action: Some(if c.read { "get" } else { "connect" }),
-                gvk: Some((r.group, r.version, c.kind)),
+                gvk: Some((
+                    r.group.to_string(),
+                    r.version.to_string(),
+                    c.kind.to_string(),
+                )),
                 params: Vec::new(),
                 body: None,
                 consumes: ANY,
@@ -466,14 +470,18 @@ fn connect_ops(gv: &GroupVersion, r: &Resource, c: &Connect, suffix: &str) -> Ve
 }
 
 /// The paths kube serves for one resource.
-fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
-    let gv = GroupVersion::new(r.group, r.version);
+fn resource_paths(r: &Resource, schema: &Schema) -> Vec<PathItem> {
+    let gv = GroupVersion::new(&r.group, &r.version);
     let def =
         |g: &str, v: &str, k: &str| schema.definition_name_for_gvk(g, v, k).map(str::to_string);
     let defs = Definitions {
-        object: def(r.group, r.version, r.kind),
-        gvk: (r.group, r.version, r.kind),
-        list: def(r.group, r.version, &r.list_kind()),
+        object: def(&r.group, &r.version, &r.kind),
+        gvk: (
+            r.group.to_string(),
+            r.version.to_string(),
+            r.kind.to_string(),
+        ),
+        list: def(&r.group, &r.version, &r.list_kind()),
     };
     let ops = |verbs: &[Verb], sub: &str, defs: &Definitions| -> Vec<Op> {
         verbs
@@ -561,7 +569,7 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
         params(&[NAME, PRETTY]),
         ops(&object_verbs, "", &defs),
     ));
-    for sub in r.subresources {
+    for sub in r.subresources.iter() {
         if let Subresource::Connect(c) = sub {
             let base = format!("{collection}/{{name}}/{}", c.name);
             let mut extra: Vec<Param> = vec![NAME];
@@ -584,7 +592,7 @@ fn resource_paths(r: &'static Resource, schema: &Schema) -> Vec<PathItem> {
         let (g, v, k) = subresource_kind(r, sub);
         let sub_defs = Definitions {
             object: def(g, v, k),
-            gvk: (g, v, k),
+            gvk: (g.to_string(), v.to_string(), k.to_string()),
             list: None,
         };
         items.push(item(
@@ -666,7 +674,7 @@ fn group_version_paths(
         meta("APIResourceList"),
     )];
     for r in registry.in_group_version(group, version) {
-        items.extend(resource_paths(r, schema));
+        items.extend(resource_paths(&r, schema));
     }
     items
 }
@@ -721,7 +729,7 @@ fn extensions(op: &Op, m: &mut Map<String, Value>) {
     if let Some(action) = op.action {
         m.insert("x-kubernetes-action".into(), json!(action));
     }
-    if let Some((group, version, kind)) = op.gvk {
+    if let Some((group, version, kind)) = &op.gvk {
         m.insert(
             "x-kubernetes-group-version-kind".into(),
             json!({"group": group, "kind": kind, "version": version}),
@@ -1088,12 +1096,12 @@ fn v3_path_sets(registry: &Registry, schema: &Schema) -> Vec<(String, Vec<PathIt
         if group.is_empty() {
             sets.push((
                 format!("api/{version}"),
-                group_version_paths(registry, schema, group, version),
+                group_version_paths(registry, schema, &group, &version),
             ));
             continue;
         }
-        if seen_groups.insert(group) {
-            let g = group_camel(group);
+        if seen_groups.insert(group.clone()) {
+            let g = group_camel(&group);
             sets.push((
                 format!("apis/{group}"),
                 vec![discovery_item(
@@ -1107,7 +1115,7 @@ fn v3_path_sets(registry: &Registry, schema: &Schema) -> Vec<(String, Vec<PathIt
         }
         sets.push((
             format!("apis/{group}/{version}"),
-            group_version_paths(registry, schema, group, version),
+            group_version_paths(registry, schema, &group, &version),
         ));
     }
     sets
@@ -1143,9 +1151,25 @@ pub(crate) fn build(registry: &Registry, schema: &Schema) -> Documents {
 /// The documents of the built-in kinds, built once.
 static BUILTIN: OnceLock<Arc<Documents>> = OnceLock::new();
 
+/// A registry row by identity. A CRD's row is held weakly: the weak
+/// reference keeps the row's allocation (never its data), so the address
+/// cannot be reused by another row while a key names it, and a cache key
+/// never keeps a deleted CRD's schemas alive.
+#[derive(Clone)]
+struct RowId {
+    addr: usize,
+    _pin: Option<std::sync::Weak<Resource>>,
+}
+
+impl PartialEq for RowId {
+    fn eq(&self, other: &Self) -> bool {
+        self.addr == other.addr
+    }
+}
+
 /// The documents of the last set of custom resources seen, keyed by the
-/// identity of its (interned) registry rows.
-type CustomKey = Vec<usize>;
+/// identity of its registry rows.
+type CustomKey = Vec<RowId>;
 static CUSTOM: std::sync::Mutex<Option<(CustomKey, Arc<Documents>)>> = std::sync::Mutex::new(None);
 
 /// Each custom group-version's v3 document, keyed by the identity of its
@@ -1160,20 +1184,24 @@ fn builtin_documents() -> Arc<Documents> {
     )
 }
 
-fn identity(rows: &[&'static Resource]) -> CustomKey {
+fn identity(rows: &[Row]) -> CustomKey {
     rows.iter()
-        .map(|r| *r as *const Resource as usize)
+        .map(|r| {
+            let weak = match r {
+                crate::registry::Shared::Owned(a) => Some(Arc::downgrade(a)),
+                crate::registry::Shared::Static(_) => None,
+            };
+            RowId {
+                addr: &**r as *const Resource as usize,
+                _pin: weak,
+            }
+        })
         .collect()
 }
 
 /// The v3 document of one custom group-version, from its rows' own
 /// definitions only.
-fn custom_gv_doc(
-    registry: &Registry,
-    group: &str,
-    version: &str,
-    rows: &[&'static Resource],
-) -> Doc {
+fn custom_gv_doc(registry: &Registry, group: &str, version: &str, rows: &[Row]) -> Doc {
     let mut defs = Map::new();
     for r in rows {
         if let Some(t) = r.schema() {
@@ -1189,7 +1217,7 @@ fn custom_gv_doc(
 
 fn documents_blocking(registry: Registry) -> Arc<Documents> {
     let builtin = builtin_documents();
-    let custom: Vec<&'static Resource> = registry
+    let custom: Vec<Row> = registry
         .all()
         .iter()
         .filter(|r| r.custom.is_some())
@@ -1207,12 +1235,12 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
     // The built-in documents as they are, plus one document per custom
     // group-version (rebuilt only when its own rows changed) and per new
     // group.
-    let mut by_gv: BTreeMap<(String, String), Vec<&'static Resource>> = BTreeMap::new();
+    let mut by_gv: BTreeMap<(String, String), Vec<Row>> = BTreeMap::new();
     for r in &custom {
         by_gv
             .entry((r.group.to_string(), r.version.to_string()))
             .or_default()
-            .push(*r);
+            .push(r.clone());
     }
     let mut v3 = builtin.v3.clone();
     let mut gv_cache = CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner());
@@ -1851,14 +1879,14 @@ mod tests {
     /// serve.
     fn upstream_path_is_ours(path: &str, registry: &Registry) -> bool {
         for (group, version) in group_versions(registry) {
-            let gv = GroupVersion::new(group, version);
+            let gv = GroupVersion::new(&group, &version);
             let Some(rest) = path.strip_prefix(&format!("{}/", gv.prefix)) else {
                 continue;
             };
             let rest = rest.strip_prefix("watch/").unwrap_or(rest);
             let rest = rest.strip_prefix("namespaces/{namespace}/").unwrap_or(rest);
             let segs: Vec<&str> = rest.split('/').collect();
-            let Some(r) = registry.lookup(group, version, segs[0]) else {
+            let Some(r) = registry.lookup(&group, &version, segs[0]) else {
                 return false;
             };
             return match segs.get(2) {

@@ -118,7 +118,7 @@ fn column_definitions(res: &Resource) -> Value {
     let name = json!({"name": "Name", "type": "string", "format": "name",
         "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
         "priority": 0});
-    match res.custom {
+    match &res.custom {
         Some(c) => {
             let mut cols = vec![name];
             cols.extend(c.columns.iter().map(|col| {
@@ -174,7 +174,7 @@ fn table_row(res: &Resource, obj: &Value, include: IncludeObject, ctx: &PrintCon
         .and_then(|m| m.get("name"))
         .cloned()
         .unwrap_or(Value::Null);
-    let cells = match res.custom {
+    let cells = match &res.custom {
         Some(c) => {
             let mut cells = vec![name];
             cells.extend(c.columns.iter().map(|col| custom_cell(col, obj)));
@@ -246,7 +246,7 @@ pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
                 meta.insert("resourceVersion".into(), rv);
             }
             Some(table(
-                scope.res,
+                &scope.res,
                 std::iter::once(obj),
                 Value::Object(meta),
                 include_object(scope),
@@ -398,9 +398,11 @@ impl ListStream {
                 // each item is encoded (once, shared) before the first byte.
                 let mut raws = Vec::with_capacity(items.len());
                 for item in &items {
-                    let body = item.protobuf().map_err(|e| protobuf_failure(res.kind, e))?;
+                    let body = item
+                        .protobuf()
+                        .map_err(|e| protobuf_failure(&res.kind, e))?;
                     let unknown = k8s_proto::decode_unknown(body)
-                        .map_err(|e| protobuf_failure(res.kind, e))?;
+                        .map_err(|e| protobuf_failure(&res.kind, e))?;
                     // `raw` lies inside `body`: shared, not copied.
                     raws.push(body.slice_ref(unknown.raw));
                 }
@@ -578,7 +580,7 @@ mod tests {
             Object::new(Arc::new(json!({"metadata": {"name": "a"}})), 2),
             Object::new(Arc::new(json!({"metadata": {"name": "b"}})), 3),
         ];
-        let bytes = ListStream::new(res, &json!({"resourceVersion": "3"}), items, Format::Json)
+        let bytes = ListStream::new(&res, &json!({"resourceVersion": "3"}), items, Format::Json)
             .unwrap()
             .concat();
         let v: Value = serde_json::from_slice(&bytes).unwrap();
@@ -601,7 +603,7 @@ mod tests {
             .collect();
         let meta = json!({"resourceVersion": "401"});
         for format in [Format::Json, Format::Cbor, Format::Protobuf] {
-            let chunks: Vec<bytes::Bytes> = ListStream::new(res, &meta, items.clone(), format)
+            let chunks: Vec<bytes::Bytes> = ListStream::new(&res, &meta, items.clone(), format)
                 .unwrap()
                 .map(|c| c.unwrap())
                 .collect();
@@ -610,7 +612,7 @@ mod tests {
             assert!(chunks.iter().all(|c| c.len() <= STREAM_CHUNK));
             let body = chunks.concat();
             // At once, the same bytes in one buffer of their size.
-            let whole = ListStream::new(res, &meta, items.clone(), format)
+            let whole = ListStream::new(&res, &meta, items.clone(), format)
                 .unwrap()
                 .concat();
             assert_eq!(whole, body);
@@ -657,7 +659,7 @@ mod tests {
             Object::new(Arc::new(json!({"metadata": {"name": "a"}})), 2),
             Object::new(Arc::new(json!({"metadata": {"name": "b"}})), 3),
         ];
-        let bytes = ListStream::new(res, &json!({"resourceVersion": "3"}), items, Format::Cbor)
+        let bytes = ListStream::new(&res, &json!({"resourceVersion": "3"}), items, Format::Cbor)
             .unwrap()
             .concat();
         assert!(bytes.starts_with(&apimachinery::cbor::SELF_DESCRIBED));
@@ -680,7 +682,12 @@ mod tests {
         let o = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}, "data": {}});
         let reg = Registry::builtin();
         let res = reg.lookup("", "v1", "configmaps").unwrap();
-        let t = table(res, std::iter::once(&o), json!({}), IncludeObject::Metadata);
+        let t = table(
+            &res,
+            std::iter::once(&o),
+            json!({}),
+            IncludeObject::Metadata,
+        );
         assert_eq!(t["rows"][0]["cells"][0], "x");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert!(t["rows"][0]["object"].get("data").is_none());

@@ -171,9 +171,20 @@ impl AppState {
     pub fn key(&self, res: &Resource, namespace: Option<&str>, name: &str) -> String {
         match namespace {
             Some(ns) if res.namespaced => {
-                format!("{}/{}/{}/{}", self.prefix, res.storage_segment(), ns, name)
+                format!(
+                    "{}/{}/{}/{}",
+                    self.prefix,
+                    crate::storage_format::segment(res),
+                    ns,
+                    name
+                )
             }
-            _ => format!("{}/{}/{}", self.prefix, res.storage_segment(), name),
+            _ => format!(
+                "{}/{}/{}",
+                self.prefix,
+                crate::storage_format::segment(res),
+                name
+            ),
         }
     }
 
@@ -192,7 +203,7 @@ impl AppState {
             predicate: Default::default(),
         };
         self.store
-            .list(&self.collection_prefix(res, Some(namespace)), &opts)
+            .list(&self.collection_prefix(&res, Some(namespace)), &opts)
             .await
             .map_err(|e| e.to_string())
     }
@@ -201,9 +212,14 @@ impl AppState {
     pub fn collection_prefix(&self, res: &Resource, namespace: Option<&str>) -> String {
         match namespace {
             Some(ns) if res.namespaced => {
-                format!("{}/{}/{}/", self.prefix, res.storage_segment(), ns)
+                format!(
+                    "{}/{}/{}/",
+                    self.prefix,
+                    crate::storage_format::segment(res),
+                    ns
+                )
             }
-            _ => format!("{}/{}/", self.prefix, res.storage_segment()),
+            _ => format!("{}/{}/", self.prefix, crate::storage_format::segment(res)),
         }
     }
 }

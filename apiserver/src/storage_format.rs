@@ -37,26 +37,6 @@ const SPECIAL_PREFIXES: &[(&str, &str, &str)] = &[
 /// `<group>/<resource>` and stores JSON (`LegacyCodec`).
 const GROUP_QUALIFIED_JSON: &[&str] = &["apiextensions.k8s.io", "apiregistration.k8s.io"];
 
-/// kube's storage-version overrides (`NewStorageFactoryConfigEffectiveVersion`
-/// in pkg/kubeapiserver/default_storage_factory_builder.go) for kinds this
-/// server serves: MutatingAdmissionPolicies and their bindings are served
-/// as `admissionregistration.k8s.io/v1` and stored as `v1beta1`, whose
-/// schema is the same (the IDL's messages match field for field), so the
-/// conversion renames the version.
-pub static ADMISSION_V1BETA1_STORAGE: apimachinery::kinds::Conversion =
-    apimachinery::kinds::Conversion {
-        storage_version: "admissionregistration.k8s.io/v1beta1",
-        convert: rename_version,
-    };
-
-fn rename_version(obj: &serde_json::Value, to: &str) -> serde_json::Value {
-    let mut out = obj.clone();
-    if let Some(m) = out.as_object_mut() {
-        m.insert("apiVersion".into(), serde_json::Value::String(to.into()));
-    }
-    out
-}
-
 /// The media type values are written in (`--storage-media-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum MediaType {
@@ -73,10 +53,10 @@ pub enum MediaType {
 
 /// The group a resource's objects are stored under: the storage
 /// version's (events.k8s.io Events are stored as core Events).
-fn storage_group(res: &Resource) -> &'static str {
+fn storage_group(res: &Resource) -> &str {
     match res.conversion {
         Some(c) => c.storage_version.rsplit_once('/').map_or("", |(g, _)| g),
-        None => res.group,
+        None => &res.group,
     }
 }
 
@@ -117,9 +97,9 @@ pub fn writes_protobuf(res: &Resource, media: MediaType) -> bool {
             c.storage_version
                 .rsplit_once('/')
                 .map_or(c.storage_version, |(_, v)| v),
-            res.kind,
+            &*res.kind,
         ),
-        None => (res.version, res.kind),
+        None => (&*res.version, &*res.kind),
     };
     media == MediaType::Protobuf
         && res.custom.is_none()
@@ -153,7 +133,7 @@ mod tests {
 
     fn seg(group: &str, version: &str, plural: &str) -> String {
         let reg = Registry::builtin();
-        segment(reg.lookup(group, version, plural).expect("served"))
+        segment(&reg.lookup(group, version, plural).expect("served"))
     }
 
     #[test]
@@ -188,14 +168,14 @@ mod tests {
         let all = reg.all();
         for a in all.iter() {
             for b in all.iter() {
-                if segment(a) == segment(b) && a.kind != b.kind {
+                if segment(&a) == segment(&b) && a.kind != b.kind {
                     panic!(
                         "{}/{} and {}/{} share {}",
                         a.group,
                         a.plural,
                         b.group,
                         b.plural,
-                        segment(a)
+                        segment(&a)
                     );
                 }
             }
@@ -214,8 +194,8 @@ mod tests {
             .unwrap();
         let conv = map.conversion.expect("a storage version");
         assert_eq!(conv.storage_version, "admissionregistration.k8s.io/v1beta1");
-        assert_eq!(segment(map), "mutatingadmissionpolicies");
-        assert!(writes_protobuf(map, MediaType::Protobuf));
+        assert_eq!(segment(&map), "mutatingadmissionpolicies");
+        assert!(writes_protobuf(&map, MediaType::Protobuf));
         let stored = (conv.convert)(
             &serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "spec": {"failurePolicy": "Fail"}}),
             conv.storage_version,
@@ -228,27 +208,27 @@ mod tests {
     fn media_types_follow_kube() {
         let reg = Registry::builtin();
         let pods = reg.lookup("", "v1", "pods").unwrap();
-        assert!(writes_protobuf(pods, MediaType::Protobuf));
-        assert!(!writes_protobuf(pods, MediaType::Json));
+        assert!(writes_protobuf(&pods, MediaType::Protobuf));
+        assert!(!writes_protobuf(&pods, MediaType::Json));
         let crds = reg
             .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
             .unwrap();
-        assert!(!writes_protobuf(crds, MediaType::Protobuf));
+        assert!(!writes_protobuf(&crds, MediaType::Protobuf));
         let hpa = reg
             .lookup("autoscaling", "v1", "horizontalpodautoscalers")
             .unwrap();
-        assert!(writes_protobuf(hpa, MediaType::Protobuf));
+        assert!(writes_protobuf(&hpa, MediaType::Protobuf));
     }
 
     #[test]
     fn legacy_segments_are_the_group_qualified_ones() {
         let reg = Registry::builtin();
         let d = reg.lookup("apps", "v1", "deployments").unwrap();
-        assert_eq!(legacy_segment(d).as_deref(), Some("apps/deployments"));
-        assert_eq!(legacy_segment(reg.lookup("", "v1", "pods").unwrap()), None);
+        assert_eq!(legacy_segment(&d).as_deref(), Some("apps/deployments"));
+        assert_eq!(legacy_segment(&reg.lookup("", "v1", "pods").unwrap()), None);
         // services moved from `services` to `services/specs`.
         assert_eq!(
-            legacy_segment(reg.lookup("", "v1", "services").unwrap()).as_deref(),
+            legacy_segment(&reg.lookup("", "v1", "services").unwrap()).as_deref(),
             Some("services")
         );
     }

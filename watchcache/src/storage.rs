@@ -829,7 +829,7 @@ mod tests {
         let with = |label: &str, field: &str| Predicate {
             label: LabelSelector::parse(label).unwrap(),
             field: FieldSelector::parse(field).unwrap(),
-            attrs: &[],
+            attrs: Default::default(),
         };
         assert!(compact.matches(&with("app=web", "")));
         assert!(!compact.matches(&with("app=db", "")));

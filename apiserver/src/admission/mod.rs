@@ -44,7 +44,7 @@ pub(crate) fn config_controller(
     let mut prefixes = Vec::with_capacity(2);
     for plural in plurals {
         let res = state.registry.lookup(group, "v1", plural)?;
-        prefixes.push(state.collection_prefix(res, None));
+        prefixes.push(state.collection_prefix(&res, None));
     }
     let sources = prefixes
         .iter()
@@ -120,7 +120,7 @@ impl<T> Compiled<T> {
 pub struct Attributes<'a> {
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: &'static str,
-    pub res: &'static Resource,
+    pub res: &'a Resource,
     /// `""` for the resource itself.
     pub subresource: &'a str,
     pub namespace: Option<&'a str>,
@@ -149,7 +149,7 @@ impl<'a> Attributes<'a> {
             .unwrap_or("");
         Attributes {
             operation,
-            res: scope.res,
+            res: &scope.res,
             subresource: scope.subresource_name().unwrap_or(""),
             namespace: scope.namespace.as_deref(),
             name,
@@ -194,8 +194,8 @@ pub fn forbidden(a: &Attributes<'_>, message: &str) -> Status {
     };
     Status::forbidden(format!("{gr} {name:?} is forbidden: {message}")).with_details(
         name,
-        a.res.group,
-        a.res.plural,
+        &a.res.group,
+        &a.res.plural,
     )
 }
 

@@ -351,8 +351,8 @@ fn any_or(list: &[String], want: &str) -> bool {
 
 impl Rule {
     fn matches(&self, a: &Attributes<'_>) -> bool {
-        if !any_or(&self.groups, a.res.group)
-            || !any_or(&self.versions, a.res.version)
+        if !any_or(&self.groups, &a.res.group)
+            || !any_or(&self.versions, &a.res.version)
             || !any_or(&self.operations, a.operation)
         {
             return false;
@@ -464,7 +464,7 @@ pub(super) async fn params(
         return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
     }
     let found: Vec<Option<Value>> = if let Some(name) = r.get("name").and_then(Value::as_str) {
-        let key = state.key(res, ns, name);
+        let key = state.key(&res, ns, name);
         match state.store.get(&key, Freshness::NotOlderThan(0)).await {
             Ok(Some(o)) => vec![Some(o.value().clone())],
             Ok(None) => Vec::new(),
@@ -480,7 +480,7 @@ pub(super) async fn params(
         };
         let listed = state
             .store
-            .list(&state.collection_prefix(res, ns), &opts)
+            .list(&state.collection_prefix(&res, ns), &opts)
             .await
             .map_err(|e| format!("failed to configure binding: {e}"))?;
         listed
@@ -772,7 +772,7 @@ fn error_type(message: &str) -> &'static str {
 
 pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Arc<Value>> {
     let res = state.registry.lookup("", "v1", "namespaces")?;
-    let key = state.key(res, None, ns);
+    let key = state.key(&res, None, ns);
     state
         .store
         .get(&key, Freshness::NotOlderThan(0))
@@ -798,8 +798,9 @@ mod tests {
     fn attrs<'a>(obj: &'a Value, user: &'a UserInfo) -> Attributes<'a> {
         Attributes {
             operation: "CREATE",
-            res: crate::registry::Registry::builtin()
-                .lookup("apps", "v1", "deployments")
+            res: crate::registry::RESOURCES
+                .iter()
+                .find(|r| r.group == "apps" && r.version == "v1" && r.plural == "deployments")
                 .unwrap(),
             subresource: "",
             namespace: Some("default"),

@@ -22,12 +22,14 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 use crate::controllers::{Controller, Next, Source};
-use crate::registry::Registry;
+use crate::registry::{Registry, Row};
 use crate::server::AppState;
 
 /// The kinds a policy's `matchConstraints` name exactly: (group/version,
 /// kind, schema).
-fn kinds(policy: &Value, registry: &Registry) -> Vec<(String, &'static str, TypeRef<'static>)> {
+/// The kinds a policy matches, by group-version, with their rows (whose
+/// schemas the expressions are checked against).
+fn kinds(policy: &Value, registry: &Registry) -> Vec<(String, Row)> {
     let mut out = Vec::new();
     let rules = policy
         .pointer("/spec/matchConstraints/resourceRules")
@@ -52,12 +54,15 @@ fn kinds(policy: &Value, registry: &Registry) -> Vec<(String, &'static str, Type
                     let Some(res) = registry.lookup(g, v, r) else {
                         continue;
                     };
-                    let Some(schema) = res.schema() else {
+                    if res.schema().is_none() {
                         continue;
-                    };
+                    }
                     let gv = format!("{g}/{v}");
-                    if !out.iter().any(|(o, k, _)| *o == gv && *k == res.kind) {
-                        out.push((gv, res.kind, schema));
+                    if !out
+                        .iter()
+                        .any(|(o, k): &(String, Row)| *o == gv && k.kind == res.kind)
+                    {
+                        out.push((gv, res));
                     }
                 }
             }
@@ -153,8 +158,9 @@ pub fn warnings(policy: &Value, registry: &Registry) -> Vec<Value> {
     for (field_ref, source) in expressions(policy) {
         let per_kind: Vec<String> = kinds
             .iter()
-            .filter_map(|(gv, kind, schema)| {
-                let errors = check_against(source, *schema);
+            .filter_map(|(gv, res)| {
+                let errors = check_against(source, res.schema()?);
+                let kind = &res.kind;
                 (!errors.is_empty()).then(|| format!("{gv}, Kind={kind}: {}", errors.join("\n")))
             })
             .collect();
@@ -174,7 +180,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
             "validatingadmissionpolicies",
         )
         .ok_or("validatingadmissionpolicies missing from the registry")?;
-    let key = state.key(res, None, &name);
+    let key = state.key(&res, None, &name);
     let Some(current) = state
         .store
         .get(&key, Freshness::MostRecent)
@@ -232,7 +238,7 @@ pub fn controller(state: &AppState) -> Option<Controller> {
     Some(Controller {
         name: "validatingadmissionpolicy_status",
         sources: vec![Source {
-            prefix: state.collection_prefix(res, None),
+            prefix: state.collection_prefix(&res, None),
             key_of: crate::controllers::name_key,
         }],
         feed: None,

@@ -234,7 +234,7 @@ async fn service_client(
     let svc = state
         .store
         .get(
-            &state.key(svc_res, Some(namespace), name),
+            &state.key(&svc_res, Some(namespace), name),
             Freshness::NotOlderThan(0),
         )
         .await

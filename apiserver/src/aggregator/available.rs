@@ -47,7 +47,7 @@ pub fn controllers(state: &AppState) -> (Option<Controller>, Option<Controller>)
     let availability = Controller {
         name: "apiservice_availability",
         sources: vec![Source {
-            prefix: state.collection_prefix(res, None),
+            prefix: state.collection_prefix(&res, None),
             key_of: name_key,
         }],
         feed: None,
@@ -64,11 +64,11 @@ pub fn controllers(state: &AppState) -> (Option<Controller>, Option<Controller>)
             name: "crd_apiservices",
             sources: vec![
                 Source {
-                    prefix: state.collection_prefix(crd, None),
+                    prefix: state.collection_prefix(&crd, None),
                     key_of: |_| Some(String::new()),
                 },
                 Source {
-                    prefix: state.collection_prefix(res, None),
+                    prefix: state.collection_prefix(&res, None),
                     key_of: |v| {
                         (v.pointer("/metadata/labels")
                             .and_then(|l| l.get(AUTOMANAGED))
@@ -115,7 +115,7 @@ async fn check(state: Arc<AppState>, name: String) -> Result<Next, String> {
     let Some(res) = state.registry.lookup(GROUP, "v1", "apiservices") else {
         return Ok(Next::Done);
     };
-    let key = state.key(res, None, &name);
+    let key = state.key(&res, None, &name);
     // A consistent read: the event that queued this key may have come from
     // an etcd watch (the cache was not serving yet) while the cache still
     // lags behind it; "any recent state" could then miss a new APIService
@@ -450,7 +450,7 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
     let mut wanted = std::collections::BTreeSet::new();
     for crd in state
         .store
-        .list(&state.collection_prefix(crds, None), &opts())
+        .list(&state.collection_prefix(&crds, None), &opts())
         .await
         .map_err(|e| e.to_string())?
         .items
@@ -474,7 +474,7 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
     }
     let existing = state
         .store
-        .list(&state.collection_prefix(services, None), &opts())
+        .list(&state.collection_prefix(&services, None), &opts())
         .await
         .map_err(|e| e.to_string())?
         .items;
@@ -489,7 +489,7 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
         if automanaged && !wanted.contains(&name) {
             match state
                 .store
-                .delete(&state.key(services, None, &name), Some(item.revision))
+                .delete(&state.key(&services, None, &name), Some(item.revision))
                 .await
             {
                 Ok(_) | Err(StorageError::NotFound { .. }) => {}
@@ -527,10 +527,10 @@ async fn sync_crd_apiservices(state: Arc<AppState>) -> Result<Next, String> {
             }]},
         });
         let now = crate::object::now();
-        crate::object::prepare_create(services, &mut obj, None, &now);
+        crate::object::prepare_create(&services, &mut obj, None, &now);
         match state
             .store
-            .create(&state.key(services, None, &name), &obj)
+            .create(&state.key(&services, None, &name), &obj)
             .await
         {
             Ok(_) | Err(StorageError::AlreadyExists { .. }) => {}

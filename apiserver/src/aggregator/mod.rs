@@ -374,7 +374,7 @@ pub async fn resolve(state: &AppState, svc: &ServiceRef) -> Result<Endpoint, Unr
     let service = state
         .store
         .get(
-            &state.key(services, Some(ns), name),
+            &state.key(&services, Some(ns), name),
             Freshness::NotOlderThan(0),
         )
         .await

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use watchcache::StorageError;
 
 use crate::object;
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 
 /// kube's `ipaddress.kubernetes.io/managed-by` value for Service addresses.
@@ -66,7 +66,7 @@ fn offset_of(cidr: &IpNet, ip: IpAddr) -> Option<u128> {
     })
 }
 
-fn ipaddresses(state: &AppState) -> Result<&'static Resource, StorageError> {
+fn ipaddresses(state: &AppState) -> Result<Row, StorageError> {
     state
         .registry
         .lookup("networking.k8s.io", "v1", "ipaddresses")
@@ -121,7 +121,7 @@ async fn take(
     dry_run: bool,
 ) -> Result<bool, StorageError> {
     let res = ipaddresses(state)?;
-    let key = state.key(res, None, &ip.to_string());
+    let key = state.key(&res, None, &ip.to_string());
     if dry_run {
         return Ok(state
             .store
@@ -130,7 +130,7 @@ async fn take(
             .is_none());
     }
     let mut obj = ipaddress(ip, namespace, name);
-    object::prepare_create(res, &mut obj, None, &object::now());
+    object::prepare_create(&res, &mut obj, None, &object::now());
     match state.store.create(&key, &obj).await {
         Ok(_) => Ok(true),
         Err(StorageError::AlreadyExists { .. }) => Ok(false),
@@ -175,7 +175,7 @@ pub async fn release(state: &AppState, ip: IpAddr) -> Result<(), StorageError> {
     let res = ipaddresses(state)?;
     match state
         .store
-        .delete(&state.key(res, None, &ip.to_string()), None)
+        .delete(&state.key(&res, None, &ip.to_string()), None)
         .await
     {
         Ok(_) | Err(StorageError::NotFound { .. }) => Ok(()),

@@ -146,6 +146,40 @@ pub async fn release(state: &AppState, held: &Held) {
     }
 }
 
+/// A kind's storage steps around a write (kube's `BeginCreate`,
+/// `BeginUpdate`, `AfterDelete`). The generic write path runs
+/// `begin_*` after validation and admission (their [`Reservation`] is
+/// committed once the object is stored, or reverted if storing fails),
+/// and `after_delete` once the object is gone from etcd.
+pub struct StorageHooks {
+    pub begin_create:
+        for<'a> fn(
+            &'a crate::server::AppState,
+            &'a mut serde_json::Value,
+            bool,
+        )
+            -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
+    pub begin_update:
+        for<'a> fn(
+            &'a crate::server::AppState,
+            &'a mut serde_json::Value,
+            &'a serde_json::Value,
+            bool,
+        )
+            -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
+    pub after_delete: for<'a> fn(
+        &'a crate::server::AppState,
+        &'a serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'a, ()>,
+}
+
+/// The steps a registry row's [`Hooks`](crate::registry::Hooks) names.
+pub fn hooks(h: crate::registry::Hooks) -> &'static StorageHooks {
+    match h {
+        crate::registry::Hooks::ServiceAllocation => &service::HOOKS,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

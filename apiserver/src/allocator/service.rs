@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 
 use super::ips::{self, IpError};
 use super::ports::{self, PortError, Want};
+use super::StorageHooks;
 use super::{Held, Reservation};
 use crate::error::{ApiError, Result};
-use crate::registry::StorageHooks;
 use crate::server::AppState;
 
 /// The Service kind's allocation steps, referenced by its registry row.

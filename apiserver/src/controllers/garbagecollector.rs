@@ -47,7 +47,7 @@ use super::queue::WorkQueue;
 use super::{Controller, Next};
 use crate::handlers::delete::{delete_stored, Outcome};
 use crate::object;
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 use apimachinery::query::{DeleteParams, PropagationPolicy};
 use apimachinery::read::Freshness;
@@ -93,7 +93,7 @@ struct Owner {
 /// What the graph knows of one object.
 #[derive(Debug, Clone)]
 struct Node {
-    res: &'static Resource,
+    res: Row,
     /// The collection's store prefix (shared by the collection's nodes).
     collection: Arc<str>,
     namespace: Option<Arc<str>>,
@@ -114,7 +114,7 @@ impl Node {
     }
 
     fn key(&self, state: &AppState) -> String {
-        state.key(self.res, self.namespace.as_deref(), &self.name)
+        state.key(&self.res, self.namespace.as_deref(), &self.name)
     }
 }
 
@@ -143,12 +143,7 @@ fn owners_of(v: &Value) -> Vec<Owner> {
         .collect()
 }
 
-fn node_of(
-    res: &'static Resource,
-    collection: &Arc<str>,
-    v: &Value,
-    revision: i64,
-) -> Option<(Uid, Node)> {
+fn node_of(res: Row, collection: &Arc<str>, v: &Value, revision: i64) -> Option<(Uid, Node)> {
     let uid = object::meta_str(v, "uid")?;
     let finalizers = object::finalizers(v);
     let node = Node {
@@ -336,7 +331,7 @@ enum Update {
     /// A (re-)opened watch: its snapshot follows.
     Begin(Arc<str>),
     Event {
-        res: &'static Resource,
+        res: Row,
         collection: Arc<str>,
         kind: EventType,
         /// The object's metadata alone (`Object::metadata_only`).
@@ -348,7 +343,7 @@ enum Update {
 }
 
 /// Every stored collection the registry serves now, one row each.
-fn collections(state: &AppState) -> Vec<(&'static Resource, String)> {
+fn collections(state: &AppState) -> Vec<(Row, String)> {
     let mut seen = HashSet::new();
     state
         .registry
@@ -356,18 +351,13 @@ fn collections(state: &AppState) -> Vec<(&'static Resource, String)> {
         .iter()
         .filter(|r| r.virtual_create.is_none() && r.computed.is_none())
         .filter_map(|r| {
-            let prefix = state.collection_prefix(r, None);
+            let prefix = state.collection_prefix(&r, None);
             seen.insert(prefix.clone()).then_some((r, prefix))
         })
         .collect()
 }
 
-async fn follow(
-    state: Arc<AppState>,
-    res: &'static Resource,
-    collection: Arc<str>,
-    tx: mpsc::Sender<Update>,
-) {
+async fn follow(state: Arc<AppState>, res: Row, collection: Arc<str>, tx: mpsc::Sender<Update>) {
     let mut delay = Duration::from_millis(100);
     loop {
         if tx
@@ -396,7 +386,7 @@ async fn follow(
                         Ok(ev) => {
                             delay = Duration::from_millis(100);
                             Update::Event {
-                                res,
+                                res: res.clone(),
                                 collection: Arc::clone(&collection),
                                 kind: ev.kind,
                                 // The graph reads metadata alone.
@@ -612,7 +602,7 @@ async fn read(
 }
 
 /// The registry row an owner reference's kind resolves to.
-fn owner_resource(state: &AppState, o: &Owner) -> Option<&'static Resource> {
+fn owner_resource(state: &AppState, o: &Owner) -> Option<Row> {
     let (group, version) = o
         .api_version
         .rsplit_once('/')
@@ -708,7 +698,7 @@ async fn owner_state(
     } else {
         None
     };
-    let key = state.key(res, ns, &o.name);
+    let key = state.key(&res, ns, &o.name);
     let found = state
         .store
         .get(&key, Freshness::MostRecent)
@@ -797,7 +787,7 @@ async fn attempt_to_delete(
         propagation_policy: Some(policy),
         ..DeleteParams::default()
     };
-    match delete_stored(state, node.res, key, &current, &params).await {
+    match delete_stored(state, &node.res, key, &current, &params).await {
         Ok(Outcome::Deleted(_)) => {
             tracing::debug!(key, "garbage collector: deleted");
             Ok(Next::Done)
@@ -945,7 +935,7 @@ async fn remove_finalizer(
     uid: &str,
     finalizer: &str,
 ) -> Result<Next, String> {
-    let (res, revision) = (node.res, node.revision);
+    let (res, revision) = (node.res.clone(), node.revision);
     let Some(current) = read(state, key, uid, revision).await? else {
         return Ok(Next::Done);
     };
@@ -959,7 +949,7 @@ async fn remove_finalizer(
     if left.is_empty() && object::is_deleting(current.value()) {
         return match state.store.delete(key, Some(current.revision)).await {
             Ok(gone) => {
-                crate::handlers::write::after_delete(state, res, gone.value()).await;
+                crate::handlers::write::after_delete(state, &res, gone.value()).await;
                 Ok(Next::Done)
             }
             Err(StorageError::NotFound { .. }) => Ok(Next::Done),
@@ -985,7 +975,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn row() -> &'static Resource {
+    fn row() -> Row {
         crate::registry::Registry::builtin()
             .lookup("", "v1", "configmaps")
             .unwrap()

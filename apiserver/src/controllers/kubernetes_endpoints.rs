@@ -49,7 +49,7 @@
 
 use super::{Controller, Next, Source};
 use crate::object;
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
@@ -286,7 +286,7 @@ async fn renew(state: &AppState, key: &str, ip: IpAddr) -> Result<(), StorageErr
     ))
 }
 
-fn row(state: &AppState, group: &str, plural: &str) -> Option<&'static Resource> {
+fn row(state: &AppState, group: &str, plural: &str) -> Option<Row> {
     state.registry.lookup(group, "v1", plural)
 }
 
@@ -314,11 +314,11 @@ pub fn controller(state: &AppState) -> Option<Controller> {
                 key_of: any_lease,
             },
             Source {
-                prefix: state.collection_prefix(endpoints, Some(NAMESPACE)),
+                prefix: state.collection_prefix(&endpoints, Some(NAMESPACE)),
                 key_of: service_key,
             },
             Source {
-                prefix: state.collection_prefix(slices, Some(NAMESPACE)),
+                prefix: state.collection_prefix(&slices, Some(NAMESPACE)),
                 key_of: service_key,
             },
         ],
@@ -367,10 +367,10 @@ async fn reconcile(state: Arc<AppState>) -> Result<Next, String> {
 /// conditioned on the revision read; an unchanged object is not written.
 async fn put(
     state: &AppState,
-    res: &'static Resource,
+    res: Row,
     want: impl Fn(Option<&Value>) -> Value,
 ) -> Result<(), String> {
-    let key = state.key(res, Some(NAMESPACE), SERVICE);
+    let key = state.key(&res, Some(NAMESPACE), SERVICE);
     let current = state
         .store
         .get(&key, Freshness::MostRecent)
@@ -379,7 +379,7 @@ async fn put(
     let r = match current {
         None => {
             let mut obj = want(None);
-            object::prepare_create(res, &mut obj, Some(NAMESPACE), &object::now());
+            object::prepare_create(&res, &mut obj, Some(NAMESPACE), &object::now());
             state.store.create(&key, &obj).await.map(drop)
         }
         Some(cur) => {
@@ -387,10 +387,10 @@ async fn put(
             if obj == *cur.value() {
                 return Ok(());
             }
-            object::prepare_update(res, cur.value(), &mut obj, None);
+            object::prepare_update(&res, cur.value(), &mut obj, None);
             object::meta_mut(&mut obj).remove("resourceVersion");
             tracing::info!(
-                resource = res.plural,
+                resource = &*res.plural,
                 "resetting endpoints for the kubernetes service"
             );
             state.store.update(&key, &obj, cur.revision).await.map(drop)

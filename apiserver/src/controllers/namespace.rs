@@ -18,7 +18,7 @@
 use super::{name_key, Controller, Next, Source};
 use crate::handlers::write::after_delete;
 use crate::object;
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
@@ -39,7 +39,7 @@ pub fn controller(state: &AppState) -> Controller {
     let prefix = state
         .registry
         .lookup("", "v1", "namespaces")
-        .map(|r| state.collection_prefix(r, None))
+        .map(|r| state.collection_prefix(&r, None))
         .unwrap_or_else(|| format!("{}/namespaces/", state.prefix));
     Controller {
         name: "namespace",
@@ -56,7 +56,7 @@ pub fn controller(state: &AppState) -> Controller {
     }
 }
 
-fn namespaces(state: &AppState) -> Result<&'static Resource, String> {
+fn namespaces(state: &AppState) -> Result<Row, String> {
     state
         .registry
         .lookup("", "v1", "namespaces")
@@ -80,7 +80,7 @@ pub struct Round {
 
 async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     let res = namespaces(&state)?;
-    let key = state.key(res, None, &name);
+    let key = state.key(&res, None, &name);
     let Some(current) = state
         .store
         .get(&key, Freshness::MostRecent)
@@ -171,7 +171,7 @@ fn wait_for(r: &Round) -> Duration {
 
 /// The stored namespaced kinds, one row per collection (versions of one
 /// kind share storage).
-fn collections(state: &AppState, ns: &str) -> Vec<(&'static Resource, String)> {
+fn collections(state: &AppState, ns: &str) -> Vec<(Row, String)> {
     let mut seen = BTreeSet::new();
     state
         .registry
@@ -179,7 +179,7 @@ fn collections(state: &AppState, ns: &str) -> Vec<(&'static Resource, String)> {
         .iter()
         .filter(|r| r.namespaced && r.virtual_create.is_none() && r.computed.is_none())
         .filter_map(|r| {
-            let prefix = state.collection_prefix(r, Some(ns));
+            let prefix = state.collection_prefix(&r, Some(ns));
             seen.insert(prefix.clone()).then_some((r, prefix))
         })
         .collect()
@@ -206,11 +206,11 @@ pub async fn delete_content(state: &Arc<AppState>, ns: &str) -> Round {
         for item in &listed.items {
             let v = item.value();
             let name = object::meta_str(v, "name").unwrap_or("");
-            let key = state.key(res, Some(ns), name);
+            let key = state.key(&res, Some(ns), name);
             let fins = object::finalizers(v);
             let r = match super::remove(state, &key, item).await {
                 Ok(super::Removed::Gone(gone)) => {
-                    after_delete(state, res, gone.value()).await;
+                    after_delete(state, &res, gone.value()).await;
                     continue;
                 }
                 Ok(super::Removed::Finalizing) => Ok(()),

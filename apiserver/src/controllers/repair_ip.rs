@@ -35,7 +35,7 @@ use super::events::{self, Event, WARNING};
 use super::{Controller, Next, Source};
 use crate::allocator::{ipaddress, IPADDRESS_MANAGER};
 use crate::object;
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
@@ -51,11 +51,11 @@ const CONTROLLER: &str = "ipallocator-repair-controller";
 const FAMILY_LABEL: &str = "ipaddress.kubernetes.io/ip-family";
 const MANAGED_BY_LABEL: &str = "ipaddress.kubernetes.io/managed-by";
 
-fn services(state: &AppState) -> Option<&'static Resource> {
+fn services(state: &AppState) -> Option<Row> {
     state.registry.lookup("", "v1", "services")
 }
 
-fn ipaddresses(state: &AppState) -> Option<&'static Resource> {
+fn ipaddresses(state: &AppState) -> Option<Row> {
     state
         .registry
         .lookup("networking.k8s.io", "v1", "ipaddresses")
@@ -90,11 +90,11 @@ pub fn controller(state: &AppState) -> Option<Controller> {
         feed: None,
         sources: vec![
             Source {
-                prefix: state.collection_prefix(svc, None),
+                prefix: state.collection_prefix(&svc, None),
                 key_of: service_key,
             },
             Source {
-                prefix: state.collection_prefix(ip, None),
+                prefix: state.collection_prefix(&ip, None),
                 key_of: ipaddress_key,
             },
         ],
@@ -130,7 +130,7 @@ async fn get_service(
     let res = services(state).ok_or_else(|| StorageError::Internal("no services".into()))?;
     state
         .store
-        .get(&state.key(res, Some(ns), name), Freshness::MostRecent)
+        .get(&state.key(&res, Some(ns), name), Freshness::MostRecent)
         .await
 }
 
@@ -138,7 +138,7 @@ async fn get_ip(state: &AppState, ip: &str) -> Result<Option<Object>, StorageErr
     let res = ipaddresses(state).ok_or_else(|| StorageError::Internal("no ipaddresses".into()))?;
     state
         .store
-        .get(&state.key(res, None, ip), Freshness::MostRecent)
+        .get(&state.key(&res, None, ip), Freshness::MostRecent)
         .await
 }
 
@@ -266,10 +266,10 @@ async fn sync_service(state: &AppState, ns: &str, name: &str) -> Result<Next, St
 async fn create_ip(state: &AppState, ip: IpAddr, ns: &str, name: &str) -> Result<(), StorageError> {
     let res = ipaddresses(state).ok_or_else(|| StorageError::Internal("no ipaddresses".into()))?;
     let mut obj = ipaddress(ip, ns, name);
-    object::prepare_create(res, &mut obj, None, &object::now());
+    object::prepare_create(&res, &mut obj, None, &object::now());
     state
         .store
-        .create(&state.key(res, None, &ip.to_string()), &obj)
+        .create(&state.key(&res, None, &ip.to_string()), &obj)
         .await
         .map(drop)
 }
@@ -285,7 +285,7 @@ async fn recreate_ip(
     match state
         .store
         .delete(
-            &state.key(res, None, &ip.to_string()),
+            &state.key(&res, None, &ip.to_string()),
             Some(current.revision),
         )
         .await
@@ -360,7 +360,7 @@ async fn sync_ipaddress(state: &AppState, addr: Object) -> Result<Next, StorageE
     let res = ipaddresses(state).ok_or_else(|| StorageError::Internal("no ipaddresses".into()))?;
     match state
         .store
-        .delete(&state.key(res, None, &name), Some(addr.revision))
+        .delete(&state.key(&res, None, &name), Some(addr.revision))
         .await
     {
         Ok(_) | Err(StorageError::NotFound { .. }) => Ok(Next::Done),

@@ -131,7 +131,7 @@ pub fn controller(state: &AppState) -> Option<Controller> {
         name: "portallocator_repair",
         feed: None,
         sources: vec![Source {
-            prefix: state.collection_prefix(svc, None),
+            prefix: state.collection_prefix(&svc, None),
             key_of: |_| Some(KEY.to_string()),
         }],
         reconcile: Arc::new(move |state, _key| pass(state, Arc::clone(&memory)).boxed()),
@@ -163,7 +163,7 @@ async fn pass(state: Arc<AppState>, memory: Arc<Mutex<Memory>>) -> Result<Next, 
     let list = state
         .store
         .list(
-            &state.collection_prefix(res, None),
+            &state.collection_prefix(&res, None),
             &ListOptions {
                 freshness: Freshness::MostRecent,
                 limit: None,

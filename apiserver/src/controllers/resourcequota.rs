@@ -22,7 +22,7 @@
 use super::queue::WorkQueue;
 use super::{Controller, Next};
 use crate::admission::plugins::quota::{list_objects, unix_now};
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 use apimachinery::kinds::core::quota_usage::{self, Evaluator, ResourceList};
 use apimachinery::read::Freshness;
@@ -63,7 +63,7 @@ fn namespace_of(v: &Value) -> Option<String> {
 }
 
 /// The served row of a collection, by group and plural.
-fn collection(state: &AppState, group: &str, plural: &str) -> Option<&'static Resource> {
+fn collection(state: &AppState, group: &str, plural: &str) -> Option<Row> {
     state
         .registry
         .all()
@@ -87,12 +87,12 @@ async fn feed(state: Arc<AppState>, queue: Arc<WorkQueue>) {
     let Some(quotas) = state.registry.lookup("", "v1", "resourcequotas") else {
         return;
     };
-    let quotas = state.collection_prefix(quotas, None);
+    let quotas = state.collection_prefix(&quotas, None);
     let mut followed: HashSet<String> = HashSet::new();
     let mut releases = tokio::task::JoinSet::new();
     for plural in RELEASED_BY {
         if let Some(res) = collection(&state, "", plural) {
-            let prefix = state.collection_prefix(res, None);
+            let prefix = state.collection_prefix(&res, None);
             followed.insert(prefix.clone());
             releases.spawn(follow_releases(
                 Arc::clone(&state),
@@ -152,7 +152,7 @@ async fn feed(state: Arc<AppState>, queue: Arc<WorkQueue>) {
                         let Some(res) = collection(&state, g, p) else {
                             continue;
                         };
-                        let prefix = state.collection_prefix(res, None);
+                        let prefix = state.collection_prefix(&res, None);
                         if followed.insert(prefix.clone()) {
                             releases.spawn(follow_releases(
                                 Arc::clone(&state),
@@ -276,7 +276,7 @@ async fn sync_namespace(state: Arc<AppState>, ns: String) -> Result<Next, String
         .registry
         .lookup("", "v1", "resourcequotas")
         .ok_or("resourcequotas missing from the registry")?;
-    let quotas = list_objects(&state, res, &ns, Freshness::MostRecent)
+    let quotas = list_objects(&state, &res, &ns, Freshness::MostRecent)
         .await
         .map_err(|e| e.to_string())?;
     // Lists are shared between the namespace's quotas.
@@ -289,7 +289,7 @@ async fn sync_namespace(state: Arc<AppState>, ns: String) -> Result<Next, String
             }
             let items = match collection(&state, &gp.0, &gp.1) {
                 Some(r) => Some(Arc::new(
-                    list_objects(&state, r, &ns, Freshness::MostRecent)
+                    list_objects(&state, &r, &ns, Freshness::MostRecent)
                         .await
                         .map_err(|e| e.to_string())?
                         .into_iter()
@@ -312,7 +312,7 @@ async fn sync_namespace(state: Arc<AppState>, ns: String) -> Result<Next, String
         let name = crate::object::name(q.value()).unwrap_or("").to_string();
         match state
             .store
-            .update(&state.key(res, Some(&ns), &name), &next, q.revision)
+            .update(&state.key(&res, Some(&ns), &name), &next, q.revision)
             .await
         {
             Ok(_) | Err(StorageError::NotFound { .. }) => {}

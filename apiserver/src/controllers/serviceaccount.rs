@@ -19,7 +19,7 @@
 
 use super::{name_key, Controller, Next, Source};
 use crate::object;
-use crate::registry::Resource;
+use crate::registry::Row;
 use crate::server::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
@@ -34,13 +34,13 @@ pub const DESCRIPTION_ANNOTATION: &str = "kubernetes.io/description";
 /// kube's annotation text (clients may show it; keep it as kube has it).
 pub const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
-fn row(state: &AppState, plural: &str) -> Option<&'static Resource> {
+fn row(state: &AppState, plural: &str) -> Option<Row> {
     state.registry.lookup("", "v1", plural)
 }
 
 fn namespaces_source(state: &AppState) -> Option<Source> {
     row(state, "namespaces").map(|r| Source {
-        prefix: state.collection_prefix(r, None),
+        prefix: state.collection_prefix(&r, None),
         key_of: name_key,
     })
 }
@@ -75,7 +75,7 @@ pub fn controllers(state: &AppState) -> Vec<Controller> {
         sources: vec![
             ns,
             Source {
-                prefix: state.collection_prefix(sa, None),
+                prefix: state.collection_prefix(&sa, None),
                 key_of: default_sa_namespace,
             },
         ],
@@ -93,7 +93,7 @@ pub fn controllers(state: &AppState) -> Vec<Controller> {
                 sources: vec![
                     ns,
                     Source {
-                        prefix: state.collection_prefix(cm, None),
+                        prefix: state.collection_prefix(&cm, None),
                         key_of: root_ca_namespace,
                     },
                 ],
@@ -114,7 +114,7 @@ async fn active(state: &AppState, ns: &str) -> Result<bool, String> {
     let res = row(state, "namespaces").ok_or("namespaces missing from the registry")?;
     let got = state
         .store
-        .get(&state.key(res, None, ns), Freshness::MostRecent)
+        .get(&state.key(&res, None, ns), Freshness::MostRecent)
         .await
         .map_err(|e| e.to_string())?;
     Ok(got.is_some_and(|o| !object::is_deleting(o.value())))
@@ -125,7 +125,7 @@ async fn ensure_service_account(state: Arc<AppState>, ns: String) -> Result<Next
         return Ok(Next::Done);
     }
     let res = row(&state, "serviceaccounts").ok_or("serviceaccounts missing")?;
-    let key = state.key(res, Some(&ns), DEFAULT_SA);
+    let key = state.key(&res, Some(&ns), DEFAULT_SA);
     let have = state
         .store
         .get(&key, Freshness::MostRecent)
@@ -139,7 +139,7 @@ async fn ensure_service_account(state: Arc<AppState>, ns: String) -> Result<Next
         "kind": "ServiceAccount",
         "metadata": {"name": DEFAULT_SA, "namespace": ns},
     });
-    object::prepare_create(res, &mut sa, Some(&ns), &object::now());
+    object::prepare_create(&res, &mut sa, Some(&ns), &object::now());
     match state.store.create(&key, &sa).await {
         Ok(_) => {
             tracing::debug!(namespace = %ns, "created the default service account");
@@ -185,7 +185,7 @@ async fn publish_root_ca(state: Arc<AppState>, ns: String) -> Result<Next, Strin
         return Ok(Next::Done);
     }
     let res = row(&state, "configmaps").ok_or("configmaps missing")?;
-    let key = state.key(res, Some(&ns), ROOT_CA);
+    let key = state.key(&res, Some(&ns), ROOT_CA);
     let have = state
         .store
         .get(&key, Freshness::MostRecent)
@@ -194,7 +194,7 @@ async fn publish_root_ca(state: Arc<AppState>, ns: String) -> Result<Next, Strin
     let r = match have {
         None => {
             let mut cm = desired_root_ca(None, &ns, pem);
-            object::prepare_create(res, &mut cm, Some(&ns), &object::now());
+            object::prepare_create(&res, &mut cm, Some(&ns), &object::now());
             state.store.create(&key, &cm).await.map(drop)
         }
         Some(cur) => {

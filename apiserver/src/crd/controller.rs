@@ -12,6 +12,7 @@
 
 use super::{accepted_names, rows, status, CLEANUP_FINALIZER, GROUP, PLURAL};
 use crate::object;
+use crate::registry::{Shared, Str};
 use crate::server::AppState;
 use apimachinery::read::{Freshness, Predicate};
 use futures_util::{FutureExt, StreamExt};
@@ -69,7 +70,7 @@ fn name_of(v: &Value) -> String {
 struct Entry {
     crd: Arc<Value>,
     revision: i64,
-    rows: Vec<&'static crate::registry::Resource>,
+    rows: Vec<crate::registry::Row>,
 }
 
 impl Entry {
@@ -225,7 +226,7 @@ async fn build_rows(crds: &mut Crds, changed: &[String]) {
 
 /// Makes the registry serve exactly the established CRDs' versions.
 fn install(state: &AppState, crds: &Crds) {
-    let all: Vec<_> = crds.values().flat_map(|e| e.rows.iter().copied()).collect();
+    let all: Vec<_> = crds.values().flat_map(|e| e.rows.iter().cloned()).collect();
     if state.registry.set_dynamic(all) {
         tracing::info!(
             generation = state.registry.generation(),
@@ -236,21 +237,20 @@ fn install(state: &AppState, crds: &Crds) {
 }
 
 /// The built-in names of `group` that no CRD may take.
-fn builtin_names(
-    state: &AppState,
-    group: &str,
-) -> Vec<(
-    &'static str,
-    &'static str,
-    &'static [&'static str],
-    &'static str,
-)> {
+fn builtin_names(state: &AppState, group: &str) -> Vec<(Str, Str, Shared<[Str]>, Str)> {
     state
         .registry
         .all()
         .iter()
         .filter(|r| r.custom.is_none() && r.group == group)
-        .map(|r| (r.plural, r.singular, r.short_names, r.kind))
+        .map(|r| {
+            (
+                r.plural.clone(),
+                r.singular.clone(),
+                r.short_names.clone(),
+                r.kind.clone(),
+            )
+        })
         .collect()
 }
 
@@ -268,7 +268,15 @@ async fn reconcile(state: &Arc<AppState>, crds: &Crds, groups: Option<&BTreeSet<
         if groups.is_some_and(|want| !want.contains(*g)) {
             continue;
         }
-        let builtin = builtin_names(state, g);
+        let owned = builtin_names(state, g);
+        let builtin: Vec<(&str, &str, Vec<&str>, &str)> = owned
+            .iter()
+            .map(|(p, s, short, k)| (&**p, &**s, short.iter().map(|x| &**x).collect(), &**k))
+            .collect();
+        let builtin: Vec<(&str, &str, &[&str], &str)> = builtin
+            .iter()
+            .map(|(p, s, short, k)| (*p, *s, short.as_slice(), *k))
+            .collect();
         for (name, e) in members {
             let others = members
                 .iter()

@@ -61,7 +61,7 @@ pub(crate) async fn convert_all(
     api_version: &str,
 ) -> Result<()> {
     let todo: Vec<usize> = (0..objs.len())
-        .filter(|i| needs(&objs[*i], res.kind, api_version))
+        .filter(|i| needs(&objs[*i], &res.kind, api_version))
         .collect();
     if todo.is_empty() {
         return Ok(());

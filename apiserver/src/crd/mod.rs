@@ -9,10 +9,12 @@
 //! leader alone writes CRD status (names accepted, established, stored
 //! versions) and runs the deletion clean-up.
 //!
-//! Rows are interned: the same CRD definition always yields the same
-//! `&'static Resource`, so an unchanged CRD does not move the registry's
-//! generation. A row is leaked for the life of the process (the handlers
-//! hold `&'static Resource`); each distinct definition costs one row.
+//! Rows own their data and are reference counted ([`Row`]): a row, its
+//! schemas, validators and compiled CEL programs are freed once the
+//! registry has dropped it and no request, watch or controller still holds
+//! it. While any holder lives, the same CRD definition yields the same
+//! rows ([`rows`] keeps a weak reference to what it built), so an
+//! unchanged CRD does not move the registry's generation.
 
 pub mod controller;
 pub mod conversion;
@@ -22,14 +24,14 @@ pub mod status;
 pub mod v1beta1;
 
 use crate::object::strings;
-use crate::registry::{NameRule, Resource, Subresource};
+use crate::registry::{NameRule, Resource, Row, Shared, Str, Subresource};
 use apimachinery::crd::{SchemaValidator, Structural};
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
 use apimachinery::status::StatusCause;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 pub(crate) use crate::discovery::compare_versions as version_order;
 pub use names::accepted_names;
@@ -122,7 +124,7 @@ fn would_default(s: &Structural, v: &Value) -> bool {
 }
 
 impl CustomInfo {
-    pub fn schema(&'static self) -> Option<apimachinery::schema::TypeRef<'static>> {
+    pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'_>> {
         self.schema.by_name(&self.definition)
     }
 
@@ -258,17 +260,8 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
     causes
 }
 
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_string().into_boxed_str())
-}
-
-fn leak_all(v: &[String]) -> &'static [&'static str] {
-    Box::leak(
-        v.iter()
-            .map(|s| leak(s))
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    )
+fn name_list(v: &[String]) -> Shared<[Str]> {
+    Shared::owned_slice(v.iter().map(|s| Str::owned(s)).collect())
 }
 
 /// Whether a CRD's `status.conditions` has `type` with status True.
@@ -401,14 +394,14 @@ fn columns(v: &Value) -> Vec<PrinterColumn> {
         .collect()
 }
 
-fn pointer_of(path: Option<&Value>) -> Option<&'static str> {
+fn pointer_of(path: Option<&Value>) -> Option<Str> {
     let p = jsonpath::Path::parse(path?.as_str()?).ok()?.pointer()?;
-    Some(leak(&p))
+    Some(Str::owned(&p))
 }
 
-fn subresources(v: &Value) -> &'static [Subresource] {
+fn subresources(v: &Value) -> Shared<[Subresource]> {
     let Some(sub) = v.get("subresources") else {
-        return &[];
+        return Shared::default();
     };
     let mut out = Vec::new();
     if sub.get("status").is_some() {
@@ -422,16 +415,16 @@ fn subresources(v: &Value) -> &'static [Subresource] {
             out.push(Subresource::Scale {
                 spec_replicas: spec,
                 status_replicas: status,
-                selector: pointer_of(scale.get("labelSelectorPath")).unwrap_or(""),
+                selector: pointer_of(scale.get("labelSelectorPath")).unwrap_or(Shared::Static("")),
                 // A CR's selector path holds the string form.
                 selector_is_map: false,
             });
         }
     }
-    Box::leak(out.into_boxed_slice())
+    Shared::owned_slice(out)
 }
 
-fn field_attrs(v: &Value) -> &'static [FieldAttr] {
+fn field_attrs(v: &Value) -> Shared<[FieldAttr]> {
     let attrs: Vec<FieldAttr> = v
         .get("selectableFields")
         .and_then(Value::as_array)
@@ -441,15 +434,15 @@ fn field_attrs(v: &Value) -> &'static [FieldAttr] {
                     let path = f.get("jsonPath")?.as_str()?;
                     let pointer = jsonpath::Path::parse(path).ok()?.pointer()?;
                     Some(FieldAttr {
-                        name: leak(path.trim_start_matches('.')),
-                        pointer: leak(&pointer),
-                        default: "",
+                        name: Str::owned(path.trim_start_matches('.')),
+                        pointer: Str::owned(&pointer),
+                        default: Shared::Static(""),
                     })
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Box::leak(attrs.into_boxed_slice())
+    Shared::owned_slice(attrs)
 }
 
 fn drop_descriptions(s: &mut Structural) {
@@ -466,11 +459,14 @@ fn drop_descriptions(s: &mut Structural) {
 }
 
 /// The registry rows of a CRD: one per served version, in kube's version
-/// priority order. Interned by the CRD's spec and accepted names.
-pub fn rows(crd: &Value) -> Vec<&'static Resource> {
+/// priority order. While the rows built for the same spec and accepted
+/// names are alive, the same rows are returned.
+pub fn rows(crd: &Value) -> Vec<Row> {
     // Keyed by a 128-bit hash of what defines the rows (a CRD's spec can
-    // be hundreds of kilobytes; the table keeps no copy of it).
-    static INTERNED: OnceLock<Mutex<HashMap<String, Vec<&'static Resource>>>> = OnceLock::new();
+    // be hundreds of kilobytes; the table keeps no copy of it). Values are
+    // weak: the table never keeps rows alive, and dead entries are swept
+    // as the table grows.
+    static BUILT: OnceLock<Mutex<HashMap<String, Vec<Weak<Resource>>>>> = OnceLock::new();
     let null = Value::Null;
     let spec = crd.get("spec").unwrap_or(&null);
     let names = crd
@@ -485,27 +481,47 @@ pub fn rows(crd: &Value) -> Vec<&'static Resource> {
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
     let bytes = serde_json::to_vec(&(name, spec, names, terminating)).unwrap_or_default();
     let key = crate::discovery::content_hash(&bytes);
-    let table = INTERNED.get_or_init(Default::default);
-    if let Some(r) = table.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return r.clone();
+    let table = BUILT.get_or_init(Default::default);
+    let alive = |weak: &[Weak<Resource>]| -> Option<Vec<Row>> {
+        weak.iter()
+            .map(|w| w.upgrade().map(Shared::Owned))
+            .collect()
+    };
+    if let Some(rows) = table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .and_then(|w| alive(w))
+    {
+        return rows;
     }
     // Built without the lock (rows of many CRDs are built in parallel); of
     // two racing builds of one definition the first stays.
     let built = build_rows(name, spec, names, terminating);
-    table
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(key)
-        .or_insert(built)
-        .clone()
+    let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rows) = table.get(&key).and_then(|w| alive(w)) {
+        return rows;
+    }
+    // Sweep the dead entries once the table has doubled since the last
+    // sweep: amortised O(1) per insert, and the table stays within twice
+    // the live definitions.
+    static SWEPT_AT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if table.len() >= 2 * SWEPT_AT.load(std::sync::atomic::Ordering::Relaxed).max(16) {
+        table.retain(|_, w| w.iter().all(|w| w.strong_count() > 0));
+        SWEPT_AT.store(table.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+    let weak = built
+        .iter()
+        .map(|r| match r {
+            Shared::Owned(a) => Arc::downgrade(a),
+            Shared::Static(_) => Weak::new(),
+        })
+        .collect();
+    table.insert(key, weak);
+    built
 }
 
-fn build_rows(
-    crd_name: &str,
-    spec: &Value,
-    names: &Value,
-    terminating: bool,
-) -> Vec<&'static Resource> {
+fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) -> Vec<Row> {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let group = s(spec, "group");
     let kind = s(names, "kind");
@@ -528,10 +544,14 @@ fn build_rows(
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .map(|v| s(v, "name"))
         .unwrap_or_default();
-    let (group_s, kind_s, plural_s, singular_s) =
-        (leak(&group), leak(&kind), leak(&plural), leak(&singular));
-    let short = leak_all(&strings(names.get("shortNames")));
-    let categories = leak_all(&strings(names.get("categories")));
+    let (group_s, kind_s, plural_s, singular_s) = (
+        Str::owned(&group),
+        Str::owned(&kind),
+        Str::owned(&plural),
+        Str::owned(&singular),
+    );
+    let short = name_list(&strings(names.get("shortNames")));
+    let categories = name_list(&strings(names.get("categories")));
     let mut served: Vec<&Value> = versions
         .into_iter()
         .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
@@ -569,7 +589,7 @@ fn build_rows(
                         None => format!("{group}/{version} {kind} is deprecated"),
                     }
                 });
-            let info: &'static CustomInfo = Box::leak(Box::new(CustomInfo {
+            let info = Arc::new(CustomInfo {
                 crd: crd_name.to_string(),
                 storage_version: storage_version.clone(),
                 deprecation,
@@ -581,15 +601,15 @@ fn build_rows(
                 conversion: conversion::webhook_of(spec),
                 terminating,
                 has_defaults: defaults,
-            }));
-            let row: &'static Resource = Box::leak(Box::new(Resource {
-                group: group_s,
-                version: leak(&version),
-                kind: kind_s,
-                plural: plural_s,
-                singular: singular_s,
-                short_names: short,
-                categories,
+            });
+            Shared::Owned(Arc::new(Resource {
+                group: group_s.clone(),
+                version: Str::owned(&version),
+                kind: kind_s.clone(),
+                plural: plural_s.clone(),
+                singular: singular_s.clone(),
+                short_names: short.clone(),
+                categories: categories.clone(),
                 namespaced,
                 subresources: subresources(v),
                 field_attrs: field_attrs(v),
@@ -608,8 +628,7 @@ fn build_rows(
                 custom: Some(info),
                 conversion: None,
                 gc_policy: crate::registry::GcPolicy::Background,
-            }));
-            row
+            }))
         })
         .collect()
 }

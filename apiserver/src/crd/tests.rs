@@ -66,16 +66,16 @@ fn rows_follow_the_served_versions_and_are_interned() {
     let c = crd("example.com", "widgets", "Widget");
     let r = rows(&c);
     assert_eq!(
-        r.iter().map(|r| r.version).collect::<Vec<_>>(),
+        r.iter().map(|r| r.version.to_string()).collect::<Vec<_>>(),
         ["v1", "v1beta1"]
     );
-    let v1 = r[0];
+    let v1 = &r[0];
     assert_eq!(
-        (v1.group, v1.kind, v1.plural, v1.singular),
+        (&*v1.group, &*v1.kind, &*v1.plural, &*v1.singular),
         ("example.com", "Widget", "widgets", "widget")
     );
     assert!(v1.namespaced && v1.generation);
-    assert_eq!(v1.short_names, ["wd"]);
+    assert_eq!(&*v1.short_names, ["wd"]);
     assert!(v1.has_status());
     match v1.subresource("scale") {
         Some(Subresource::Scale {
@@ -85,7 +85,7 @@ fn rows_follow_the_served_versions_and_are_interned() {
             ..
         }) => {
             assert_eq!(
-                (*spec_replicas, *status_replicas, *selector),
+                (&**spec_replicas, &**status_replicas, &**selector),
                 ("/spec/replicas", "/status/replicas", "/status/selector")
             );
         }
@@ -93,7 +93,7 @@ fn rows_follow_the_served_versions_and_are_interned() {
     }
     assert_eq!(v1.field_attrs[0].name, "spec.color");
     assert_eq!(v1.field_attrs[0].pointer, "/spec/color");
-    let info = v1.custom.unwrap();
+    let info = v1.custom.as_ref().unwrap();
     assert_eq!(info.storage_version, "v1");
     assert_eq!(info.columns[0].name, "Replicas");
     let schema = v1.schema().unwrap();
@@ -101,10 +101,39 @@ fn rows_follow_the_served_versions_and_are_interned() {
     assert!(schema.path(&["spec", "replicas"]).is_some());
     assert!(schema.path(&["metadata", "labels"]).is_some());
     // Without printer columns: kube's Age column.
-    assert_eq!(r[1].custom.unwrap().columns[0].name, "Age");
-    // Interned: the same definition gives the same rows.
+    assert_eq!(r[1].custom.as_ref().unwrap().columns[0].name, "Age");
+    // While they live, the same definition gives the same rows.
     let again = rows(&c);
-    assert!(std::ptr::eq(again[0], r[0]));
+    assert!(Shared::ptr_eq(&again[0], &r[0]));
+}
+
+#[test]
+fn rows_are_freed_with_their_last_holder() {
+    let mut c = crd("freed.example.com", "gadgets", "Gadget");
+    c["spec"]["versions"] = json!([{"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "has(self.spec)"}],
+            "properties": {"spec": {"type": "object"}}}}}]);
+    let r = rows(&c);
+    let Shared::Owned(row) = &r[0] else {
+        panic!("a CRD's row is not static")
+    };
+    let (row, info) = (
+        std::sync::Arc::downgrade(row),
+        std::sync::Arc::downgrade(r[0].custom.as_ref().unwrap()),
+    );
+    let held = r[0].clone();
+    drop(r);
+    assert!(row.upgrade().is_some(), "a holder keeps the row");
+    drop(held);
+    assert!(row.upgrade().is_none(), "the row outlived its holders");
+    assert!(
+        info.upgrade().is_none(),
+        "the schema and CEL programs outlived the row"
+    );
+    // Built again from scratch, not from a stale entry.
+    let again = rows(&c);
+    assert_eq!(again[0].custom.as_ref().unwrap().storage_version, "v1");
 }
 
 #[test]
@@ -208,7 +237,7 @@ fn rules_at_the_schema_root_run() {
             "x-kubernetes-validations": [{"rule": "has(self.spec)", "message": "spec is required"}],
             "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]);
     let r = rows(&c);
-    let info = r[0].custom.unwrap();
+    let info = r[0].custom.as_ref().unwrap();
     let obj =
         json!({"apiVersion": "rooted.example.com/v1", "kind": "Root", "metadata": {"name": "x"}});
     let errs = info.validate(&obj, None);

@@ -835,7 +835,7 @@ async fn write_statuses(state: &AppState, updates: Vec<Value>) {
         else {
             continue;
         };
-        let key = state.key(res, None, name);
+        let key = state.key(&res, None, name);
         // A conflict means a newer version, whose event runs this again.
         if let Err(e) = state.store.update(&key, &fs, rv).await {
             tracing::debug!(flowschema = name, error = %e, "Dangling condition not written");

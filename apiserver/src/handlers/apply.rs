@@ -70,7 +70,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         config: decoded.value,
         warnings,
     };
-    let resp = match scope.subresource {
+    let resp = match scope.subresource.as_ref() {
         Some(Subresource::Scale { .. }) => apply_scale(scope, &req).await?,
         _ => apply_object(scope, &req).await?,
     };
@@ -102,7 +102,7 @@ fn apply_error(e: ApplyError) -> ApiError {
 
 /// The fields an apply to the main resource or `/status` may not change.
 fn reset_fields(scope: &Scope) -> Option<FieldSet> {
-    match scope.subresource {
+    match scope.subresource.as_ref() {
         None if scope.res.has_status() => Some(FieldSet::from_paths([[PathElement::Field(
             "status".into(),
         )]])),
@@ -115,7 +115,7 @@ fn reset_fields(scope: &Scope) -> Option<FieldSet> {
 async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
     let ty = scope.res.schema();
     let api_version = scope.res.api_version();
-    check_kind(scope.res.kind, &api_version, &req.config)?;
+    check_kind(&scope.res.kind, &api_version, &req.config)?;
     let reset = reset_fields(scope);
     let run = |live: Option<&Value>, now: &str| -> Result<Value> {
         let opts = ApplyOptions {
@@ -247,15 +247,15 @@ fn check_name(scope: &Scope, obj: &Value) -> Result<()> {
 // /scale
 
 /// Where a workload keeps what its Scale shows.
-struct ScalePointers {
-    spec: &'static str,
-    status: &'static str,
-    selector: &'static str,
+struct ScalePointers<'a> {
+    spec: &'a str,
+    status: &'a str,
+    selector: &'a str,
     selector_is_map: bool,
 }
 
-fn scale_pointers(scope: &Scope) -> Result<ScalePointers> {
-    match scope.subresource {
+fn scale_pointers(scope: &Scope) -> Result<ScalePointers<'_>> {
+    match scope.subresource.as_ref() {
         Some(Subresource::Scale {
             spec_replicas,
             status_replicas,

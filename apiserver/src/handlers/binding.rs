@@ -70,7 +70,7 @@ async fn bind_pod(scope: &Scope, binding: Value) -> Result<Value> {
         .registry
         .lookup("", "v1", "pods")
         .ok_or_else(|| ApiError::internal("pods missing from the registry"))?;
-    let key = scope.state.key(pods, scope.namespace.as_deref(), &name);
+    let key = scope.state.key(&pods, scope.namespace.as_deref(), &name);
     let annotations = binding
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
@@ -82,7 +82,7 @@ async fn bind_pod(scope: &Scope, binding: Value) -> Result<Value> {
             .store
             .get(&key, Freshness::MostRecent)
             .await
-            .map_err(|e| ApiError::storage(e, pods, &name))?
+            .map_err(|e| ApiError::storage(e, &pods, &name))?
             .ok_or_else(|| Status::not_found(pods.group_resource(), &name))?;
         let mut pod = current.value().clone();
         let conflict =
@@ -117,7 +117,7 @@ async fn bind_pod(scope: &Scope, binding: Value) -> Result<Value> {
                 }))
             }
             Err(StorageError::Conflict { .. }) => continue,
-            Err(e) => return Err(ApiError::storage(e, pods, &name)),
+            Err(e) => return Err(ApiError::storage(e, &pods, &name)),
         }
     }
     Err(Status::conflict(binding_resource(), &name, Status::CONFLICT_MODIFIED).into())

@@ -5,7 +5,7 @@
 
 use super::{list, Scope};
 use crate::error::Result;
-use crate::registry::Computed;
+use crate::registry::{Computed, ComputedSource};
 use crate::response;
 use apimachinery::query;
 use apimachinery::Status;
@@ -14,12 +14,19 @@ use axum::response::Response;
 use std::sync::Arc;
 use watchcache::{ListResult, Object};
 
+/// The objects of a computed kind, made now.
+async fn list_of(scope: &Scope, source: ComputedSource) -> Vec<serde_json::Value> {
+    match source {
+        ComputedSource::ComponentStatuses => crate::componentstatus::statuses(&scope.state).await,
+    }
+}
+
 pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) -> Result<Response> {
     if method != Method::GET {
         return Err(Status::method_not_allowed().into());
     }
     let resp = if named {
-        let items = (c.list)(&scope.state).await;
+        let items = list_of(scope, c.source).await;
         let mut obj = items
             .into_iter()
             .find(|o| crate::object::name(o) == Some(scope.name()))
@@ -32,7 +39,7 @@ pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) ->
         if params.watch {
             // kube's NewMethodNotSupported.
             let mut s =
-                Status::method_not_allowed().with_details("", scope.res.group, scope.res.plural);
+                Status::method_not_allowed().with_details("", &scope.res.group, &scope.res.plural);
             s.message = format!(
                 "watch is not supported on resources of kind {:?}",
                 scope.res.plural
@@ -40,7 +47,7 @@ pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) ->
             return Err(s.into());
         }
         let predicate = list::predicate(scope, &params)?;
-        let items = (c.list)(&scope.state)
+        let items = list_of(scope, c.source)
             .await
             .into_iter()
             .filter(|o| predicate.matches(o))
@@ -55,7 +62,7 @@ pub async fn serve(scope: &Scope, c: &Computed, method: &Method, named: bool) ->
             continue_token: None,
             remaining_item_count: None,
         };
-        response::list(scope, scope.res, result)
+        response::list(scope, &scope.res, result)
     };
     Ok(match c.warning {
         Some(w) => response::with_warnings(resp, &[w.to_string()]),

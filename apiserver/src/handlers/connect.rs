@@ -14,7 +14,7 @@
 
 use super::Scope;
 use crate::error::Result;
-use crate::registry::Connect;
+use crate::registry::{Connect, ConnectTarget};
 use apimachinery::read::Freshness;
 use apimachinery::status::GroupResource;
 use apimachinery::validation;
@@ -25,11 +25,6 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::Arc;
-
-const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
-const PROXY_METHODS: &[&str] = &["delete", "get", "head", "options", "patch", "post", "put"];
-const STREAM_VERBS: &[&str] = &["create", "get"];
-const STREAM_METHODS: &[&str] = &["get", "post"];
 
 /// The options object of a connect request, as kube decodes it from the
 /// query (and the proxy path): what admission sees as the `CONNECT`
@@ -66,100 +61,21 @@ pub fn options_object(c: &Connect, scope: &Scope, subpath: Option<&str>) -> Valu
     Value::Object(o)
 }
 
-pub static POD_LOG: Connect = Connect {
-    name: "log",
-    kind: "Pod",
-    verbs: &["get"],
-    methods: &["get"],
-    params: &[
-        ("container", "string"),
-        ("follow", "boolean"),
-        ("insecureSkipTLSVerifyBackend", "boolean"),
-        ("limitBytes", "integer"),
-        ("pretty", "string"),
-        ("previous", "boolean"),
-        ("sinceSeconds", "integer"),
-        ("stream", "string"),
-        ("tailLines", "integer"),
-        ("timestamps", "boolean"),
-    ],
-    with_path: false,
-    read: true,
-    answer: |s, _, _| log(s).boxed(),
-};
-
-/// A streaming subresource (`exec`, `attach`, `portforward`): GET or POST,
-/// the options in the query.
-const fn streaming(
-    name: &'static str,
-    kind: &'static str,
-    params: &'static [(&'static str, &'static str)],
-    answer: crate::registry::ConnectAnswer,
-) -> Connect {
-    Connect {
-        name,
-        kind,
-        verbs: STREAM_VERBS,
-        methods: STREAM_METHODS,
-        params,
-        with_path: false,
-        read: false,
-        answer,
+/// The answer of a connect subresource, by where it would connect.
+pub fn answer<'a>(
+    target: ConnectTarget,
+    s: &'a Scope,
+) -> futures_util::future::BoxFuture<'a, Result<Response>> {
+    match target {
+        ConnectTarget::PodLog => log(s).boxed(),
+        ConnectTarget::PodExec => stream(s, "exec").boxed(),
+        ConnectTarget::PodAttach => stream(s, "attach").boxed(),
+        ConnectTarget::PodPortForward => stream(s, "portforward").boxed(),
+        ConnectTarget::PodProxy => pod_proxy(s).boxed(),
+        ConnectTarget::NodeProxy => node_proxy(s).boxed(),
+        ConnectTarget::ServiceProxy => service_proxy(s).boxed(),
     }
 }
-
-const ATTACH_PARAMS: &[(&str, &str)] = &[
-    ("container", "string"),
-    ("stderr", "boolean"),
-    ("stdin", "boolean"),
-    ("stdout", "boolean"),
-    ("tty", "boolean"),
-];
-
-pub static POD_EXEC: Connect = streaming(
-    "exec",
-    "PodExecOptions",
-    &[
-        ("command", "string"),
-        ("container", "string"),
-        ("stderr", "boolean"),
-        ("stdin", "boolean"),
-        ("stdout", "boolean"),
-        ("tty", "boolean"),
-    ],
-    |s, _, _| stream(s, "exec").boxed(),
-);
-
-pub static POD_ATTACH: Connect =
-    streaming("attach", "PodAttachOptions", ATTACH_PARAMS, |s, _, _| {
-        stream(s, "attach").boxed()
-    });
-
-pub static POD_PORTFORWARD: Connect = streaming(
-    "portforward",
-    "PodPortForwardOptions",
-    &[("ports", "integer")],
-    |s, _, _| stream(s, "portforward").boxed(),
-);
-
-/// A `proxy` subresource: every method, a trailing path.
-const fn proxy(kind: &'static str, answer: crate::registry::ConnectAnswer) -> Connect {
-    Connect {
-        name: "proxy",
-        kind,
-        verbs: PROXY_VERBS,
-        methods: PROXY_METHODS,
-        params: &[("path", "string")],
-        with_path: true,
-        read: false,
-        answer,
-    }
-}
-
-pub static POD_PROXY: Connect = proxy("PodProxyOptions", |s, _, _| pod_proxy(s).boxed());
-pub static NODE_PROXY: Connect = proxy("NodeProxyOptions", |s, _, _| node_proxy(s).boxed());
-pub static SERVICE_PROXY: Connect =
-    proxy("ServiceProxyOptions", |s, _, _| service_proxy(s).boxed());
 
 /// Whether `method` is one `c` serves.
 pub fn serves(c: &Connect, method: &Method) -> bool {
@@ -182,7 +98,7 @@ async fn read(scope: &Scope, plural: &'static str, name: &str) -> Result<Arc<Val
         .registry
         .lookup("", "v1", plural)
         .ok_or_else(|| Status::internal(format!("{plural} not in the registry")))?;
-    let key = scope.state.key(res, scope.namespace.as_deref(), name);
+    let key = scope.state.key(&res, scope.namespace.as_deref(), name);
     let gr = GroupResource {
         group: "",
         resource: plural,
@@ -192,7 +108,7 @@ async fn read(scope: &Scope, plural: &'static str, name: &str) -> Result<Arc<Val
         .store
         .get(&key, Freshness::MostRecent)
         .await
-        .map_err(|e| crate::error::ApiError::storage(e, res, name))?
+        .map_err(|e| crate::error::ApiError::storage(e, &res, name))?
         .map(|o| o.into_value())
         .ok_or_else(|| Status::not_found(gr, name).into())
 }

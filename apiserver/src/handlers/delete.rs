@@ -282,7 +282,7 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             ),
         )
         .await?;
-        match delete_stored(&scope.state, scope.res, &key, &current, &params).await {
+        match delete_stored(&scope.state, &scope.res, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => {
                 return super::object_response(scope, StatusCode::OK, &v).await
             }
@@ -338,8 +338,8 @@ pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result
     for item in &listed.items {
         let ns = object::meta_str(item.value(), "namespace");
         let name = object::meta_str(item.value(), "name").unwrap_or("");
-        let key = scope.state.key(scope.res, ns, name);
-        match delete_stored(&scope.state, scope.res, &key, item, &params).await {
+        let key = scope.state.key(&scope.res, ns, name);
+        match delete_stored(&scope.state, &scope.res, &key, item, &params).await {
             Ok(Outcome::Deleted(v)) | Ok(Outcome::Pending(v)) => items.push(v),
             // Changed or gone since the list: someone else got there first.
             Err(StorageError::Conflict { .. }) | Err(StorageError::NotFound { .. }) => {}

@@ -45,7 +45,7 @@ async fn evict_pod(scope: &Scope, eviction: Value) -> Result<Value> {
     }
     let ns = scope.namespace.clone().unwrap_or_default();
     let state = &scope.state;
-    let pods = scope.res;
+    let pods = &scope.res;
     let pod_key = state.key(pods, Some(&ns), &name);
     let pod = state
         .store
@@ -88,9 +88,9 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
         };
         let list = state
             .store
-            .list(&state.collection_prefix(pdbs, Some(ns)), &opts)
+            .list(&state.collection_prefix(&pdbs, Some(ns)), &opts)
             .await
-            .map_err(|e| ApiError::storage(e, pdbs, ""))?;
+            .map_err(|e| ApiError::storage(e, &pdbs, ""))?;
         let covering: Vec<_> = list
             .items
             .into_iter()
@@ -144,11 +144,11 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
         if let Some(m) = next.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
-        let key = state.key(pdbs, Some(ns), &bname);
+        let key = state.key(&pdbs, Some(ns), &bname);
         match state.store.update(&key, &next, budget.revision).await {
             Ok(_) => return Ok(()),
             Err(StorageError::Conflict { .. }) => continue,
-            Err(e) => return Err(ApiError::storage(e, pdbs, &bname)),
+            Err(e) => return Err(ApiError::storage(e, &pdbs, &bname)),
         }
     }
     Err(Status::conflict(
@@ -170,7 +170,7 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
     headers.remove(axum::http::header::CONTENT_TYPE);
     let pod_scope = Scope {
         state: scope.state.clone(),
-        res: scope.res,
+        res: scope.res.clone(),
         namespace: scope.namespace.clone(),
         name: scope.name.clone(),
         subresource: None,

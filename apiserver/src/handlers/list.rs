@@ -36,7 +36,7 @@ pub fn predicate(scope: &Scope, params: &ListParams) -> Result<Predicate> {
     Ok(Predicate {
         label: params.label_selector.clone(),
         field: params.field_selector.clone(),
-        attrs: scope.res.field_attrs,
+        attrs: scope.res.field_attrs.clone(),
     })
 }
 
@@ -54,18 +54,18 @@ pub async fn list(scope: &Scope, params: ListParams) -> Result<Response> {
         .list(&scope.collection_prefix(), &opts)
         .await
         .map_err(|e| scope.storage_err(e))?;
-    if scope.res.converts() && crate::conversion::any_needs(scope.res, &result.items) {
+    if scope.res.converts() && crate::conversion::any_needs(&scope.res, &result.items) {
         // Objects stored in another version (one conversion call for the
         // page), or custom resources missing defaults added to their
         // schema since.
         let mut values: Vec<serde_json::Value> =
             result.items.iter().map(|o| o.value().clone()).collect();
-        crate::conversion::list_for_request(scope.res, &mut values).await?;
+        crate::conversion::list_for_request(&scope.res, &mut values).await?;
         result.items = values
             .into_iter()
             .zip(&result.items)
             .map(|(v, o)| watchcache::Object::new(std::sync::Arc::new(v), o.revision))
             .collect();
     }
-    Ok(response::list(scope, scope.res, result))
+    Ok(response::list(scope, &scope.res, result))
 }

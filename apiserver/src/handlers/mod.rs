@@ -19,7 +19,7 @@ mod watch;
 pub mod write;
 
 use crate::error::{status_response, ApiError, Result};
-use crate::registry::{Resource, Subresource};
+use crate::registry::{Resource, Row, Subresource};
 use crate::request::{self, ApiPath, ResourceRequest};
 use crate::server::AppState;
 use apimachinery::auth::UserInfo;
@@ -40,7 +40,7 @@ pub(crate) async fn object_response(
     code: axum::http::StatusCode,
     obj: &serde_json::Value,
 ) -> Result<Response> {
-    let obj = match crate::conversion::for_request(scope.res, obj).await? {
+    let obj = match crate::conversion::for_request(&scope.res, obj).await? {
         std::borrow::Cow::Borrowed(stored) => std::borrow::Cow::Borrowed(stored),
         // Converted for this request: in the requested version's order.
         std::borrow::Cow::Owned(mut converted) => {
@@ -55,10 +55,10 @@ pub(crate) async fn object_response(
 /// negotiated output, query and identity.
 pub struct Scope {
     pub state: Arc<AppState>,
-    pub res: &'static Resource,
+    pub res: Row,
     pub namespace: Option<String>,
     pub name: Option<String>,
-    pub subresource: Option<&'static Subresource>,
+    pub subresource: Option<Subresource>,
     pub query: Query,
     pub out: Negotiated,
     pub pretty: bool,
@@ -101,16 +101,16 @@ impl Scope {
     /// The etcd key of the addressed object.
     pub fn key(&self) -> String {
         self.state
-            .key(self.res, self.namespace.as_deref(), self.name())
+            .key(&self.res, self.namespace.as_deref(), self.name())
     }
 
     pub fn key_for(&self, name: &str) -> String {
-        self.state.key(self.res, self.namespace.as_deref(), name)
+        self.state.key(&self.res, self.namespace.as_deref(), name)
     }
 
     pub fn collection_prefix(&self) -> String {
         self.state
-            .collection_prefix(self.res, self.namespace.as_deref())
+            .collection_prefix(&self.res, self.namespace.as_deref())
     }
 
     pub fn header(&self, name: header::HeaderName) -> Option<&str> {
@@ -122,11 +122,11 @@ impl Scope {
     }
 
     pub fn subresource_name(&self) -> Option<&'static str> {
-        self.subresource.map(|s| s.name())
+        self.subresource.as_ref().map(|s| s.name())
     }
 
     pub fn storage_err(&self, e: watchcache::StorageError) -> ApiError {
-        ApiError::storage(e, self.res, self.name())
+        ApiError::storage(e, &self.res, self.name())
     }
 }
 
@@ -213,14 +213,14 @@ async fn resource(
     let subresource = match r.subresource.as_deref() {
         None => None,
         Some(s) => match res.subresource(s) {
-            Some(sub) => Some(sub),
+            Some(sub) => Some(sub.clone()),
             None => return Err(Status::path_not_found().into()),
         },
     };
     if subresource.is_some() && r.name.is_none() {
         return Err(Status::path_not_found().into());
     }
-    let connect = match subresource {
+    let connect = match &subresource {
         Some(Subresource::Connect(c)) => Some(*c),
         _ => None,
     };
@@ -236,7 +236,7 @@ async fn resource(
             || query.contains("watch")
                 && query.get("watch") != Some("false")
                 && query.get("watch") != Some("0"));
-    let serves = serves(res);
+    let serves = serves(&res);
     let out = if watching {
         media::negotiate_watch(accept, serves)?
     } else if connect.is_some() {
@@ -282,7 +282,8 @@ async fn resource(
 /// Which encodings the resource's responses may use: protobuf for the kinds
 /// the protobuf table knows (built-in kinds), never for custom resources.
 fn serves(res: &Resource) -> media::Serves {
-    if res.custom.is_none() && k8s_proto::message_for(res.group, res.version, res.kind).is_some() {
+    if res.custom.is_none() && k8s_proto::message_for(&res.group, &res.version, &res.kind).is_some()
+    {
         media::Serves::BuiltIn
     } else {
         media::Serves::JsonOnly
@@ -297,7 +298,7 @@ async fn serve(
     connect: Option<&'static crate::registry::Connect>,
     body: Body,
 ) -> Result<Response> {
-    let (res, subresource) = (scope.res, scope.subresource);
+    let (res, subresource) = (scope.res.clone(), scope.subresource.as_ref());
     let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
     if let Some(c) = connect {
         if !connect::serves(c, &method) {
@@ -313,7 +314,7 @@ async fn serve(
             )
             .await?;
         }
-        return (c.answer)(scope, &method, r.subpath.as_deref()).await;
+        return connect::answer(c.target, scope).await;
     }
     if let Some(c) = res.computed {
         return computed::serve(scope, c, &method, r.name.is_some()).await;
@@ -341,7 +342,7 @@ async fn serve(
     } else {
         answer.map(|resp| crate::response::with_warnings(resp, &warnings))
     };
-    match res.custom.and_then(|c| c.deprecation.as_ref()) {
+    match res.custom.as_ref().and_then(|c| c.deprecation.as_ref()) {
         // A deprecated custom resource version warns on every request.
         Some(w) => answer.map(|resp| crate::response::with_warnings(resp, std::slice::from_ref(w))),
         None => answer,
@@ -357,8 +358,8 @@ async fn verb(
     watch_prefix: bool,
     body: Body,
 ) -> Result<Response> {
-    let res = scope.res;
-    if let Some(sub) = scope.subresource {
+    let res = &scope.res;
+    if let Some(sub) = scope.subresource.as_ref() {
         let wanted = match method {
             Method::GET => "get",
             Method::PUT => "update",
@@ -373,7 +374,7 @@ async fn verb(
     if let Some(Subresource::Create {
         answer: Some(answer),
         ..
-    }) = scope.subresource
+    }) = scope.subresource.as_ref()
     {
         return create::create_virtual(scope, *answer, read_body(body).await?).await;
     }
@@ -414,7 +415,7 @@ mod tests {
         let json_only: Vec<&str> = crate::registry::RESOURCES
             .iter()
             .filter(|r| serves(r) == media::Serves::JsonOnly)
-            .map(|r| r.kind)
+            .map(|r| &*r.kind)
             .collect();
         assert_eq!(json_only, ["APIService", "CustomResourceDefinition"]);
     }

@@ -75,7 +75,7 @@ pub fn apply(
     format: BodyFormat,
     original: &Value,
     patch_doc: &Value,
-    ty: Option<TypeRef<'static>>,
+    ty: Option<TypeRef<'_>>,
 ) -> Result<Value> {
     let out = match format {
         BodyFormat::JsonPatch => patch::apply_json_patch(original, patch_doc),

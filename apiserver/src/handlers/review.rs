@@ -214,8 +214,8 @@ fn invalid(scope: &Scope, causes: Vec<StatusCause>) -> Result<()> {
         return Ok(());
     }
     let gk = GroupKind {
-        group: scope.res.group,
-        kind: scope.res.kind,
+        group: &scope.res.group,
+        kind: &scope.res.kind,
     };
     Err(Status::invalid(gk, "", causes).into())
 }

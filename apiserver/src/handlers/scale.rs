@@ -13,15 +13,15 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
-struct Pointers {
-    spec: &'static str,
-    status: &'static str,
-    selector: &'static str,
+struct Pointers<'a> {
+    spec: &'a str,
+    status: &'a str,
+    selector: &'a str,
     selector_is_map: bool,
 }
 
-fn pointers(scope: &Scope) -> Result<Pointers> {
-    match scope.subresource {
+fn pointers(scope: &Scope) -> Result<Pointers<'_>> {
+    match scope.subresource.as_ref() {
         Some(Subresource::Scale {
             spec_replicas,
             status_replicas,

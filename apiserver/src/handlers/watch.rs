@@ -19,7 +19,7 @@
 
 use super::{list, Scope};
 use crate::error::Result;
-use crate::registry::Resource;
+use crate::registry::{Resource, Row};
 use crate::response::{self, IncludeObject};
 use crate::server::NoCompression;
 use apimachinery::media::{Format, Target};
@@ -194,7 +194,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
             format: scope.out.format,
             target: scope.out.target,
             include: response::include_object(scope),
-            res: scope.res,
+            res: scope.res.clone(),
             api_version: scope.res.api_version(),
         },
         bookmarks: plan.bookmarks,
@@ -203,7 +203,7 @@ pub async fn watch(scope: &Scope, params: ListParams) -> Result<Response> {
             .state
             .metrics
             .as_ref()
-            .map(|m| m.watch_recorder(scope.res.group, scope.res.version, scope.res.plural)),
+            .map(|m| m.watch_recorder(&scope.res.group, &scope.res.version, &scope.res.plural)),
         pending: None,
     };
     let mut resp = (StatusCode::OK, Body::from_stream(body_stream(body))).into_response();
@@ -232,7 +232,7 @@ struct Encoder {
     format: Format,
     target: Target,
     include: IncludeObject,
-    res: &'static Resource,
+    res: Row,
     api_version: String,
 }
 
@@ -273,7 +273,7 @@ impl Encoder {
             obj,
             self.target,
             self.include,
-            self.res,
+            &self.res,
             &self.api_version,
             initial_events_end,
         );
@@ -314,7 +314,7 @@ impl Encoder {
 
     /// The `ERROR` event of an object the stream cannot encode.
     fn failure(&self, e: impl std::fmt::Display) -> Bytes {
-        tracing::error!(kind = self.res.kind, error = %e, "watch event does not encode as protobuf");
+        tracing::error!(kind = &*self.res.kind, error = %e, "watch event does not encode as protobuf");
         let status = Status::internal(format!(
             "unable to encode a {} watch event as protobuf",
             self.res.kind
@@ -491,7 +491,7 @@ impl WatchBody {
     /// defaults applied.
     async fn convert(&mut self, event: WatchEvent) -> Option<Bytes> {
         let converted =
-            match crate::conversion::for_request(self.encoder.res, event.object.value()).await {
+            match crate::conversion::for_request(&self.encoder.res, event.object.value()).await {
                 // Unchanged: the shared encoding serves.
                 Ok(std::borrow::Cow::Borrowed(_)) => {
                     let sent = self.encoder.event(&event);
@@ -555,8 +555,8 @@ mod tests {
                 format: Format::Json,
                 target: Target::Object,
                 include: IncludeObject::default(),
-                res,
                 api_version: res.api_version(),
+                res,
             },
             bookmarks: false,
             initial_events_end: false,
@@ -596,8 +596,8 @@ mod tests {
             format: Format::Cbor,
             target: Target::Object,
             include: IncludeObject::default(),
-            res,
             api_version: res.api_version(),
+            res,
         };
         let obj = watchcache::Object::at_revision(
             json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}),
@@ -631,8 +631,8 @@ mod tests {
             format: Format::Protobuf,
             target: Target::Object,
             include: IncludeObject::default(),
-            res,
             api_version: res.api_version(),
+            res,
         }
     }
 

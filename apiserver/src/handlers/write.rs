@@ -126,7 +126,7 @@ pub fn decode_cbor(body: &[u8]) -> Result<fieldvalidation::Decoded, String> {
 pub fn field_check(
     scope: &Scope,
     params: &WriteParams,
-    ty: Option<apimachinery::schema::TypeRef<'static>>,
+    ty: Option<apimachinery::schema::TypeRef<'_>>,
     decoded: &fieldvalidation::Decoded,
 ) -> Result<Vec<String>> {
     let level = params.field_validation;
@@ -140,8 +140,8 @@ pub fn field_check(
 }
 
 /// The kind a body must carry for this request (a Scale on /scale).
-fn expected_kind(scope: &Scope) -> (&'static str, String) {
-    match scope.subresource {
+fn expected_kind(scope: &Scope) -> (&str, String) {
+    match scope.subresource.as_ref() {
         Some(crate::registry::Subresource::Scale { .. }) => ("Scale", "autoscaling/v1".into()),
         Some(crate::registry::Subresource::Create {
             group,
@@ -156,12 +156,12 @@ fn expected_kind(scope: &Scope) -> (&'static str, String) {
                 format!("{group}/{version}")
             },
         ),
-        _ => (scope.res.kind, scope.res.api_version()),
+        _ => (&scope.res.kind, scope.res.api_version()),
     }
 }
 
-fn schema_for(scope: &Scope) -> Option<apimachinery::schema::TypeRef<'static>> {
-    match scope.subresource {
+fn schema_for(scope: &Scope) -> Option<apimachinery::schema::TypeRef<'_>> {
+    match scope.subresource.as_ref() {
         Some(crate::registry::Subresource::Scale { .. }) => {
             apimachinery::schema::builtin().by_gvk("autoscaling", "v1", "Scale")
         }
@@ -252,16 +252,16 @@ pub fn check_namespace(scope: &Scope, obj: &Value) -> Result<()> {
 /// prepare steps and hooks do not apply.
 fn status_like(scope: &Scope) -> bool {
     matches!(
-        scope.subresource,
+        scope.subresource.as_ref(),
         Some(Subresource::Status | Subresource::Part(_))
     )
 }
 
 /// Metadata and immutability checks → 422 Invalid with every cause.
 pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
-    let mut causes = object::validate_meta(scope.res, obj);
+    let mut causes = object::validate_meta(&scope.res, obj);
     // `/scale` writes the object itself, under its own strategy, as kube's.
-    let rule = match (scope.subresource, old) {
+    let rule = match (scope.subresource.as_ref(), old) {
         (Some(Subresource::Status), Some(_)) => scope.res.rules.validate_status,
         (Some(Subresource::Part(part)), Some(_)) => part.validate,
         _ => scope.res.rules.validate,
@@ -269,11 +269,11 @@ pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
     if let Some(rule) = rule {
         causes.extend(rule(obj, old));
     }
-    if let Some(custom) = scope.res.custom {
+    if let Some(custom) = &scope.res.custom {
         causes.extend(custom.validate(obj, old));
     }
     if let Some(old) = old {
-        causes.extend(object::immutable_errors(scope.res, old, obj));
+        causes.extend(object::immutable_errors(&scope.res, old, obj));
         if object::is_deleting(old) {
             let before = object::finalizers(old);
             // kube lists the new ones, sorted and deduplicated, as Go's %#v
@@ -388,7 +388,7 @@ where
         let stored = current;
         let current = match &stored {
             Some(o) => Some(
-                match crate::conversion::for_request(scope.res, o.value()).await? {
+                match crate::conversion::for_request(&scope.res, o.value()).await? {
                     std::borrow::Cow::Owned(v) => Object::new(Arc::new(v), o.revision),
                     std::borrow::Cow::Borrowed(_) => o.clone(),
                 },
@@ -455,13 +455,18 @@ where
         if let Some(defaults) = scope.res.rules.defaults {
             defaults(&mut new);
         }
-        object::prepare_update(scope.res, current.value(), &mut new, scope.subresource);
+        object::prepare_update(
+            &scope.res,
+            current.value(),
+            &mut new,
+            scope.subresource.as_ref(),
+        );
         if let Some(prepare) = scope.res.rules.prepare_update {
             if !status_like(scope) {
                 prepare(&mut new, current.value());
             }
         }
-        if let Some(custom) = scope.res.custom {
+        if let Some(custom) = &scope.res.custom {
             custom.prepare(&mut new);
         }
         crate::admission::mutating(
@@ -486,7 +491,7 @@ where
         )
         .await?;
         record_managed_fields(scope, Some(current.value()), &mut new, manager, &now)?;
-        crate::conversion::for_storage(scope.res, &mut new).await?;
+        crate::conversion::for_storage(&scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
@@ -501,7 +506,12 @@ where
             continue;
         }
         // Status-like writes keep the spec: nothing to allocate or free.
-        let reservation = match scope.res.hooks.filter(|_| !status_like(scope)) {
+        let reservation = match scope
+            .res
+            .hooks
+            .filter(|_| !status_like(scope))
+            .map(crate::allocator::hooks)
+        {
             Some(hooks) => {
                 let r =
                     (hooks.begin_update)(&scope.state, &mut new, current.value(), params.dry_run)
@@ -572,7 +582,7 @@ where
                     r.commit(&scope.state).await;
                 }
                 if finalized {
-                    after_delete(&scope.state, scope.res, o.value()).await;
+                    after_delete(&scope.state, &scope.res, o.value()).await;
                 }
                 return Ok(Updated {
                     object: o.value().clone(),
@@ -637,9 +647,9 @@ pub async fn create_object(
             .into());
         }
     }
-    if scope.res.custom.is_some_and(|c| c.terminating) {
+    if scope.res.custom.as_ref().is_some_and(|c| c.terminating) {
         let mut s =
-            Status::method_not_allowed().with_details("", scope.res.group, scope.res.plural);
+            Status::method_not_allowed().with_details("", &scope.res.group, &scope.res.plural);
         s.message =
             "create not allowed while custom resource definition is terminating".to_string();
         return Err(s.into());
@@ -653,7 +663,7 @@ pub async fn create_object(
         .or_else(|| generate.as_deref().map(object::generate_name))
         .unwrap_or_default();
     object::meta_mut(&mut obj).insert("name".into(), Value::String(first_name.clone()));
-    object::prepare_create(scope.res, &mut obj, scope.namespace.as_deref(), now);
+    object::prepare_create(&scope.res, &mut obj, scope.namespace.as_deref(), now);
     if scope.res.has_status() && !scope.res.keep_status_on_create {
         // Status is the controllers' to write. kube's built-in strategies
         // reset it to the zero struct, which Go writes as `{}` (plus its
@@ -683,7 +693,7 @@ pub async fn create_object(
     if let Some(prepare) = scope.res.rules.prepare_create_as {
         prepare(&mut obj, &scope.user);
     }
-    if let Some(custom) = scope.res.custom {
+    if let Some(custom) = &scope.res.custom {
         custom.prepare(&mut obj);
     }
     crate::admission::mutating(scope, "CREATE", None, params.dry_run, &mut obj).await?;
@@ -695,8 +705,8 @@ pub async fn create_object(
     )
     .await?;
     record_managed_fields(scope, None, &mut obj, manager, now)?;
-    crate::conversion::for_storage(scope.res, &mut obj).await?;
-    let reservation = match scope.res.hooks {
+    crate::conversion::for_storage(&scope.res, &mut obj).await?;
+    let reservation = match scope.res.hooks.map(crate::allocator::hooks) {
         Some(hooks) => Some((hooks.begin_create)(&scope.state, &mut obj, params.dry_run).await?),
         None => None,
     };
@@ -733,7 +743,7 @@ async fn store_new(
             .store
             .get(&scope.key_for(&first_name), Freshness::MostRecent)
             .await
-            .map_err(|e| ApiError::storage(e, scope.res, &first_name))?;
+            .map_err(|e| ApiError::storage(e, &scope.res, &first_name))?;
         if taken.is_some() {
             return Err(Status::already_exists(scope.res.group_resource(), &first_name).into());
         }
@@ -762,7 +772,7 @@ async fn store_new(
         match created {
             Ok(o) => return Ok(o.value().clone()),
             Err(StorageError::AlreadyExists { .. }) if attempt + 1 < attempts => continue,
-            Err(e) => return Err(ApiError::storage(e, scope.res, &name)),
+            Err(e) => return Err(ApiError::storage(e, &scope.res, &name)),
         }
     }
     Err(Status::already_exists(scope.res.group_resource(), &name).into())
@@ -771,13 +781,13 @@ async fn store_new(
 /// Runs the kind's clean-up once an object is gone from etcd (Service
 /// addresses and ports are freed).
 pub async fn after_delete(state: &AppState, res: &Resource, obj: &Value) {
-    if let Some(hooks) = res.hooks {
+    if let Some(hooks) = res.hooks.map(crate::allocator::hooks) {
         (hooks.after_delete)(state, obj).await;
     }
 }
 
 /// The Status a successful immediate delete answers with.
-pub fn delete_success(gr: GroupResource<'static>, obj: &Value) -> Status {
+pub fn delete_success(gr: GroupResource<'_>, obj: &Value) -> Status {
     Status::success(
         gr,
         object::meta_str(obj, "name").unwrap_or(""),

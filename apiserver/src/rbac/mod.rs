@@ -352,7 +352,7 @@ impl Feed {
     fn kind_prefix(&self, kind: Kind) -> String {
         let res = crate::registry::Registry::builtin()
             .lookup(rules::GROUP, "v1", kind.plural())
-            .map(|r| r.storage_segment());
+            .map(|r| crate::storage_format::segment(&r));
         let segment = res.unwrap_or_else(|| kind.plural().to_string());
         format!("{}/{segment}/", self.prefix)
     }
@@ -564,7 +564,7 @@ async fn may(scope: &Scope, verb: &str, resource: &str, name: &str, namespace: &
 fn escalation_refused(scope: &Scope, name: &str, why: String) -> crate::error::ApiError {
     let gr = scope.res.group_resource();
     Status::forbidden(format!("{gr} {name:?} is forbidden: {why}"))
-        .with_details(name, scope.res.group, scope.res.plural)
+        .with_details(name, &scope.res.group, &scope.res.plural)
         .into()
 }
 
@@ -609,12 +609,12 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
     }
     let name = meta(new, "name");
     let namespace = scope.namespace.clone().unwrap_or_default();
-    let is_role = matches!(scope.res.plural, "roles" | "clusterroles");
+    let is_role = matches!(&*scope.res.plural, "roles" | "clusterroles");
     if old.is_some_and(|o| only_gc_fields_changed(o, new)) {
         return Ok(());
     }
     if is_role {
-        if may(scope, "escalate", scope.res.plural, &name, &namespace).await {
+        if may(scope, "escalate", &scope.res.plural, &name, &namespace).await {
             return Ok(());
         }
         let Some(rbac) = &scope.state.rbac else {

@@ -101,13 +101,13 @@ pub async fn lookup(
         .registry
         .lookup(group, version, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
-    let key = state.key(res, namespace, name);
+    let key = state.key(&res, namespace, name);
     for freshness in [Freshness::NotOlderThan(0), Freshness::MostRecent] {
         let found = state
             .store
             .get(&key, freshness)
             .await
-            .map_err(|e| ApiError::storage(e, res, name))?;
+            .map_err(|e| ApiError::storage(e, &res, name))?;
         if let Some(o) = found {
             return Ok(Some(o.into_value()));
         }
@@ -133,9 +133,9 @@ pub async fn list_all(
     };
     let listed = state
         .store
-        .list(&state.collection_prefix(res, None), &opts)
+        .list(&state.collection_prefix(&res, None), &opts)
         .await
-        .map_err(|e| ApiError::storage(e, res, ""))?;
+        .map_err(|e| ApiError::storage(e, &res, ""))?;
     Ok(listed.items.into_iter().map(|o| o.into_value()).collect())
 }
 

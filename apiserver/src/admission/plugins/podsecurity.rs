@@ -77,13 +77,13 @@ fn template_path(group: &str, plural: &str) -> Option<&'static str> {
 
 fn handles(a: &Attributes) -> bool {
     matches!(a.operation, "CREATE" | "UPDATE")
-        && (matches!((a.res.group, a.res.plural), ("", "pods" | "namespaces"))
-            || template_path(a.res.group, a.res.plural).is_some())
+        && (matches!((&*a.res.group, &*a.res.plural), ("", "pods" | "namespaces"))
+            || template_path(&a.res.group, &a.res.plural).is_some())
 }
 
 fn validate<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
-        match (a.res.group, a.res.plural) {
+        match (&*a.res.group, &*a.res.plural) {
             ("", "namespaces") => namespace(scope, a).await,
             ("", "pods") => pod(scope, a).await,
             _ => workload(scope, a).await,
@@ -184,7 +184,7 @@ async fn workload(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     {
         return Ok(());
     }
-    let template = template_path(a.res.group, a.res.plural)
+    let template = template_path(&a.res.group, &a.res.plural)
         .zip(a.object)
         .and_then(|(path, obj)| obj.pointer(path))
         .filter(|t| !t.is_null());
@@ -426,9 +426,9 @@ async fn list_pods(scope: &Scope, ns: &str) -> Result<Vec<std::sync::Arc<Value>>
     };
     let listed = state
         .store
-        .list(&state.collection_prefix(res, Some(ns)), &opts)
+        .list(&state.collection_prefix(&res, Some(ns)), &opts)
         .await
-        .map_err(|e| ApiError::storage(e, res, ""))?;
+        .map_err(|e| ApiError::storage(e, &res, ""))?;
     Ok(listed.items.into_iter().map(|o| o.into_value()).collect())
 }
 

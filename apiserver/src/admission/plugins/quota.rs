@@ -33,7 +33,7 @@ use super::{Attributes, Plugin};
 use crate::admission::forbidden;
 use crate::error::{ApiError, Result};
 use crate::handlers::Scope;
-use crate::registry::Resource;
+use crate::registry::{Resource, Row};
 use crate::server::AppState;
 use apimachinery::kinds::core::quota_usage::{self, Evaluator, Request};
 use apimachinery::read::Freshness;
@@ -107,9 +107,9 @@ pub async fn list_namespaced(
         .registry
         .lookup(group, version, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
-    let items = list_objects(&scope.state, res, ns, Freshness::NotOlderThan(0))
+    let items = list_objects(&scope.state, &res, ns, Freshness::NotOlderThan(0))
         .await
-        .map_err(|e| ApiError::storage(e, res, ""))?;
+        .map_err(|e| ApiError::storage(e, &res, ""))?;
     Ok(items.into_iter().map(|o| o.into_value()).collect())
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-fn quotas_res(state: &AppState) -> Result<&'static Resource> {
+fn quotas_res(state: &AppState) -> Result<Row> {
     state
         .registry
         .lookup("", "v1", "resourcequotas")
@@ -129,7 +129,7 @@ fn quotas_res(state: &AppState) -> Result<&'static Resource> {
 
 fn handles(a: &Attributes) -> bool {
     a.namespace.is_some()
-        && Evaluator::handles_request(a.res.group, a.res.plural, a.operation, a.subresource)
+        && Evaluator::handles_request(&a.res.group, &a.res.plural, a.operation, a.subresource)
 }
 
 fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
@@ -137,14 +137,14 @@ fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()
         let (Some(ns), Some(obj)) = (a.namespace, a.object) else {
             return Ok(());
         };
-        let Some(ev) = Evaluator::for_resource(a.res.group, a.res.plural) else {
+        let Some(ev) = Evaluator::for_resource(&a.res.group, &a.res.plural) else {
             return Ok(());
         };
         let state = &scope.state;
         let res = quotas_res(state)?;
-        let listed = list_objects(state, res, ns, Freshness::NotOlderThan(0))
+        let listed = list_objects(state, &res, ns, Freshness::NotOlderThan(0))
             .await
-            .map_err(|e| ApiError::storage(e, res, ""))?;
+            .map_err(|e| ApiError::storage(e, &res, ""))?;
         if listed.is_empty() {
             return Ok(());
         }
@@ -168,7 +168,7 @@ fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()
 /// quotas whose write conflicted with their re-read versions.
 async fn charge(
     state: &AppState,
-    res: &'static Resource,
+    res: Row,
     ns: &str,
     listed: Vec<Object>,
     ev: &Evaluator,
@@ -210,7 +210,7 @@ async fn charge(
             {
                 status.insert("used".into(), quota_usage::list_json(&used));
             }
-            let key = state.key(res, Some(ns), &name);
+            let key = state.key(&res, Some(ns), &name);
             match state.store.update(&key, &next, current.revision).await {
                 Ok(written) => {
                     latest.0.insert(name, written);
@@ -220,7 +220,7 @@ async fn charge(
                 Err(StorageError::NotFound { .. }) => {
                     latest.0.remove(&name);
                 }
-                Err(e) => return Err(ApiError::storage(e, res, &name)),
+                Err(e) => return Err(ApiError::storage(e, &res, &name)),
             }
         }
         if failed.is_empty() {
@@ -234,7 +234,7 @@ async fn charge(
                 .store
                 .get(&key, Freshness::MostRecent)
                 .await
-                .map_err(|e| ApiError::storage(e, res, ""))?;
+                .map_err(|e| ApiError::storage(e, &res, ""))?;
             if let Some(o) = fresh {
                 let name = crate::object::name(o.value()).unwrap_or("").to_string();
                 latest.0.insert(name, o.clone());
