@@ -187,6 +187,7 @@ pub struct Metrics {
     cache_capacity: IntGauge,
     cache_window_bytes: IntGauge,
     cache_objects: IntGauge,
+    custom_rows: IntGauge,
     cache_fallbacks: IntCounter,
     watch_events: IntCounterVec,
     watch_event_sizes: HistogramVec,
@@ -321,6 +322,11 @@ impl Metrics {
                 &r,
                 "apiserver_watch_cache_objects",
                 "Number of objects held by the watch cache.",
+            )?,
+            custom_rows: gauge(
+                &r,
+                "apiserver_custom_resource_rows",
+                "Registry rows of custom resources alive in this process (one per served version of a CRD), including those dropped from the registry but still held by a request, watch or controller.",
             )?,
             cache_fallbacks: counter(
                 &r,
@@ -526,6 +532,7 @@ impl Metrics {
     /// Brings the scrape-time metrics (cache stats, object counts) up to
     /// date and renders every metric in the text format.
     pub async fn render(&self, state: &AppState) -> String {
+        self.custom_rows.set(crate::crd::live_rows());
         if let Some(cache) = &state.cache {
             let stats = cache.stats();
             {

@@ -1223,6 +1223,9 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
         .filter(|r| r.custom.is_some())
         .collect();
     if custom.is_empty() {
+        // The documents of CRDs that are gone go with them.
+        *CUSTOM.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner()) = None;
         return builtin;
     }
     let key = identity(&custom);

@@ -4,7 +4,8 @@
 //!
 //! **The graph.** For one term as leader, the collector follows every
 //! collection the registry serves (custom resources included; collections
-//! of CRDs established later are opened as the registry changes) and keeps
+//! of CRDs established later are opened as the registry changes, and those
+//! of deleted CRDs are stopped, dropping their rows) and keeps
 //! a graph keyed by uid: each object's owner references, and for each owner
 //! uid the uids of its dependents. The graph only finds work; every
 //! decision is checked against storage before it is acted on:
@@ -438,7 +439,9 @@ async fn feed(gc: Arc<Collector>, state: Arc<AppState>, queue: Arc<WorkQueue>) {
     *gc.term.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&term));
     let (tx, mut rx) = mpsc::channel::<Update>(4096);
     let mut watchers = tokio::task::JoinSet::new();
-    let mut opened: HashSet<String> = HashSet::new();
+    // The watcher of each collection, by prefix: one the registry no longer
+    // serves (a deleted CRD's) is stopped, which lets its row go.
+    let mut opened: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     let mut changes = state.registry.changes();
     // Collections whose first snapshot is still coming, and the keys held
     // back until then.
@@ -454,13 +457,25 @@ async fn feed(gc: Arc<Collector>, state: Arc<AppState>, queue: Arc<WorkQueue>) {
     let mut registry_changed = true;
     loop {
         if registry_changed {
-            for (res, prefix) in collections(&state) {
-                if opened.insert(prefix.clone()) {
-                    let collection: Arc<str> = Arc::from(prefix);
+            let current = collections(&state);
+            let served: HashSet<&str> = current.iter().map(|(_, p)| p.as_str()).collect();
+            opened.retain(|prefix, watcher| {
+                let keep = served.contains(prefix.as_str());
+                if !keep {
+                    watcher.abort();
+                    starting.remove(prefix.as_str());
+                }
+                keep
+            });
+            for (res, prefix) in current {
+                if !opened.contains_key(&prefix) {
+                    let collection: Arc<str> = Arc::from(prefix.as_str());
                     if first {
                         starting.insert(Arc::clone(&collection));
                     }
-                    watchers.spawn(follow(Arc::clone(&state), res, collection, tx.clone()));
+                    let watcher =
+                        watchers.spawn(follow(Arc::clone(&state), res, collection, tx.clone()));
+                    opened.insert(prefix, watcher);
                 }
             }
             first = false;

@@ -54,6 +54,23 @@ pub struct PrinterColumn {
     pub path: jsonpath::Path,
 }
 
+/// How many [`CustomInfo`]s (one per served version of a CRD, with its
+/// schema, validators and CEL programs) are alive in this process: the
+/// registry's, and those still held by requests, watches and controllers
+/// after the registry dropped them (`apiserver_custom_resource_rows`).
+static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The number of custom resource rows alive (see [`LIVE`]).
+pub fn live_rows() -> i64 {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Drop for CustomInfo {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// What a CRD says of one served version.
 #[derive(Debug)]
 pub struct CustomInfo {
@@ -589,6 +606,7 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                         None => format!("{group}/{version} {kind} is deprecated"),
                     }
                 });
+            LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let info = Arc::new(CustomInfo {
                 crd: crd_name.to_string(),
                 storage_version: storage_version.clone(),
