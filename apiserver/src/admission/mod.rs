@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::controllers::{Controller, Next, Source};
 use crate::error::Result;
 use crate::handlers::Scope;
-use crate::registry::Resource;
+use crate::registry::{Resource, Subresource};
 use crate::server::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
@@ -115,12 +115,55 @@ impl<T> Compiled<T> {
     }
 }
 
+/// The kind of the object a request carries (kube's `Attributes.GetKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+}
+
+impl Kind {
+    /// The kind of a request on `res` (and `sub`): the resource's own, a
+    /// create-only subresource's (`pods/eviction`: policy/v1 Eviction;
+    /// `serviceaccounts/token`: TokenRequest), a connection's options
+    /// (`pods/exec`: PodExecOptions), as kube's installer takes it from
+    /// the subresource's storage. `/scale` keeps the resource's kind: its
+    /// writes are admitted on the parent object here.
+    pub fn of(res: &'static Resource, sub: Option<&'static Subresource>) -> Kind {
+        match sub {
+            Some(Subresource::Create {
+                group,
+                version,
+                kind,
+                ..
+            }) => Kind {
+                group,
+                version,
+                kind,
+            },
+            Some(Subresource::Connect(c)) => Kind {
+                group: "",
+                version: "v1",
+                kind: c.kind,
+            },
+            _ => Kind {
+                group: res.group,
+                version: res.version,
+                kind: res.kind,
+            },
+        }
+    }
+}
+
 /// What admission sees of a request (kube's `admission.Attributes`).
 #[derive(Clone, Copy)]
 pub struct Attributes<'a> {
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: &'static str,
     pub res: &'static Resource,
+    /// The kind of `object` (see [`Kind::of`]).
+    pub kind: Kind,
     /// `""` for the resource itself.
     pub subresource: &'a str,
     pub namespace: Option<&'a str>,
@@ -134,6 +177,20 @@ pub struct Attributes<'a> {
 }
 
 impl<'a> Attributes<'a> {
+    /// The schema of the request's object: the resource's (a custom
+    /// resource's own), or the built-in kind a subresource carries.
+    pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'static>> {
+        if self.kind == Kind::of(self.res, None) {
+            self.res.schema()
+        } else {
+            apimachinery::schema::builtin().by_gvk(
+                self.kind.group,
+                self.kind.version,
+                self.kind.kind,
+            )
+        }
+    }
+
     /// The attributes of a write through `scope`.
     pub fn of(
         scope: &'a Scope,
@@ -150,6 +207,7 @@ impl<'a> Attributes<'a> {
         Attributes {
             operation,
             res: scope.res,
+            kind: Kind::of(scope.res, scope.subresource),
             subresource: scope.subresource_name().unwrap_or(""),
             namespace: scope.namespace.as_deref(),
             name,
