@@ -299,6 +299,25 @@ pub async fn mutating(
     scope.state.admission.mutate(scope, &a, obj).await
 }
 
+/// Runs both halves of the chain on a request that stores no object of
+/// its own: a DELETE (no object; the stored one as `a.old`), as kube's
+/// `AdmissionToValidateObjectDeleteFunc` runs them on every object a
+/// delete or a collection delete removes, and a CONNECT (its options as
+/// `a.object`), as kube's connect handler does. What the mutating half
+/// would change lands nowhere: a DELETE has nothing to change (a webhook
+/// that patches fails it) and a connection reads its options from its
+/// query.
+pub async fn unstored(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+    let mut scratch = a.object.cloned().unwrap_or(Value::Null);
+    let view = Attributes { object: None, ..*a };
+    scope
+        .state
+        .admission
+        .mutate(scope, &view, &mut scratch)
+        .await?;
+    validating(scope, a).await
+}
+
 async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     let decisions = policy::validate(&scope.state, a).await;
     let mut denial = None;

@@ -163,7 +163,8 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
 }
 
 /// Deletes the Pod as a DELETE of it would, with the Eviction's
-/// `deleteOptions`.
+/// `deleteOptions`; the eviction was admitted, the delete is not again
+/// (kube's eviction deletes with `rest.ValidateAllObjectFunc`).
 async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
     // The options are handed over as JSON, whatever the Eviction came in.
     let mut headers = scope.headers.clone();
@@ -194,6 +195,6 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
             o.to_string()
         })
         .unwrap_or_default();
-    super::delete::delete(&pod_scope, axum::body::Bytes::from(options)).await?;
+    super::delete::delete_admitted(&pod_scope, axum::body::Bytes::from(options)).await?;
     Ok(())
 }
