@@ -233,15 +233,19 @@ impl std::fmt::Debug for StorageHooks {
     }
 }
 
-/// The answer to a create of a virtual kind: gets the decoded request object
-/// (kind checked, metadata.namespace defaulted to the path's) and returns
-/// the response object (the request with its `status` filled in). The
-/// generic create path decodes, calls this, and answers 201; every other
+/// The answer to a create of a virtual kind or a create-only subresource:
+/// gets the decoded request object (kind checked, metadata.namespace
+/// defaulted to the path's, through the mutating half of admission) and
+/// the validating half, to run once its own checks pass and before it
+/// acts (see [`crate::admission::CreateValidation`]), and returns the
+/// response object (the request with its `status` filled in). The generic
+/// create path decodes, admits, calls this, and answers 201; every other
 /// verb is 405. Adding a virtual kind is a table row plus one function.
 pub type VirtualCreate =
     for<'a> fn(
         &'a crate::handlers::Scope,
         serde_json::Value,
+        crate::admission::CreateValidation<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::error::Result<serde_json::Value>>;
 
 impl Resource {

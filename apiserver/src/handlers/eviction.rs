@@ -13,14 +13,19 @@ use serde_json::{json, Value};
 use watchcache::StorageError;
 
 use super::Scope;
+use crate::admission::CreateValidation;
 use crate::error::{ApiError, Result};
 use crate::object;
 
 const MAX_ATTEMPTS: usize = 16;
 
 /// The answer of `POST .../pods/{name}/eviction`.
-pub fn evict(scope: &Scope, eviction: Value) -> BoxFuture<'_, Result<Value>> {
-    evict_pod(scope, eviction).boxed()
+pub fn evict<'a>(
+    scope: &'a Scope,
+    eviction: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
+    evict_pod(scope, eviction, validation).boxed()
 }
 
 fn too_many(causes: Vec<StatusCause>) -> ApiError {
@@ -36,13 +41,18 @@ fn too_many(causes: Vec<StatusCause>) -> ApiError {
     s.into()
 }
 
-async fn evict_pod(scope: &Scope, eviction: Value) -> Result<Value> {
+async fn evict_pod(
+    scope: &Scope,
+    eviction: Value,
+    validation: CreateValidation<'_>,
+) -> Result<Value> {
     let name = scope.name().to_string();
     if object::name(&eviction).is_some_and(|n| n != name) {
         return Err(
             Status::bad_request("name in URL does not match name in Eviction object").into(),
         );
     }
+    validation.check(&eviction).await?;
     let ns = scope.namespace.clone().unwrap_or_default();
     let state = &scope.state;
     let pods = scope.res;
