@@ -39,15 +39,14 @@ pub enum Subresource {
     /// `/finalize`, ...).
     Part(&'static apimachinery::kinds::Part),
     /// A create-only subresource taking a body of its own kind
-    /// (`pods/binding`: a Binding), answered by `answer` (`None`: a
-    /// handler ahead of the generic verbs answers it, as
-    /// `serviceaccounts/token` is).
+    /// (`pods/binding`: a Binding), answered by `answer` through the
+    /// generic create path.
     Create {
         name: &'static str,
         group: &'static str,
         version: &'static str,
         kind: &'static str,
-        answer: Option<VirtualCreate>,
+        answer: VirtualCreate,
     },
     /// A subresource kube answers by connecting to a kubelet (or to a
     /// Service's endpoints): `pods/exec`, `pods/log`, `nodes/proxy`, ...
@@ -500,14 +499,14 @@ pub static RESOURCES: &[Resource] = &[
                 group: "",
                 version: "v1",
                 kind: "Binding",
-                answer: Some(crate::handlers::binding::bind),
+                answer: crate::handlers::binding::bind,
             },
             Subresource::Create {
                 name: "eviction",
                 group: "policy",
                 version: "v1",
                 kind: "Eviction",
-                answer: Some(crate::handlers::eviction::evict),
+                answer: crate::handlers::eviction::evict,
             },
             Subresource::Part(&kinds::core::pod_parts::EPHEMERAL_CONTAINERS),
             Subresource::Part(&kinds::core::pod_parts::RESIZE),
@@ -541,7 +540,7 @@ pub static RESOURCES: &[Resource] = &[
             group: "authentication.k8s.io",
             version: "v1",
             kind: "TokenRequest",
-            answer: None,
+            answer: crate::handlers::token::token_request,
         }],
         delete_returns_object: true,
         short_names: &["sa"],

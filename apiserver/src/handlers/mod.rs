@@ -14,6 +14,7 @@ mod list;
 mod patch;
 pub mod review;
 mod scale;
+pub mod token;
 mod update;
 mod watch;
 pub mod write;
@@ -141,16 +142,6 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
     let audit = parts.extensions.get::<crate::audit::AuditSlot>().cloned();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
-        Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_request(&r) => {
-            crate::auth::serviceaccount::token_request(
-                state,
-                parts.method,
-                &parts.headers,
-                &r,
-                body,
-            )
-            .await
-        }
         Some(ApiPath::Resource(r)) => {
             match resource(
                 state,
@@ -392,11 +383,7 @@ async fn verb(
             return Err(Status::method_not_allowed().into());
         }
     }
-    if let Some(Subresource::Create {
-        answer: Some(answer),
-        ..
-    }) = scope.subresource
-    {
+    if let Some(Subresource::Create { answer, .. }) = scope.subresource {
         return create::create_virtual(scope, *answer, read_body(body).await?).await;
     }
     match (method, named) {
