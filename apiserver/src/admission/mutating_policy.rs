@@ -179,7 +179,7 @@ pub fn controller(state: &AppState) -> Option<Controller> {
 
 /// Applies one mutation's result to `obj`.
 fn apply_mutation(
-    scope: &Scope,
+    schema: Option<apimachinery::schema::TypeRef<'_>>,
     mutation: &Mutation,
     vars: &Bindings,
     obj: &mut Value,
@@ -193,7 +193,7 @@ fn apply_mutation(
                     type_name(&patch)
                 ));
             }
-            let merged = apimachinery::managedfields::merge(scope.res.schema(), obj, &patch);
+            let merged = apimachinery::managedfields::merge(schema, obj, &patch);
             *obj = merged;
             Ok(())
         }
@@ -230,9 +230,7 @@ fn type_name(v: &Value) -> &'static str {
 
 /// Runs one policy's conditions, variables and mutations for one param
 /// on `obj`; failures (when the policy fails closed) go to `errors`.
-#[allow(clippy::too_many_arguments)]
 fn run_policy(
-    scope: &Scope,
     a: &Attributes<'_>,
     policy: &Policy,
     binding: &Binding,
@@ -274,7 +272,7 @@ fn run_policy(
         }
     }
     for m in &policy.mutations {
-        if let Err(message) = apply_mutation(scope, m, &vars, obj) {
+        if let Err(message) = apply_mutation(a.schema(), m, &vars, obj) {
             fail(message);
             continue;
         }
@@ -358,7 +356,7 @@ pub async fn mutate(
         for p in params {
             let vars = (request.as_ref(), ns, p.as_ref());
             let Some(o) = &oracle else {
-                run_policy(scope, a, policy, binding, vars, None, obj, &mut errors);
+                run_policy(a, policy, binding, vars, None, obj, &mut errors);
                 continue;
             };
             // With the authorizer, mutations are tried on a copy while it
@@ -368,7 +366,6 @@ pub async fn mutate(
                 let mut attempt = obj.clone();
                 let mut round_errors = Vec::new();
                 run_policy(
-                    scope,
                     a,
                     policy,
                     binding,

@@ -413,10 +413,11 @@ impl Match {
 /// The `request` variable (an `admission.k8s.io/v1` AdmissionRequest's
 /// fields).
 pub(super) fn request_var(a: &Attributes<'_>) -> Value {
+    let kind = json!({"group": a.kind.group, "version": a.kind.version, "kind": a.kind.kind});
     let mut r = json!({
-        "kind": {"group": a.res.group, "version": a.res.version, "kind": a.res.kind},
+        "kind": kind,
         "resource": {"group": a.res.group, "version": a.res.version, "resource": a.res.plural},
-        "requestKind": {"group": a.res.group, "version": a.res.version, "kind": a.res.kind},
+        "requestKind": kind,
         "requestResource": {"group": a.res.group, "version": a.res.version, "resource": a.res.plural},
         "name": a.name,
         "namespace": a.namespace.unwrap_or(""),
@@ -802,6 +803,11 @@ mod tests {
                 .iter()
                 .find(|r| r.group == "apps" && r.version == "v1" && r.plural == "deployments")
                 .unwrap(),
+            kind: crate::admission::Kind {
+                group: "apps",
+                version: "v1",
+                kind: "Deployment",
+            },
             subresource: "",
             namespace: Some("default"),
             name: "web",

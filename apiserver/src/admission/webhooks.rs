@@ -166,6 +166,11 @@ pub fn controller(state: &AppState) -> Option<Controller> {
 /// The `AdmissionReview` sent for `a`.
 fn review(a: &Attributes<'_>, uid: &str, object: Option<&Value>) -> Value {
     let mut request = request_var(a);
+    // kube's AdmissionRequest leaves out an empty name (a collection's
+    // objects) and namespace (cluster-scoped kinds).
+    if let Some(r) = request.as_object_mut() {
+        r.retain(|k, v| !(matches!(k.as_str(), "name" | "namespace") && v == ""));
+    }
     request["uid"] = Value::from(uid);
     request["object"] = object.cloned().unwrap_or(Value::Null);
     request["oldObject"] = a.old.cloned().unwrap_or(Value::Null);
@@ -405,7 +410,8 @@ fn take_warnings(scope: &Scope, webhook: &str, response: &Value) {
     }
 }
 
-/// Runs the mutating webhooks on `obj` (create and update), in order, with
+/// Runs the mutating webhooks on `obj` (create and update; a connection's
+/// options; nothing for a delete, which has no object), in order, with
 /// one reinvocation round for `IfNeeded` webhooks.
 pub async fn mutating(scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
     let set = scope.state.webhooks.current();
@@ -440,7 +446,10 @@ async fn run_mutating(
     obj: &mut Value,
     ns: Option<&Value>,
 ) -> Result<bool> {
-    match applies(hook, a, Some(obj), ns) {
+    // A DELETE carries no object: the webhook sees the stored one as
+    // `oldObject` and may not patch.
+    let object = (a.operation != "DELETE").then_some(&*obj);
+    match applies(hook, a, object, ns) {
         Ok(true) => {}
         Ok(false) => return Ok(false),
         Err(e) if hook.fail => return Err(call_failed(&hook.name, &e).into()),
@@ -450,7 +459,7 @@ async fn run_mutating(
         return Err(dry_run_refused(&hook.name).into());
     }
     let started = std::time::Instant::now();
-    let response = match call(&scope.state, hook, a, Some(obj)).await {
+    let response = match call(&scope.state, hook, a, object).await {
         Ok(r) => r,
         Err(e) if hook.fail => {
             observe(&scope.state, hook, "admit", a, false, Some(500), started);
@@ -478,13 +487,25 @@ async fn run_mutating(
     }
     observe(&scope.state, hook, "admit", a, true, None, started);
     if let Some(patch) = response.get("patch").and_then(Value::as_str) {
-        let patched = base64::engine::general_purpose::STANDARD
+        let decoded = base64::engine::general_purpose::STANDARD
             .decode(patch)
             .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string()))
-            .and_then(|p| {
-                apimachinery::patch::apply_json_patch(obj, &p).map_err(|e| e.to_string())
-            });
+            .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string()));
+        let changes = match &decoded {
+            Ok(Value::Array(ops)) => !ops.is_empty(),
+            _ => true,
+        };
+        if changes && decoded.is_ok() && a.operation == "DELETE" {
+            // kube's words when a webhook patches what a DELETE lacks.
+            return Err(Status::internal(format!(
+                "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+                hook.name
+            ))
+            .into());
+        }
+        let patched = decoded.and_then(|p| {
+            apimachinery::patch::apply_json_patch(obj, &p).map_err(|e| e.to_string())
+        });
         match patched {
             Ok(v) => *obj = v,
             Err(e) if hook.fail => {

@@ -1,33 +1,24 @@
 //! Service-account tokens: bound JWTs signed with the service-account
 //! signing key, issued through `POST .../serviceaccounts/{name}/token`
-//! (TokenRequest, authentication.k8s.io/v1) and accepted as bearer tokens
+//! (TokenRequest, authentication.k8s.io/v1, answered by
+//! `handlers::token`) and accepted as bearer tokens
 //! while they are unexpired, carry an accepted audience, and name a service
 //! account that still exists with the same uid.
 
 use super::jwt::{self, SigningKey, VerifyingKey};
 use super::{bearer_token, Authentication, Authenticator};
-use crate::error::status_response;
 use crate::server::AppState;
 use apimachinery::auth::UserInfo;
 use apimachinery::read::Freshness;
-use apimachinery::status::GroupResource;
-use apimachinery::Status;
 use async_trait::async_trait;
-use axum::body::Body;
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{header, Method, StatusCode};
-use axum::response::Response;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use watchcache::Storage;
 
 /// kube-apiserver's default `--service-account-issuer` here.
 pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
-const DEFAULT_EXPIRATION: i64 = 3600;
-const MIN_EXPIRATION: i64 = 600;
-/// kube caps requested expirations at `--service-account-max-token-expiration`
-/// when set; without it, at 2^32 seconds. We cap at one year.
-const MAX_EXPIRATION: i64 = 365 * 24 * 3600;
 const SA_PREFIX: &str = "system:serviceaccount:";
 
 /// A request extension that narrows the audiences a token must carry (the
@@ -70,6 +61,12 @@ impl ServiceAccounts {
             store,
             prefix: prefix.trim_end_matches('/').to_string(),
         }
+    }
+
+    /// The audiences the API accepts, those of a token requested without
+    /// any.
+    pub fn api_audiences(&self) -> &[String] {
+        &self.api_audiences
     }
 
     fn key(&self, namespace: &str, name: &str) -> String {
@@ -259,211 +256,4 @@ pub async fn review_token(
         }
         _ => None,
     }
-}
-
-/// Whether a resource request is `POST .../serviceaccounts/{name}/token`.
-pub fn is_token_request(r: &crate::request::ResourceRequest) -> bool {
-    r.group.is_empty()
-        && r.resource == "serviceaccounts"
-        && r.subresource.as_deref() == Some("token")
-        && r.name.is_some()
-        && r.namespace.is_some()
-}
-
-/// `POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token`: a
-/// TokenRequest in, the same TokenRequest with `status` out, in protobuf
-/// when the client asks for it (client-go configured for protobuf), as
-/// the answer and errors of any built-in kind.
-pub async fn token_request(
-    state: Arc<AppState>,
-    method: Method,
-    headers: &axum::http::HeaderMap,
-    r: &crate::request::ResourceRequest,
-    body: Body,
-) -> Response {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let format =
-        apimachinery::media::negotiate(accept, false, apimachinery::media::Serves::BuiltIn)
-            .map(|n| n.format)
-            .ok();
-    let resp = token_request_json(state, method, headers, r, body).await;
-    match format {
-        Some(f @ (apimachinery::media::Format::Protobuf | apimachinery::media::Format::Cbor)) => {
-            reencode(resp, f).await
-        }
-        _ => resp,
-    }
-}
-
-/// A JSON answer (a TokenRequest or a Status) re-encoded in protobuf or
-/// CBOR; the JSON stays when it has no protobuf form.
-async fn reencode(resp: Response, format: apimachinery::media::Format) -> Response {
-    let (mut parts, body) = resp.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return status_response(&Status::internal("unable to encode the answer"));
-    };
-    let encoded = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| match format {
-            apimachinery::media::Format::Cbor => Some(apimachinery::cbor::encode(&v)),
-            _ => k8s_proto::encode_object(&v).ok(),
-        });
-    match encoded {
-        Some(pb) => {
-            parts.headers.insert(
-                header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static(format.media_type()),
-            );
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Response::from_parts(parts, Body::from(pb))
-        }
-        None => Response::from_parts(parts, Body::from(bytes)),
-    }
-}
-
-async fn token_request_json(
-    state: Arc<AppState>,
-    method: Method,
-    headers: &axum::http::HeaderMap,
-    r: &crate::request::ResourceRequest,
-    body: Body,
-) -> Response {
-    if method != Method::POST {
-        return status_response(&Status::method_not_allowed());
-    }
-    let ns = r.namespace.as_deref().unwrap_or_default();
-    let name = r.name.as_deref().unwrap_or_default();
-    let Some(sa_auth) = state.service_accounts.as_ref() else {
-        return status_response(&Status::failure(
-            404,
-            "NotFound",
-            "the server could not find the requested resource (service-account token issuing is off)",
-        ));
-    };
-    let bytes = match axum::body::to_bytes(body, apimachinery::status::MAX_REQUEST_BODY_BYTES).await
-    {
-        Ok(b) => b,
-        Err(e) => {
-            return status_response(&Status::bad_request(format!(
-                "unable to read the request body: {e}"
-            )))
-        }
-    };
-    let body_format = apimachinery::media::request_body(
-        headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok()),
-        false,
-    );
-    let decoded = if body_format == Ok(apimachinery::media::BodyFormat::Protobuf) {
-        crate::handlers::write::decode_protobuf(&bytes).map(|d| d.value)
-    } else if body_format == Ok(apimachinery::media::BodyFormat::Cbor) {
-        crate::handlers::write::decode_cbor(&bytes).map(|d| d.value)
-    } else if bytes.is_empty() {
-        Ok(json!({}))
-    } else {
-        serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
-    };
-    let mut req = match decoded {
-        Ok(v) if v.is_object() => v,
-        Ok(_) => return status_response(&Status::bad_request("TokenRequest must be an object")),
-        Err(e) => {
-            return status_response(&Status::bad_request(format!(
-                "the object provided is unrecognized (must be of type TokenRequest): {e}"
-            )))
-        }
-    };
-    let kind = req["kind"].as_str().unwrap_or("TokenRequest");
-    if kind != "TokenRequest" {
-        return status_response(&Status::bad_request(format!(
-            "the object provided is unrecognized (must be of type TokenRequest): kind {kind:?}"
-        )));
-    }
-    let exp = match req["spec"].get("expirationSeconds") {
-        None | Some(Value::Null) => DEFAULT_EXPIRATION,
-        Some(v) => match v.as_i64() {
-            Some(n) if n >= MIN_EXPIRATION => n.min(MAX_EXPIRATION),
-            _ => {
-                return status_response(&invalid_token_request(
-                    name,
-                    "spec.expirationSeconds",
-                    "may not specify a duration less than 10 minutes",
-                ))
-            }
-        },
-    };
-    let mut audiences: Vec<String> = req["spec"]["audiences"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    if audiences.is_empty() {
-        audiences = sa_auth.api_audiences.clone();
-    }
-    if req["spec"]
-        .get("boundObjectRef")
-        .is_some_and(|b| !b.is_null())
-    {
-        return status_response(&invalid_token_request(
-            name,
-            "spec.boundObjectRef",
-            "binding tokens to objects is not supported by this server",
-        ));
-    }
-    let key = format!("{}/serviceaccounts/{ns}/{name}", state.prefix);
-    let sa = match state.store.get(&key, Freshness::MostRecent).await {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            return status_response(&Status::not_found(
-                GroupResource {
-                    group: "",
-                    resource: "serviceaccounts",
-                },
-                name,
-            ))
-        }
-        Err(e) => return status_response(&Status::internal(format!("{e}"))),
-    };
-    let now = unix_now();
-    let token = match sa_auth.issue(sa.value(), &audiences, exp, now) {
-        Ok(t) => t,
-        Err(e) => return status_response(&Status::internal(e)),
-    };
-    let expires = chrono::DateTime::from_timestamp(now + exp, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default();
-    req["apiVersion"] = json!("authentication.k8s.io/v1");
-    req["kind"] = json!("TokenRequest");
-    if !req["metadata"].is_object() {
-        req["metadata"] = json!({});
-    }
-    req["metadata"]["name"] = json!(name);
-    req["metadata"]["namespace"] = json!(ns);
-    req["metadata"]["creationTimestamp"] = Value::Null;
-    if !req["spec"].is_object() {
-        req["spec"] = json!({});
-    }
-    req["spec"]["audiences"] = json!(audiences);
-    req["spec"]["expirationSeconds"] = json!(exp);
-    req["spec"]["boundObjectRef"] = Value::Null;
-    req["status"] = json!({"token": token, "expirationTimestamp": expires});
-    crate::server::json_response(StatusCode::CREATED, &req)
-}
-
-fn invalid_token_request(name: &str, field: &str, why: &str) -> Status {
-    Status::invalid(
-        apimachinery::status::GroupKind {
-            group: "authentication.k8s.io",
-            kind: "TokenRequest",
-        },
-        name,
-        vec![apimachinery::status::StatusCause::new(
-            "FieldValueInvalid",
-            format!("Invalid value: {why}"),
-            field,
-        )],
-    )
 }

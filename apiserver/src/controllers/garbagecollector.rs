@@ -468,16 +468,22 @@ async fn feed(gc: Arc<Collector>, state: Arc<AppState>, queue: Arc<WorkQueue>) {
                 keep
             });
             for (res, prefix) in current {
-                if !opened.contains_key(&prefix) {
-                    let collection: Arc<str> = Arc::from(prefix.as_str());
+                if let std::collections::hash_map::Entry::Vacant(slot) = opened.entry(prefix) {
+                    let collection: Arc<str> = Arc::from(slot.key().as_str());
                     if first {
                         starting.insert(Arc::clone(&collection));
                     }
-                    let watcher =
-                        watchers.spawn(follow(Arc::clone(&state), res, collection, tx.clone()));
-                    opened.insert(prefix, watcher);
+                    slot.insert(watchers.spawn(follow(
+                        Arc::clone(&state),
+                        res,
+                        collection,
+                        tx.clone(),
+                    )));
                 }
             }
+            // Stopped watchers are reaped here (a JoinSet keeps a finished
+            // task until it is joined).
+            while watchers.try_join_next().is_some() {}
             first = false;
             registry_changed = false;
         }

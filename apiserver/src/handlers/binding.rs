@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use watchcache::StorageError;
 
 use super::Scope;
+use crate::admission::CreateValidation;
 use crate::error::{ApiError, Result};
 use crate::object;
 
@@ -20,8 +21,12 @@ use crate::object;
 const MAX_ATTEMPTS: usize = 16;
 
 /// The answer of `POST .../pods/{name}/binding` and `POST .../bindings`.
-pub fn bind(scope: &Scope, binding: Value) -> BoxFuture<'_, Result<Value>> {
-    bind_pod(scope, binding).boxed()
+pub fn bind<'a>(
+    scope: &'a Scope,
+    binding: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
+    bind_pod(scope, binding, validation).boxed()
 }
 
 fn binding_resource() -> GroupResource<'static> {
@@ -31,7 +36,11 @@ fn binding_resource() -> GroupResource<'static> {
     }
 }
 
-async fn bind_pod(scope: &Scope, binding: Value) -> Result<Value> {
+async fn bind_pod(
+    scope: &Scope,
+    binding: Value,
+    validation: CreateValidation<'_>,
+) -> Result<Value> {
     let name = object::name(&binding).unwrap_or("").to_string();
     if scope.subresource.is_some() && name != scope.name() {
         return Err(
@@ -65,6 +74,7 @@ async fn bind_pod(scope: &Scope, binding: Value) -> Result<Value> {
         };
         return Err(Status::invalid(gk, &name, causes).into());
     }
+    validation.check(&binding).await?;
     let pods = scope
         .state
         .registry

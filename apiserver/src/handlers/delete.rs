@@ -3,9 +3,12 @@
 //! collector's finalizers (`orphan`, `foregroundDeletion`); objects with
 //! finalizers (and namespaces, and pods bound to a node with a grace
 //! period) get a deletionTimestamp and stay until their finalizers are
-//! gone; everything else is removed at once.
+//! gone; everything else is removed at once. The API's deletes are
+//! admitted per object (both halves, operation DELETE, the stored object
+//! as `oldObject`), a collection's as each object goes.
 
 use super::{list, write, Scope};
+use crate::admission::{self, Attributes};
 use crate::error::Result;
 use crate::registry::{GcPolicy, Resource};
 use crate::server::AppState;
@@ -260,6 +263,24 @@ fn check_preconditions(scope: &Scope, current: &Object, params: &DeleteParams) -
 }
 
 pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    delete_as(scope, body, true).await
+}
+
+/// A DELETE of one object made on behalf of a request admitted as
+/// itself: kube's eviction deletes the pod with
+/// `rest.ValidateAllObjectFunc`, no DELETE admission of its own.
+pub(crate) async fn delete_admitted(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
+    delete_as(scope, body, false).await
+}
+
+/// The attributes of deleting `old` (kube's DELETE: no object, the stored
+/// one as `oldObject`, the request's name, which is empty for a
+/// collection).
+fn deleting<'a>(scope: &'a Scope, old: &'a Value, dry_run: bool) -> Attributes<'a> {
+    Attributes::of(scope, "DELETE", None, Some(old), dry_run)
+}
+
+async fn delete_as(scope: &Scope, body: axum::body::Bytes, admit: bool) -> Result<Response> {
     let params = delete_params(scope, &body)?;
     let key = scope.key();
     for _ in 0..MAX_RETRIES {
@@ -271,17 +292,9 @@ pub async fn delete(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
             .map_err(|e| scope.storage_err(e))?
             .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         check_preconditions(scope, &current, &params)?;
-        crate::admission::validating(
-            scope,
-            &crate::admission::Attributes::of(
-                scope,
-                "DELETE",
-                None,
-                Some(current.value()),
-                params.dry_run,
-            ),
-        )
-        .await?;
+        if admit {
+            admission::unstored(scope, &deleting(scope, current.value(), params.dry_run)).await?;
+        }
         match delete_stored(&scope.state, &scope.res, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => {
                 return super::object_response(scope, StatusCode::OK, &v).await
@@ -339,6 +352,10 @@ pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result
         let ns = object::meta_str(item.value(), "namespace");
         let name = object::meta_str(item.value(), "name").unwrap_or("");
         let key = scope.state.key(&scope.res, ns, name);
+        // Each object is admitted as it is deleted, as kube's registry
+        // does (with the collection's empty name); the first refusal ends
+        // the request, with what was deleted before it gone.
+        admission::unstored(scope, &deleting(scope, item.value(), params.dry_run)).await?;
         match delete_stored(&scope.state, &scope.res, &key, item, &params).await {
             Ok(Outcome::Deleted(v)) | Ok(Outcome::Pending(v)) => items.push(v),
             // Changed or gone since the list: someone else got there first.

@@ -13,14 +13,19 @@ use serde_json::{json, Value};
 use watchcache::StorageError;
 
 use super::Scope;
+use crate::admission::CreateValidation;
 use crate::error::{ApiError, Result};
 use crate::object;
 
 const MAX_ATTEMPTS: usize = 16;
 
 /// The answer of `POST .../pods/{name}/eviction`.
-pub fn evict(scope: &Scope, eviction: Value) -> BoxFuture<'_, Result<Value>> {
-    evict_pod(scope, eviction).boxed()
+pub fn evict<'a>(
+    scope: &'a Scope,
+    eviction: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
+    evict_pod(scope, eviction, validation).boxed()
 }
 
 fn too_many(causes: Vec<StatusCause>) -> ApiError {
@@ -36,13 +41,18 @@ fn too_many(causes: Vec<StatusCause>) -> ApiError {
     s.into()
 }
 
-async fn evict_pod(scope: &Scope, eviction: Value) -> Result<Value> {
+async fn evict_pod(
+    scope: &Scope,
+    eviction: Value,
+    validation: CreateValidation<'_>,
+) -> Result<Value> {
     let name = scope.name().to_string();
     if object::name(&eviction).is_some_and(|n| n != name) {
         return Err(
             Status::bad_request("name in URL does not match name in Eviction object").into(),
         );
     }
+    validation.check(&eviction).await?;
     let ns = scope.namespace.clone().unwrap_or_default();
     let state = &scope.state;
     let pods = &scope.res;
@@ -163,7 +173,8 @@ async fn charge_budget(scope: &Scope, ns: &str, pod_name: &str, pod: &Value) -> 
 }
 
 /// Deletes the Pod as a DELETE of it would, with the Eviction's
-/// `deleteOptions`.
+/// `deleteOptions`; the eviction was admitted, the delete is not again
+/// (kube's eviction deletes with `rest.ValidateAllObjectFunc`).
 async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
     // The options are handed over as JSON, whatever the Eviction came in.
     let mut headers = scope.headers.clone();
@@ -194,6 +205,6 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
             o.to_string()
         })
         .unwrap_or_default();
-    super::delete::delete(&pod_scope, axum::body::Bytes::from(options)).await?;
+    super::delete::delete_admitted(&pod_scope, axum::body::Bytes::from(options)).await?;
     Ok(())
 }

@@ -14,6 +14,7 @@ mod list;
 mod patch;
 pub mod review;
 mod scale;
+pub mod token;
 mod update;
 mod watch;
 pub mod write;
@@ -141,16 +142,6 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
     let audit = parts.extensions.get::<crate::audit::AuditSlot>().cloned();
     match request::parse(parts.uri.path()) {
         None => status_response(&Status::path_not_found()),
-        Some(ApiPath::Resource(r)) if crate::auth::serviceaccount::is_token_request(&r) => {
-            crate::auth::serviceaccount::token_request(
-                state,
-                parts.method,
-                &parts.headers,
-                &r,
-                body,
-            )
-            .await
-        }
         Some(ApiPath::Resource(r)) => {
             match resource(
                 state,
@@ -290,7 +281,8 @@ fn serves(res: &Resource) -> media::Serves {
     }
 }
 
-/// Runs the request once its scope is negotiated.
+/// Runs the request once its scope is negotiated; the warnings admission
+/// gathered go on the answer, whichever path gave it.
 async fn serve(
     scope: &Scope,
     method: Method,
@@ -298,44 +290,25 @@ async fn serve(
     connect: Option<&'static crate::registry::Connect>,
     body: Body,
 ) -> Result<Response> {
-    let (res, subresource) = (scope.res.clone(), scope.subresource.as_ref());
-    let is_scale = matches!(subresource, Some(Subresource::Scale { .. }));
-    if let Some(c) = connect {
-        if !connect::serves(c, &method) {
-            return Err(Status::method_not_allowed().into());
-        }
-        if !c.read {
-            // kube admits connections (`CONNECT`, the options as the
-            // object) before it would connect.
-            let options = connect::options_object(c, scope, r.subpath.as_deref());
-            crate::admission::validating(
-                scope,
-                &crate::admission::Attributes::of(scope, "CONNECT", Some(&options), None, false),
-            )
-            .await?;
-        }
-        return connect::answer(c.target, scope).await;
-    }
-    if let Some(c) = res.computed {
-        return computed::serve(scope, c, &method, r.name.is_some()).await;
-    }
-    if let Some(answer) = res.virtual_create {
-        return match (method, r.name.is_some()) {
-            (Method::POST, false) => {
-                create::create_virtual(scope, answer, read_body(body).await?).await
-            }
-            _ => Err(Status::method_not_allowed().into()),
-        };
-    }
-    let answer = verb(
-        scope,
-        method,
-        r.name.is_some(),
-        is_scale,
-        r.watch_prefix,
-        body,
-    )
-    .await;
+    let res = &scope.res;
+    let answer = if let Some(c) = connect {
+        connection(scope, c, &method, r.subpath.as_deref()).await
+    } else if let Some(c) = res.computed {
+        computed::serve(scope, c, &method, r.name.is_some()).await
+    } else if let Some(answer) = res.virtual_create {
+        virtual_kind(scope, answer, method, r.name.is_some(), body).await
+    } else {
+        let is_scale = matches!(scope.subresource.as_ref(), Some(Subresource::Scale { .. }));
+        verb(
+            scope,
+            method,
+            r.name.is_some(),
+            is_scale,
+            r.watch_prefix,
+            body,
+        )
+        .await
+    };
     let warnings = scope.take_warnings();
     let answer = if warnings.is_empty() {
         answer
@@ -347,6 +320,46 @@ async fn serve(
         Some(w) => answer.map(|resp| crate::response::with_warnings(resp, std::slice::from_ref(w))),
         None => answer,
     }
+}
+
+/// A virtual kind (the access and token reviews, `bindings`): POST to the
+/// collection only.
+async fn virtual_kind(
+    scope: &Scope,
+    answer: crate::registry::CreateAnswer,
+    method: Method,
+    named: bool,
+    body: Body,
+) -> Result<Response> {
+    match (method, named) {
+        (Method::POST, false) => {
+            create::create_virtual(scope, answer, read_body(body).await?).await
+        }
+        _ => Err(Status::method_not_allowed().into()),
+    }
+}
+
+/// A connect subresource (`pods/exec`, `nodes/proxy`, ...): kube admits a
+/// connection (`CONNECT`, both halves, the options as the object) before it
+/// would connect; `pods/log` is a read of the pod, not admitted.
+async fn connection(
+    scope: &Scope,
+    c: &'static crate::registry::Connect,
+    method: &Method,
+    subpath: Option<&str>,
+) -> Result<Response> {
+    if !connect::serves(c, method) {
+        return Err(Status::method_not_allowed().into());
+    }
+    if !c.read {
+        let options = connect::options_object(c, scope, subpath);
+        crate::admission::unstored(
+            scope,
+            &crate::admission::Attributes::of(scope, "CONNECT", Some(&options), None, false),
+        )
+        .await?;
+    }
+    connect::answer(c.target, scope).await
 }
 
 /// Runs the verb module that answers `method` on the scope's resource.
@@ -371,11 +384,7 @@ async fn verb(
             return Err(Status::method_not_allowed().into());
         }
     }
-    if let Some(Subresource::Create {
-        answer: Some(answer),
-        ..
-    }) = scope.subresource.as_ref()
-    {
+    if let Some(Subresource::Create { answer, .. }) = scope.subresource.as_ref() {
         return create::create_virtual(scope, *answer, read_body(body).await?).await;
     }
     match (method, named) {

@@ -1,9 +1,12 @@
 //! The answers of the virtual kinds (`registry::VirtualCreate`): the access
 //! reviews of `authorization.k8s.io/v1` and `authentication.k8s.io/v1`
-//! SelfSubjectReview and TokenReview. Each gets the decoded request and returns it with its
-//! `status` filled in as kube-apiserver fills it.
+//! SelfSubjectReview and TokenReview. Each gets the decoded request, runs
+//! validating admission on it once its own checks pass (where kube's
+//! storage calls `createValidation`), and returns it with its `status`
+//! filled in as kube-apiserver fills it.
 
 use super::Scope;
+use crate::admission::CreateValidation;
 use crate::auth::Decision;
 use crate::error::Result;
 use apimachinery::auth::{RequestInfo, UserInfo, SYSTEM_MASTERS};
@@ -15,8 +18,13 @@ use serde_json::{json, Map, Value};
 
 /// `authentication.k8s.io/v1` SelfSubjectReview: who the server thinks
 /// the caller is (`kubectl auth whoami`).
-pub fn self_subject_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Result<Value>> {
+pub fn self_subject_review<'a>(
+    scope: &'a Scope,
+    mut obj: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
     Box::pin(async move {
+        validation.check(&obj).await?;
         let user = serde_json::to_value(&*scope.user).unwrap_or_default();
         obj["status"] = json!({ "userInfo": user });
         Ok(with_creation_timestamp(obj))
@@ -25,7 +33,11 @@ pub fn self_subject_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Resul
 
 /// `authentication.k8s.io/v1` TokenReview: whom `spec.token` names, for
 /// `spec.audiences` (default: the API's), as `auth::review_token` decides.
-pub fn token_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Result<Value>> {
+pub fn token_review<'a>(
+    scope: &'a Scope,
+    mut obj: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
     Box::pin(async move {
         let token = obj["spec"]["token"]
             .as_str()
@@ -36,6 +48,7 @@ pub fn token_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Result<Value
                 Status::bad_request("token is required for TokenReview in authentication").into(),
             );
         }
+        validation.check(&obj).await?;
         let audiences: Vec<String> = obj["spec"]["audiences"]
             .as_array()
             .map(|a| {
@@ -57,7 +70,11 @@ pub fn token_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Result<Value
 }
 
 /// SubjectAccessReview: may the user in `spec` do what it names?
-pub fn subject_access_review(scope: &Scope, obj: Value) -> BoxFuture<'_, Result<Value>> {
+pub fn subject_access_review<'a>(
+    scope: &'a Scope,
+    obj: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
     Box::pin(async move {
         let spec = &obj["spec"];
         let mut causes = attribute_causes(spec);
@@ -70,13 +87,17 @@ pub fn subject_access_review(scope: &Scope, obj: Value) -> BoxFuture<'_, Result<
             ));
         }
         invalid(scope, causes)?;
-        review(scope, obj, &user).await
+        review(scope, obj, &user, validation).await
     })
 }
 
 /// LocalSubjectAccessReview: a SubjectAccessReview within the path's
 /// namespace.
-pub fn local_subject_access_review(scope: &Scope, obj: Value) -> BoxFuture<'_, Result<Value>> {
+pub fn local_subject_access_review<'a>(
+    scope: &'a Scope,
+    obj: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
     Box::pin(async move {
         let spec = &obj["spec"];
         let mut causes = attribute_causes(spec);
@@ -129,22 +150,30 @@ pub fn local_subject_access_review(scope: &Scope, obj: Value) -> BoxFuture<'_, R
             ))
             .into());
         }
-        review(scope, obj, &user).await
+        review(scope, obj, &user, validation).await
     })
 }
 
 /// SelfSubjectAccessReview: may the caller do it (`kubectl auth can-i`)?
-pub fn self_subject_access_review(scope: &Scope, obj: Value) -> BoxFuture<'_, Result<Value>> {
+pub fn self_subject_access_review<'a>(
+    scope: &'a Scope,
+    obj: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
     Box::pin(async move {
         invalid(scope, attribute_causes(&obj["spec"]))?;
         let user = (*scope.user).clone();
-        review(scope, obj, &user).await
+        review(scope, obj, &user, validation).await
     })
 }
 
 /// SelfSubjectRulesReview: everything the caller may do in
 /// `spec.namespace` (`kubectl auth can-i --list`).
-pub fn self_subject_rules_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_, Result<Value>> {
+pub fn self_subject_rules_review<'a>(
+    scope: &'a Scope,
+    mut obj: Value,
+    validation: CreateValidation<'a>,
+) -> BoxFuture<'a, Result<Value>> {
     Box::pin(async move {
         let namespace = obj
             .pointer("/spec/namespace")
@@ -154,6 +183,7 @@ pub fn self_subject_rules_review(scope: &Scope, mut obj: Value) -> BoxFuture<'_,
         if namespace.is_empty() {
             return Err(Status::bad_request("no namespace on request").into());
         }
+        validation.check(&obj).await?;
         let mut resource_rules = Vec::new();
         let mut non_resource_rules = Vec::new();
         if scope.user.in_group(SYSTEM_MASTERS) {
@@ -301,7 +331,13 @@ fn attributes(spec: &Value) -> RequestInfo {
 }
 
 /// Decides the review's question for `user` and fills in the status.
-async fn review(scope: &Scope, mut obj: Value, user: &UserInfo) -> Result<Value> {
+async fn review(
+    scope: &Scope,
+    mut obj: Value,
+    user: &UserInfo,
+    validation: CreateValidation<'_>,
+) -> Result<Value> {
+    validation.check(&obj).await?;
     let request = attributes(&obj["spec"]);
     let decision = crate::auth::decide(&scope.state, user, &request).await;
     let mut status = Map::new();

@@ -55,15 +55,14 @@ pub enum Subresource {
     /// `/finalize`, ...).
     Part(&'static apimachinery::kinds::Part),
     /// A create-only subresource taking a body of its own kind
-    /// (`pods/binding`: a Binding), answered by `answer` (`None`: a
-    /// handler ahead of the generic verbs answers it, as
-    /// `serviceaccounts/token` is).
+    /// (`pods/binding`: a Binding), answered as `answer` says through the
+    /// generic create path.
     Create {
         name: &'static str,
         group: &'static str,
         version: &'static str,
         kind: &'static str,
-        answer: Option<CreateAnswer>,
+        answer: CreateAnswer,
     },
     /// A subresource kube answers by connecting to a kubelet (or to a
     /// Service's endpoints): `pods/exec`, `pods/log`, `nodes/proxy`, ...
@@ -128,16 +127,20 @@ pub enum ComputedSource {
 
 /// The answer to a create of a create-only kind or subresource: the
 /// generic create path decodes the request object (kind checked,
-/// `metadata.namespace` defaulted to the path's), admits it, and hands it
-/// to the function `handlers::create::answer` names for this tag; that
-/// function returns the response object. Every other verb is 405. Adding
-/// a virtual kind is a table row, a tag, and one function.
+/// `metadata.namespace` defaulted to the path's), runs the mutating half
+/// of admission, and hands it, with the validating half to run once its
+/// own checks pass and before it acts, to the function
+/// `handlers::create::answer` names for this tag; that function returns
+/// the response object. Every other verb is 405. Adding a virtual kind is
+/// a table row, a tag, and one function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreateAnswer {
     /// `bindings` and `pods/binding`.
     Binding,
     /// `pods/eviction`.
     Eviction,
+    /// `serviceaccounts/token`.
+    TokenRequest,
     SelfSubjectReview,
     TokenReview,
     LocalSubjectAccessReview,

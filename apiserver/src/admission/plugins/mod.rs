@@ -42,7 +42,9 @@ use crate::handlers::Scope;
 use apimachinery::read::Freshness;
 
 /// The mutating half of a plugin: may change the object of a create or
-/// update (`a.object` is `None`: the object is `obj`).
+/// update (`a.object` is `None`: the object is `obj`). A DELETE has no
+/// object (`obj` is `null`, the stored one is `a.old`); a CONNECT's `obj`
+/// is its options.
 pub type MutateFn =
     for<'a> fn(&'a Scope, &'a Attributes<'a>, &'a mut Value) -> BoxFuture<'a, Result<()>>;
 /// The validating half of a plugin: may refuse the request.
@@ -163,7 +165,7 @@ fn mutating_webhooks<'a>(
         // The webhooks see the object as it came to them and change `obj`.
         let seen = obj.clone();
         let view = Attributes {
-            object: Some(&seen),
+            object: (a.operation != "DELETE").then_some(&seen),
             ..*a
         };
         super::webhooks::mutating(scope, &view, obj).await?;
