@@ -139,9 +139,6 @@ const RESOURCE_VERBS: &[&str] = &[
 ];
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
-/// Resources kube serves without a collection delete.
-const NO_DELETECOLLECTION: &[(&str, &str)] = &[("", "namespaces")];
-
 /// One encoded aggregated document with its (quoted) entity tag, computed
 /// from the JSON and shared by both encodings (`Vary: Accept`).
 struct Tagged {
@@ -650,7 +647,7 @@ fn api_group(g: &Listed) -> Value {
 
 /// Whether kube serves a collection delete for the resource.
 pub(crate) fn has_deletecollection(r: &Resource) -> bool {
-    !NO_DELETECOLLECTION.contains(&(&r.group, &r.plural))
+    r.delete.collection
 }
 
 /// The verbs of a resource (not a subresource).

@@ -642,6 +642,7 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                 rules: &apimachinery::kinds::KindRules::NONE,
                 hooks: None,
                 ttl_lease: false,
+                delete: crate::registry::DeleteRules::DEFAULT,
                 keep_status_on_create: false,
                 custom: Some(info),
                 conversion: None,

@@ -56,27 +56,9 @@ fn delete_params(scope: &Scope, body: &[u8]) -> Result<DeleteParams> {
     Ok(query::delete_params(&scope.query, opts.as_ref())?)
 }
 
-fn is_namespace(res: &Resource) -> bool {
-    res.group.is_empty() && res.plural == "namespaces"
-}
-
+/// The kind's grace period for this delete, if it has one.
 fn grace_period(res: &Resource, obj: &Value, params: &DeleteParams) -> Option<i64> {
-    // Only pods bound to a node wait for their kubelet.
-    let bound = res.group.is_empty()
-        && res.plural == "pods"
-        && obj
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
-    if !bound {
-        return None;
-    }
-    let g = params.grace_period_seconds.unwrap_or_else(|| {
-        obj.pointer("/spec/terminationGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(30)
-    });
-    (g > 0).then_some(g)
+    res.delete.grace_period?(obj, params.grace_period_seconds)
 }
 
 /// Whether the delete leaves the dependents behind (the `orphan`
@@ -172,7 +154,7 @@ pub async fn delete_stored(
         Some(f) => !f.is_empty(),
         None => !object::finalizers(obj).is_empty(),
     };
-    let pending = held || grace.is_some() || is_namespace(res) || cleanup.is_some();
+    let pending = held || grace.is_some() || res.delete.mark.is_some() || cleanup.is_some();
     if !pending {
         if params.dry_run {
             return Ok(Outcome::Deleted(obj.clone()));
@@ -217,10 +199,8 @@ pub async fn delete_stored(
             }
         }
     }
-    if is_namespace(res) {
-        if let Some(o) = v.as_object_mut() {
-            o.insert("status".into(), json!({"phase": "Terminating"}));
-        }
+    if let Some(mark) = res.delete.mark {
+        mark(&mut v);
     }
     if params.dry_run {
         return Ok(Outcome::Pending(v));

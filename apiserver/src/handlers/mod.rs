@@ -404,7 +404,7 @@ async fn verb(
         (Method::PATCH, true) if is_scale => scale::patch(scope, read_body(body).await?).await,
         (Method::PATCH, true) => patch::patch(scope, read_body(body).await?).await,
         (Method::DELETE, true) => delete::delete(scope, read_body(body).await?).await,
-        (Method::DELETE, false) if res.group.is_empty() && res.plural == "namespaces" => {
+        (Method::DELETE, false) if !res.delete.collection => {
             Err(Status::method_not_allowed().into())
         }
         (Method::DELETE, false) => delete::delete_collection(scope, read_body(body).await?).await,

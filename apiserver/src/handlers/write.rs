@@ -545,7 +545,7 @@ where
         }
         let finalized = object::is_deleting(&new)
             && object::finalizers(&new).is_empty()
-            && !holds_namespace_finalizers(scope, &new);
+            && !holds_spec_finalizers(scope, &new);
         let result = if finalized {
             // The last finalizer is gone: the object goes.
             scope
@@ -611,12 +611,12 @@ where
     .into())
 }
 
-/// A namespace being deleted also waits on `spec.finalizers` (the
-/// namespace controller's `kubernetes` first of all).
-fn holds_namespace_finalizers(scope: &Scope, ns: &Value) -> bool {
-    scope.res.group.is_empty()
-        && scope.res.plural == "namespaces"
-        && !object::strings(ns.pointer("/spec/finalizers")).is_empty()
+/// Whether the kind's `spec.finalizers` still hold the object (a
+/// namespace being deleted waits on them, the namespace controller's
+/// `kubernetes` first of all).
+fn holds_spec_finalizers(scope: &Scope, obj: &Value) -> bool {
+    scope.res.delete.spec_finalizers
+        && !object::strings(obj.pointer("/spec/finalizers")).is_empty()
 }
 
 fn new_with_rv(v: &Value, rv: i64) -> Value {

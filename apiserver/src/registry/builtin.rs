@@ -274,6 +274,7 @@ fn res(
         rules: &KindRules::NONE,
         hooks: None,
         ttl_lease: false,
+        delete: DeleteRules::DEFAULT,
         keep_status_on_create: false,
         custom: None,
         conversion: None,
@@ -310,6 +311,12 @@ pub static RESOURCES: LazyLock<Vec<Resource>> = LazyLock::new(|| {
             field_attrs: Shared::Static(NAMESPACE_FIELDS),
             name_rule: NameRule::Label,
             rules: &kinds::core::namespace::RULES,
+            delete: DeleteRules {
+                collection: false,
+                mark: Some(kinds::core::namespace::mark_terminating),
+                spec_finalizers: true,
+                ..DeleteRules::DEFAULT
+            },
             ..res("", "v1", "Namespace", "namespaces", "namespace", false)
         },
         Resource {
@@ -367,6 +374,10 @@ pub static RESOURCES: LazyLock<Vec<Resource>> = LazyLock::new(|| {
             field_attrs: Shared::Static(POD_FIELDS),
             generation: true,
             rules: &kinds::core::pod::POD,
+            delete: DeleteRules {
+                grace_period: Some(kinds::core::pod::grace_period),
+                ..DeleteRules::DEFAULT
+            },
             ..res("", "v1", "Pod", "pods", "pod", true)
         },
         Resource {

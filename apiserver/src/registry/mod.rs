@@ -237,6 +237,42 @@ pub struct Resource {
     /// What a DELETE that names no propagation policy does to the
     /// object's dependents (kube's `DefaultGarbageCollectionPolicy`).
     pub gc_policy: GcPolicy,
+    /// What a DELETE of the kind does beyond finalizers and the garbage
+    /// collector's policy.
+    pub delete: DeleteRules,
+}
+
+/// A kind's delete strategy beyond finalizers (kube's
+/// `RESTGracefulDeleteStrategy` and the kinds whose REST deletes on their
+/// own terms). [`DeleteRules::DEFAULT`] is most kinds'.
+#[derive(Debug, Clone, Copy)]
+pub struct DeleteRules {
+    /// Whether the collection may be deleted at once (kube serves no
+    /// `deletecollection` for namespaces).
+    pub collection: bool,
+    /// The grace period of an object's delete, from the object and the
+    /// requested one (kube's `CheckGracefulDelete`): `Some` keeps the
+    /// object, marked, for that many seconds' worth of clean-up.
+    pub grace_period: Option<GracePeriod>,
+    /// The kind's delete always marks the object and waits (a namespace's
+    /// content is deleted by its controller first); this writes what the
+    /// mark adds (a namespace's `Terminating` phase).
+    pub mark: Option<fn(&mut serde_json::Value)>,
+    /// `spec.finalizers` hold a marked object too (namespaces').
+    pub spec_finalizers: bool,
+}
+
+/// A kind's grace period rule: the object and the requested period give
+/// the period to wait, if any.
+pub type GracePeriod = fn(&serde_json::Value, Option<i64>) -> Option<i64>;
+
+impl DeleteRules {
+    pub const DEFAULT: DeleteRules = DeleteRules {
+        collection: true,
+        grace_period: None,
+        mark: None,
+        spec_finalizers: false,
+    };
 }
 
 /// A kind's default propagation of deletes to its dependents (kube's

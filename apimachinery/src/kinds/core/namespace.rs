@@ -183,6 +183,15 @@ fn validate_finalize(ns: &Value, _old: Option<&Value>) -> Vec<StatusCause> {
         .collect()
 }
 
+/// What a namespace's delete writes beside `deletionTimestamp`: phase
+/// `Terminating` (kube's namespace REST `Delete`); its content is deleted
+/// by the namespace controller, which then finalizes it.
+pub fn mark_terminating(ns: &mut Value) {
+    if let Some(o) = ns.as_object_mut() {
+        o.insert("status".into(), serde_json::json!({"phase": "Terminating"}));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -450,6 +450,26 @@ fn same_but_images(a: Option<&Value>, b: Option<&Value>) -> bool {
             })
 }
 
+/// The grace period of a pod's delete (kube's pod strategy
+/// `CheckGracefulDelete`): only a pod bound to a node waits for its
+/// kubelet, the requested period, else the pod's
+/// `terminationGracePeriodSeconds`, else 30 s; zero deletes at once.
+pub fn grace_period(pod: &Value, requested: Option<i64>) -> Option<i64> {
+    let bound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !bound {
+        return None;
+    }
+    let g = requested.unwrap_or_else(|| {
+        pod.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    (g > 0).then_some(g)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
