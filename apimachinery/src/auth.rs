@@ -4,7 +4,6 @@
 //! property-tested.
 
 use crate::status::{GroupResource, Status};
-use percent_encoding::percent_decode_str;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -89,78 +88,55 @@ pub struct RequestInfo {
     /// Raw selectors of a list or watch, for authorizers that use them.
     pub label_selector: String,
     pub field_selector: String,
+    /// The parsed path the router serves (`None`: not an API path it
+    /// serves, answered 404 after authorization).
+    pub route: Option<crate::request::ApiPath>,
 }
 
-/// Subresources of a namespace reached as `/namespaces/{name}/{sub}`.
-const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
-
 /// Resolves method, path and query into the attributes an authorizer
-/// decides on. Paths that are not resource paths become non-resource
-/// requests; `Err` (a message for a 400) is a path under `/api` or `/apis`
-/// that names no kind.
+/// decides on, with the path parsed once ([`crate::request::parse_path`])
+/// for every later stage (`route`). Paths the router does not serve as a
+/// resource become non-resource requests; `Err` (a message for a 400) is a
+/// path under `/api` or `/apis` that names no kind.
 pub fn request_info(method: &str, path: &str, query: Option<&str>) -> Result<RequestInfo, String> {
+    let route = crate::request::parse_path(path)?;
     let mut info = RequestInfo {
         path: path.to_string(),
         verb: method.to_ascii_lowercase(),
         ..Default::default()
     };
-    let mut parts: Vec<String> = Vec::new();
-    for raw in path.trim_matches('/').split('/') {
-        if raw.is_empty() {
-            continue;
-        }
-        let seg = percent_decode_str(raw)
-            .decode_utf8()
-            .map_err(|_| format!("invalid path encoding: {path:?}"))?;
-        parts.push(seg.into_owned());
-    }
-    if parts.len() < 3 || (parts[0] != "api" && parts[0] != "apis") {
-        return Ok(info);
-    }
-    let mut rest = &parts[1..];
-    if parts[0] == "apis" {
-        if rest.len() < 3 {
-            return Ok(info);
-        }
-        info.api_group = rest[0].clone();
-        rest = &rest[1..];
-    }
-    info.resource_request = true;
-    info.api_version = rest[0].clone();
-    rest = &rest[1..];
-    if rest[0] == "watch" || rest[0] == "proxy" {
-        if rest.len() < 2 {
-            return Err(format!(
-                "unable to determine kind and namespace from url {path:?}"
-            ));
-        }
-        info.verb = rest[0].clone();
-        rest = &rest[1..];
-    } else {
-        info.verb = match method {
-            "POST" => "create",
-            "GET" | "HEAD" => "get",
-            "PUT" => "update",
-            "PATCH" => "patch",
-            "DELETE" => "delete",
-            _ => "",
+    if let Some(crate::request::ApiPath::Resource(r)) = &route {
+        info.resource_request = true;
+        info.api_group = r.group.clone();
+        info.api_version = r.version.clone();
+        info.verb = if r.watch_prefix {
+            "watch"
+        } else {
+            match method {
+                "POST" => "create",
+                "GET" | "HEAD" => "get",
+                "PUT" => "update",
+                "PATCH" => "patch",
+                "DELETE" => "delete",
+                _ => "",
+            }
         }
         .to_string();
+        // A namespace's own path names it as the request's namespace too,
+        // as kube's resolver does.
+        info.namespace = match (&r.namespace, r.resource.as_str()) {
+            (Some(ns), _) => ns.clone(),
+            (None, "namespaces") => r.name.clone().unwrap_or_default(),
+            _ => String::new(),
+        };
+        info.resource = r.resource.clone();
+        info.name = r.name.clone().unwrap_or_default();
+        info.subresource = r.subresource.clone().unwrap_or_default();
     }
-    if rest[0] == "namespaces" && rest.len() > 1 {
-        info.namespace = rest[1].clone();
-        if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2].as_str()) {
-            rest = &rest[2..];
-        }
+    info.route = route;
+    if !info.resource_request {
+        return Ok(info);
     }
-    if rest.len() >= 3 && info.verb != "proxy" {
-        info.subresource = rest[2].clone();
-    }
-    if rest.len() >= 2 {
-        info.name = rest[1].clone();
-    }
-    info.resource = rest[0].clone();
-
     let params: Vec<(String, String)> = query
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
@@ -310,6 +286,37 @@ mod tests {
             assert!(!i.resource_request, "{p}");
             assert_eq!(i.verb, "get");
         }
+    }
+
+    #[test]
+    fn the_route_is_the_one_parse() {
+        let i = info("GET", "/api/v1/namespaces/y/pods/p/log", None);
+        match &i.route {
+            Some(crate::request::ApiPath::Resource(r)) => {
+                assert_eq!(
+                    (
+                        r.namespace.as_deref(),
+                        r.resource.as_str(),
+                        r.name.as_deref()
+                    ),
+                    (Some("y"), "pods", Some("p"))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // An empty segment: no route, and not a resource request either.
+        let i = info("GET", "/api//v1/pods", None);
+        assert!(!i.resource_request && i.route.is_none());
+        // A prefix with nothing after it names no kind.
+        assert!(request_info("GET", "/api/v1/watch", None).is_err());
+        assert!(request_info("GET", "/apis/apps/v1/watch/", None).is_err());
+        assert!(request_info("GET", "/api/v1/%ff", None).is_err());
+        // A namespace's own path is also its namespace.
+        let i = info("DELETE", "/api/v1/namespaces/y", None);
+        assert_eq!(
+            (i.namespace.as_str(), i.name.as_str(), i.verb.as_str()),
+            ("y", "y", "delete")
+        );
     }
 
     #[test]

@@ -36,18 +36,49 @@ pub struct ResourceRequest {
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 /// Parses a request path. `None` means the path is not an API path (or has
-/// too many segments), which the caller answers with 404.
+/// too many segments, an empty segment, or a part that does not decode),
+/// which the caller answers with 404.
 pub fn parse(path: &str) -> Option<ApiPath> {
-    let trimmed = path.strip_prefix('/')?;
+    parse_path(path).ok().flatten()
+}
+
+/// The one parser of request paths, which every stage of a request reads
+/// through `auth::RequestInfo::route` (routing, authorization, audit, flow
+/// control, metrics, admission). `Ok(None)`: not an API path the router
+/// serves (404); `Err`: a path under `/api` or `/apis` that cannot be
+/// resolved at all (a segment that does not decode as UTF-8; a `watch`
+/// or `proxy` prefix with nothing after it), answered with 400.
+pub fn parse_path(path: &str) -> Result<Option<ApiPath>, String> {
+    let Some(trimmed) = path.strip_prefix('/') else {
+        return Ok(None);
+    };
     let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
     let mut segs = Vec::new();
+    let mut empty = false;
     for raw in trimmed.split('/') {
-        let seg = percent_decode_str(raw).decode_utf8().ok()?;
-        if seg.is_empty() {
-            return None;
-        }
+        let seg = percent_decode_str(raw)
+            .decode_utf8()
+            .map_err(|_| format!("invalid path encoding: {path:?}"))?;
+        empty |= seg.is_empty();
         segs.push(seg.into_owned());
     }
+    let api = matches!(segs.first().map(String::as_str), Some("api" | "apis"));
+    // `/api/v1/watch` and `/api/v1/proxy` name no kind: kube's resolver
+    // refuses them.
+    let prefix_only =
+        |i: usize| segs.len() == i + 1 && matches!(segs[i].as_str(), "watch" | "proxy") && api;
+    if prefix_only(2) || (segs.first().map(String::as_str) == Some("apis") && prefix_only(3)) {
+        return Err(format!(
+            "unable to determine kind and namespace from url {path:?}"
+        ));
+    }
+    if empty {
+        return Ok(None);
+    }
+    Ok(parse_segments(segs))
+}
+
+fn parse_segments(segs: Vec<String>) -> Option<ApiPath> {
     let (group, version, rest) = match segs.first().map(String::as_str) {
         Some("api") => match segs.len() {
             1 => return Some(ApiPath::LegacyVersions),

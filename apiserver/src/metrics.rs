@@ -83,7 +83,7 @@ impl RequestInfo {
     pub fn classify(
         resources: &Resources,
         method: &Method,
-        path: &str,
+        route: Option<&crate::request::ApiPath>,
         query: Option<&str>,
         content_type: Option<&str>,
     ) -> RequestInfo {
@@ -101,7 +101,7 @@ impl RequestInfo {
             long_running: false,
             kind,
         };
-        let Some(crate::request::ApiPath::Resource(r)) = crate::request::parse(path) else {
+        let Some(crate::request::ApiPath::Resource(r)) = route else {
             return info;
         };
         // Unknown resources keep empty labels: bounded cardinality.
@@ -137,10 +137,10 @@ impl RequestInfo {
             "cluster"
         };
         info.long_running = watching;
-        info.group = r.group;
-        info.version = r.version;
-        info.resource = r.resource;
-        info.subresource = r.subresource.unwrap_or_default();
+        info.group = r.group.clone();
+        info.version = r.version.clone();
+        info.resource = r.resource.clone();
+        info.subresource = r.subresource.clone().unwrap_or_default();
         info
     }
 
@@ -764,8 +764,18 @@ pub async fn serve(State(state): State<Arc<AppState>>) -> Response {
 /// limits), run under the request timeout, record. Long-running requests
 /// (watches) skip the limits and the timeout; their streams end when the
 /// server shuts down.
-pub async fn instrument(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+pub async fn instrument(
+    State(state): State<Arc<AppState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let start = Instant::now();
+    let resolved = crate::auth::resolve(&mut req);
+    let route = resolved
+        .as_ref()
+        .as_ref()
+        .ok()
+        .and_then(|ri| ri.route.as_ref());
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -773,7 +783,7 @@ pub async fn instrument(State(state): State<Arc<AppState>>, req: Request, next: 
     let info = RequestInfo::classify(
         &state.registry,
         req.method(),
-        req.uri().path(),
+        route,
         req.uri().query(),
         content_type,
     );
@@ -846,7 +856,8 @@ mod tests {
     use super::*;
 
     fn verb(method: Method, path: &str, query: Option<&str>) -> RequestInfo {
-        RequestInfo::classify(&Resources::builtin(), &method, path, query, None)
+        let route = crate::request::parse(path);
+        RequestInfo::classify(&Resources::builtin(), &method, route.as_ref(), query, None)
     }
 
     #[test]
@@ -881,7 +892,7 @@ mod tests {
         let apply = RequestInfo::classify(
             &Resources::builtin(),
             &Method::PATCH,
-            "/api/v1/namespaces/a/configmaps/x",
+            crate::request::parse("/api/v1/namespaces/a/configmaps/x").as_ref(),
             None,
             Some("application/apply-patch+yaml"),
         );

@@ -21,7 +21,7 @@ pub mod write;
 
 use crate::error::{status_response, ApiError, Result};
 use crate::registry::{Resource, Row, Subresource};
-use crate::request::{self, ApiPath, ResourceRequest};
+use crate::request::{ApiPath, ResourceRequest};
 use crate::server::AppState;
 use apimachinery::auth::UserInfo;
 use apimachinery::media::{self, Negotiated};
@@ -132,7 +132,13 @@ impl Scope {
 }
 
 /// Entry point for every path the router does not name.
-pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
+pub async fn dispatch(state: Arc<AppState>, mut req: Request<Body>) -> Response {
+    // The path was parsed once, by the first stage that needed it (the
+    // request's `RequestInfo`); routing reads that parse.
+    let route = match &*crate::auth::resolve(&mut req) {
+        Ok(info) => info.route.clone(),
+        Err(why) => return status_response(&Status::bad_request(why.clone())),
+    };
     let (parts, body) = req.into_parts();
     let user = parts
         .extensions
@@ -140,7 +146,7 @@ pub async fn dispatch(state: Arc<AppState>, req: Request<Body>) -> Response {
         .map(|i| Arc::clone(&i.0))
         .unwrap_or_default();
     let audit = parts.extensions.get::<crate::audit::AuditSlot>().cloned();
-    match request::parse(parts.uri.path()) {
+    match route {
         None => status_response(&Status::path_not_found()),
         Some(ApiPath::Resource(r)) => {
             match resource(

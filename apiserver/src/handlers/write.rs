@@ -615,8 +615,7 @@ where
 /// namespace being deleted waits on them, the namespace controller's
 /// `kubernetes` first of all).
 fn holds_spec_finalizers(scope: &Scope, obj: &Value) -> bool {
-    scope.res.delete.spec_finalizers
-        && !object::strings(obj.pointer("/spec/finalizers")).is_empty()
+    scope.res.delete.spec_finalizers && !object::strings(obj.pointer("/spec/finalizers")).is_empty()
 }
 
 fn new_with_rv(v: &Value, rv: i64) -> Value {
