@@ -26,5 +26,6 @@ pub mod selector;
 pub mod shared;
 pub mod status;
 pub mod validation;
+pub mod version;
 
 pub use status::{Status, StatusCause};

@@ -15,6 +15,7 @@
 
 use crate::aggregator::{Remote, Remotes};
 use crate::registry::{Registry, Resource, Row, Shared, Str, Subresource};
+pub(crate) use apimachinery::version::{compare_versions, content_hash};
 use crate::request::ApiPath;
 use apimachinery::Status;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -359,19 +360,6 @@ fn tagged(doc: &Value) -> Tagged {
     Tagged { doc, etag }
 }
 
-/// A stable hash of a document's bytes as 32 upper-case hex digits
-/// (128-bit FNV-1a), used for entity tags and OpenAPI `?hash=` values.
-/// Stable across processes and builds, so clients' caches stay valid until
-/// the content changes.
-pub(crate) fn content_hash(data: &[u8]) -> String {
-    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-    let h = data
-        .iter()
-        .fold(OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(PRIME));
-    format!("{h:032X}")
-}
-
 fn discovery_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("/api/{version}")
@@ -426,45 +414,6 @@ pub fn api_service_priority(group: &str, version: &str) -> (i32, i32) {
         _ => 1000,
     };
     (group_priority, version_priority)
-}
-
-/// Parses `v<major>[(alpha|beta)<minor>]`; the stability rank is 2 for GA,
-/// 1 for beta and 0 for alpha.
-fn parse_kube_version(v: &str) -> Option<(u32, u64, u64)> {
-    let rest = v.strip_prefix('v')?;
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    let major: u64 = rest[..digits].parse().ok()?;
-    if major == 0 {
-        return None;
-    }
-    let tail = &rest[digits..];
-    if tail.is_empty() {
-        return Some((2, major, 0));
-    }
-    let (rank, minor) = if let Some(m) = tail.strip_prefix("beta") {
-        (1, m)
-    } else if let Some(m) = tail.strip_prefix("alpha") {
-        (0, m)
-    } else {
-        return None;
-    };
-    if minor.is_empty() || !minor.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((rank, major, minor.parse().ok()?))
-}
-
-/// Kube-aware version order, most preferred first: GA before beta before
-/// alpha, higher numbers first, then anything else alphabetically.
-pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
-    match (parse_kube_version(a), parse_kube_version(b)) {
-        (Some(x), Some(y)) => y.cmp(&x),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => a.cmp(b),
-    }
 }
 
 /// A named group with its versions, preferred version first.

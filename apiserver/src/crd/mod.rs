@@ -33,7 +33,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-pub(crate) use crate::discovery::compare_versions as version_order;
+pub(crate) use apimachinery::version::compare_versions as version_order;
 pub use names::accepted_names;
 
 /// Held by a CRD being deleted until every custom resource it defined is gone.
@@ -497,7 +497,7 @@ pub fn rows(crd: &Value) -> Vec<Row> {
         .unwrap_or("");
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
     let bytes = serde_json::to_vec(&(name, spec, names, terminating)).unwrap_or_default();
-    let key = crate::discovery::content_hash(&bytes);
+    let key = apimachinery::version::content_hash(&bytes);
     let table = BUILT.get_or_init(Default::default);
     let alive = |weak: &[Weak<Resource>]| -> Option<Vec<Row>> {
         weak.iter()
