@@ -30,9 +30,21 @@ test-deploy:
 	./tools/install-test-deps.sh
 	python3 -m pytest -q -p no:cacheprovider tests/deploy
 
+## lint: formatting, clippy, and the apiserver's import graph: no import circle
+## larger than IMPORT_CIRCLE_MAX files (tools/import_graph.py; ARCHITECTURE.md "Floors")
+IMPORT_CIRCLE_MAX ?= 31
+# Each floor's invariant (ARCHITECTURE.md "Floors"): what it must never import.
+FLOOR_RULES = \
+	--never registry=handlers,server,admission,controllers,aggregator,auth,audit,flowcontrol,discovery,openapi,metrics \
+	--never object=handlers,server,admission,controllers,aggregator \
+	--never storage_format=handlers,server,admission,controllers,aggregator \
+	--never crd!=handlers,server,admission,controllers,aggregator,discovery,openapi \
+	--never crd::rules=handlers,server,admission,controllers,aggregator \
+	--never error=handlers,server,admission,controllers,aggregator
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 tools/import_graph.py apiserver/src --max $(IMPORT_CIRCLE_MAX) $(FLOOR_RULES)
 
 fmt:
 	$(CARGO) fmt --all

@@ -13,7 +13,11 @@ Prints the strongly connected components (circles) of more than one file,
 largest first. With `--max N`, exits 1 when a circle has more than N files:
 CI keeps the floors one way with it.
 
-    python3 tools/import_graph.py apiserver/src --max 6
+    python3 tools/import_graph.py apiserver/src --max 31 \
+        --never registry=handlers,server,admission,controllers,aggregator
+
+`--never FROM=TO,...` states a floor's invariant: no module under FROM
+(only FROM itself, written `FROM!`) imports a module under any TO.
 """
 
 import argparse
@@ -240,8 +244,22 @@ def main():
     ap.add_argument("src", help="a crate's src directory")
     ap.add_argument("--max", type=int, default=None, help="fail when a circle has more files than this")
     ap.add_argument("--edges", action="store_true", help="print every edge")
+    ap.add_argument("--never", action="append", default=[], metavar="FROM=TO,TO",
+                    help="modules under FROM must not import modules under any TO (a floor's invariant)")
     args = ap.parse_args()
     files, edges = graph(args.src)
+    broken = []
+    for rule in args.never:
+        src, _, targets = rule.partition("=")
+        exact = src.endswith("!")
+        below = tuple(src.rstrip("!").split("::"))
+        above = [tuple(t.split("::")) for t in targets.split(",") if t]
+        for m in sorted(edges):
+            if m[: len(below)] != below or (exact and m != below):
+                continue
+            for t in sorted(edges[m]):
+                if any(t[: len(a)] == a for a in above):
+                    broken.append(f"{name(m)} -> {name(t)} (rule {rule})")
     if args.edges:
         for m in sorted(edges):
             for t in sorted(edges[m]):
@@ -251,8 +269,14 @@ def main():
           f"{len(comps)} circles; largest: {len(comps[0]) if comps else 1} files")
     for c in comps:
         print(f"  circle of {len(c)}: " + ", ".join(sorted(name(m) for m in c)))
+    failed = False
+    for b in broken:
+        print(f"error: floor invariant broken: {b}", file=sys.stderr)
+        failed = True
     if args.max is not None and comps and len(comps[0]) > args.max:
         print(f"error: a circle of {len(comps[0])} files (allowed: {args.max})", file=sys.stderr)
+        failed = True
+    if failed:
         sys.exit(1)
 
 
