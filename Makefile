@@ -32,7 +32,7 @@ test-deploy:
 
 ## lint: formatting, clippy, and the apiserver's import graph: no import circle
 ## larger than IMPORT_CIRCLE_MAX files (tools/import_graph.py; ARCHITECTURE.md "Floors")
-IMPORT_CIRCLE_MAX ?= 31
+IMPORT_CIRCLE_MAX ?= 29
 # Each floor's invariant (ARCHITECTURE.md "Floors"): what it must never import.
 FLOOR_RULES = \
 	--never registry=handlers,server,admission,controllers,aggregator,auth,audit,flowcontrol,discovery,openapi,metrics \
@@ -40,7 +40,8 @@ FLOOR_RULES = \
 	--never storage_format=handlers,server,admission,controllers,aggregator \
 	--never crd!=handlers,server,admission,controllers,aggregator,discovery,openapi \
 	--never crd::rules=handlers,server,admission,controllers,aggregator \
-	--never error=handlers,server,admission,controllers,aggregator
+	--never error=handlers,server,admission,controllers,aggregator \
+	--never controllers!=admission,aggregator,handlers
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -76,19 +76,25 @@ def strip_comments_and_strings(text):
     return "".join(out)
 
 
+def after_block(text, j):
+    """The index just past the `}` closing a block whose body starts at j."""
+    depth = 1
+    while j < len(text) and depth:
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+        j += 1
+    return j
+
+
 def strip_test_modules(text):
     """Drop `#[cfg(test)] mod x { ... }` blocks (tests may reach anywhere)."""
     while True:
         m = re.search(r"#\[cfg\(test\)\]\s*(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{", text)
         if not m:
             return text
-        depth, j = 1, m.end()
-        while j < len(text) and depth:
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-            j += 1
+        j = after_block(text, m.end())
         text = text[: m.start()] + "\n" * text.count("\n", m.start(), j) + text[j:]
 
 
@@ -122,14 +128,8 @@ def expand_groups(text):
     paths = []
     for m in USE_GROUP_RE.finditer(text):
         base = m.group(1) + m.group(2)
-        depth, j = 1, m.end()
-        start = j
-        while j < len(text) and depth:
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-            j += 1
+        start = m.end()
+        j = after_block(text, start)
         inner = text[start: j - 1]
         stack, cur = [base], ""
         for ch in inner + ",":

@@ -55,7 +55,6 @@ pub fn content_hash(data: &[u8]) -> String {
     format!("{h:032X}")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,7 +63,10 @@ mod tests {
     fn kube_version_priority() {
         let mut v = vec!["v1beta1", "foo", "v2", "v1", "v1alpha1", "v10beta3", "bar"];
         v.sort_by(|a, b| compare_versions(a, b));
-        assert_eq!(v, ["v2", "v1", "v10beta3", "v1beta1", "v1alpha1", "bar", "foo"]);
+        assert_eq!(
+            v,
+            ["v2", "v1", "v10beta3", "v1beta1", "v1alpha1", "bar", "foo"]
+        );
     }
 
     #[test]

@@ -15,8 +15,8 @@
 
 use crate::aggregator::{Remote, Remotes};
 use crate::registry::{Registry, Resource, Row, Shared, Str, Subresource};
-pub(crate) use apimachinery::version::{compare_versions, content_hash};
 use crate::request::ApiPath;
+pub(crate) use apimachinery::version::{compare_versions, content_hash};
 use apimachinery::Status;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

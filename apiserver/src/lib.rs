@@ -93,6 +93,52 @@ pub enum StartError {
     AuthorizationMode(String),
 }
 
+/// Starts every controller of this server on `state` (the composition
+/// root wires them: `controllers` holds their shared shape and the
+/// built-in ones, admission and the aggregator their own); `leader`
+/// tells whether this replica leads (`None`: it always does).
+fn start_controllers(
+    state: &Arc<AppState>,
+    leader: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Vec<tokio::task::AbortHandle> {
+    let mut all = vec![
+        controllers::namespace::controller(state),
+        controllers::garbagecollector::controller(state),
+    ];
+    all.extend(controllers::serviceaccount::controllers(state));
+    all.extend(controllers::repair_ip::controller(state));
+    all.extend(controllers::repair_ports::controller(state));
+    all.extend(crate::admission::typecheck::controller(state));
+    all.extend(controllers::resourcequota::controller(state));
+    let (availability, crd_apiservices) = crate::aggregator::available::controllers(state);
+    all.extend(crd_apiservices);
+    let mut handles: Vec<_> = all
+        .into_iter()
+        .map(|c| controllers::start(Arc::clone(state), leader.clone(), c))
+        .collect();
+    // Every replica writes the kubernetes endpoints (see its module doc),
+    // and enforces the admission policies.
+    handles.extend(
+        controllers::kubernetes_endpoints::controller(state)
+            .map(|c| controllers::start(Arc::clone(state), None, c)),
+    );
+    handles.extend(
+        crate::admission::policy::controller(state)
+            .map(|c| controllers::start(Arc::clone(state), None, c)),
+    );
+    handles.extend(
+        crate::admission::webhooks::controller(state)
+            .map(|c| controllers::start(Arc::clone(state), None, c)),
+    );
+    // Every replica routes by its own view of the APIServices' availability.
+    handles.extend(availability.map(|c| controllers::start(Arc::clone(state), None, c)));
+    handles.extend(
+        crate::admission::mutating_policy::controller(state)
+            .map(|c| controllers::start(Arc::clone(state), None, c)),
+    );
+    handles
+}
+
 /// The chain's authorizer for `--authorization-mode` (already validated),
 /// and the RBAC index when RBAC is one of the modes.
 pub fn authorizer(
@@ -372,7 +418,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
-    let mut controllers = controllers::start_all(&state, Some(leadership.subscribe()));
+    let mut controllers = start_controllers(&state, Some(leadership.subscribe()));
     if state.apf.enabled {
         controllers.extend(
             flowcontrol::controller(&state)

@@ -136,46 +136,6 @@ pub struct Controller {
     pub resync: Option<Duration>,
 }
 
-/// Starts every controller of this server on `state`; `leader` tells
-/// whether this replica leads (`None`: it always does).
-pub fn start_all(
-    state: &Arc<AppState>,
-    leader: Option<watch::Receiver<bool>>,
-) -> Vec<tokio::task::AbortHandle> {
-    let mut all = vec![
-        namespace::controller(state),
-        garbagecollector::controller(state),
-    ];
-    all.extend(serviceaccount::controllers(state));
-    all.extend(repair_ip::controller(state));
-    all.extend(repair_ports::controller(state));
-    all.extend(crate::admission::typecheck::controller(state));
-    all.extend(resourcequota::controller(state));
-    let (availability, crd_apiservices) = crate::aggregator::available::controllers(state);
-    all.extend(crd_apiservices);
-    let mut handles: Vec<_> = all
-        .into_iter()
-        .map(|c| start(Arc::clone(state), leader.clone(), c))
-        .collect();
-    // Every replica writes the kubernetes endpoints (see its module doc),
-    // and enforces the admission policies.
-    handles
-        .extend(kubernetes_endpoints::controller(state).map(|c| start(Arc::clone(state), None, c)));
-    handles.extend(
-        crate::admission::policy::controller(state).map(|c| start(Arc::clone(state), None, c)),
-    );
-    handles.extend(
-        crate::admission::webhooks::controller(state).map(|c| start(Arc::clone(state), None, c)),
-    );
-    // Every replica routes by its own view of the APIServices' availability.
-    handles.extend(availability.map(|c| start(Arc::clone(state), None, c)));
-    handles.extend(
-        crate::admission::mutating_policy::controller(state)
-            .map(|c| start(Arc::clone(state), None, c)),
-    );
-    handles
-}
-
 /// Runs `c` whenever this replica leads.
 pub fn start(
     state: Arc<AppState>,
