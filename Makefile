@@ -23,7 +23,7 @@ build: deps
 test: deps
 	./tools/install-test-deps.sh
 	$(CARGO) build --bin apiserver
-	$(CARGO) test --workspace --no-fail-fast
+	CRD_MEMORY_CRDS=300 $(CARGO) test --workspace --no-fail-fast
 	$(MAKE) test-deploy
 
 test-deploy:
@@ -75,6 +75,12 @@ bench-smoke: deps
 FUZZ_SECONDS ?= 120
 fuzz:
 	./tools/fuzz.sh $(FUZZ_SECONDS)
+
+## crd-memory: the full CRD memory test (1,000 CRDs created, updated, deleted; CI runs 300)
+.PHONY: crd-memory
+crd-memory: deps
+	$(CARGO) build --bin apiserver
+	CRD_MEMORY_CRDS=1000 $(CARGO) test -p e2e --test crd_row_memory -- --nocapture
 
 ## chaos: the long chaos run (CI runs 40 s of it inside `make test`)
 CHAOS_SECONDS ?= 600
