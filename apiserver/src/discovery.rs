@@ -448,7 +448,7 @@ fn sorted_groups(registry: &Registry) -> Vec<SortedGroup> {
 /// groups in discovery order.
 pub(crate) fn group_versions(registry: &Registry) -> Vec<(Str, Str)> {
     let mut core: Vec<Str> = Vec::new();
-    for r in registry.all().iter().filter(|r| r.group.is_empty()) {
+    for r in registry.all().refs().filter(|r| r.group.is_empty()) {
         if !core.contains(&r.version) {
             core.push(r.version.clone());
         }

@@ -1037,7 +1037,7 @@ impl Documents {
 /// ObjectMeta family, which is the same in both).
 fn merged_schema(registry: &Registry) -> Schema {
     let mut defs = apimachinery::schema::builtin().definitions().clone();
-    for r in registry.all().iter().filter(|r| r.custom.is_some()) {
+    for r in registry.all().refs().filter(|r| r.custom.is_some()) {
         if let Some(t) = r.schema() {
             for (name, def) in t.schema().definitions() {
                 defs.entry(name.clone()).or_insert_with(|| def.clone());
@@ -1300,7 +1300,7 @@ pub fn warm_up(registry: Registry) {
 }
 
 async fn documents(registry: &Registry) -> Arc<Documents> {
-    if registry.all().iter().all(|r| r.custom.is_none()) {
+    if registry.all().refs().all(|r| r.custom.is_none()) {
         if let Some(d) = BUILTIN.get() {
             return Arc::clone(d);
         }

@@ -634,8 +634,8 @@ fn owner_resource(state: &AppState, o: &Owner) -> Option<Row> {
         state
             .registry
             .all()
-            .iter()
-            .find(|r| r.group == group && r.kind == o.kind)
+            .filter(|r| r.group == group && r.kind == o.kind)
+            .next()
     })
 }
 

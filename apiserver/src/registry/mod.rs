@@ -418,6 +418,26 @@ impl Snapshot {
             .map(Shared::Static)
             .chain(self.dynamic.rows.iter().cloned())
     }
+
+    /// Every row by reference, for scans that keep nothing (no reference
+    /// count moves).
+    pub fn refs(&self) -> impl Iterator<Item = &Resource> + '_ {
+        self.builtin
+            .iter()
+            .chain(self.dynamic.rows.iter().map(|r| &**r))
+    }
+
+    /// The rows `keep` picks, as rows; the others are only looked at.
+    pub fn filter<'a>(
+        &'a self,
+        keep: impl Fn(&Resource) -> bool + Copy + 'a,
+    ) -> impl Iterator<Item = Row> + 'a {
+        self.builtin
+            .iter()
+            .filter(move |r| keep(r))
+            .map(Shared::Static)
+            .chain(self.dynamic.rows.iter().filter(move |r| keep(r)).cloned())
+    }
 }
 
 impl Registry {
@@ -513,21 +533,20 @@ impl Registry {
 
     pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Row> {
         self.all()
-            .iter()
-            .find(|r| r.group == group && r.version == version && r.kind == kind)
+            .filter(|r| r.group == group && r.version == version && r.kind == kind)
+            .next()
     }
 
     /// Whether `group/version` is served at all.
     pub fn serves(&self, group: &str, version: &str) -> bool {
         self.all()
-            .iter()
+            .refs()
             .any(|r| r.group == group && r.version == version)
     }
 
     /// Resources of one group-version, in table order.
     pub fn in_group_version(&self, group: &str, version: &str) -> Vec<Row> {
         self.all()
-            .iter()
             .filter(|r| r.group == group && r.version == version)
             .collect()
     }
@@ -535,7 +554,7 @@ impl Registry {
     /// Named groups (not core) in first-seen order, each with its versions.
     pub fn groups(&self) -> Vec<GroupVersions> {
         let mut out: Vec<GroupVersions> = Vec::new();
-        for r in self.all().iter().filter(|r| !r.group.is_empty()) {
+        for r in self.all().refs().filter(|r| !r.group.is_empty()) {
             match out.iter_mut().find(|g| g.group == r.group) {
                 Some(g) if !g.versions.contains(&r.version) => g.versions.push(r.version.clone()),
                 Some(_) => {}
