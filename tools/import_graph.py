@@ -2,7 +2,8 @@
 """The import graph of a Rust crate's source files, and its circles.
 
 Reads every `.rs` file under a crate's `src/`, finds the paths it names
-(`crate::a::b`, `super::c`, `self::d`, in `use` lines and in expressions),
+(`crate::a::b`, `super::c`, `self::d`, a child module's `e::f`, in `use`
+lines and in expressions),
 and resolves each to the file of the deepest module that exists. A file that
 names another module's item depends on that module's file. Module
 declarations (`mod x;`) and `#[cfg(test)]` blocks are not dependencies:
@@ -118,6 +119,11 @@ def collect(root):
     return files
 
 
+def child_modules(text):
+    """Names of `mod x;` declarations: child modules in files of their own."""
+    return set(re.findall(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text, re.M))
+
+
 def inline_modules(text):
     """Names of `mod x { ... }` blocks declared inline (their own scope)."""
     return set(re.findall(r"\bmod\s+(\w+)\s*\{", text))
@@ -177,6 +183,14 @@ def graph(root):
         inline = inline_modules(text)
         paths = [m.group(1) + m.group(2) for m in PATH_RE.finditer(text)]
         paths += expand_groups(text)
+        # a child module named without `self::` (`create::handle(..)`,
+        # `use create::Answer;`) is a path from this module too
+        children = child_modules(text)
+        if children:
+            bare = re.compile(r"(?<![:\w])(" + "|".join(sorted(children)) + r")((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+            for m in bare.finditer(text):
+                if not re.search(r"\bmod\s+$", text[max(0, m.start() - 12): m.start()]):
+                    paths.append("self::" + m.group(1) + m.group(2))
         for p in paths:
             parts = p.split("::")
             head, rest = parts[0], [x for x in parts[1:] if x]

@@ -5,7 +5,7 @@
 //! replica gets there first; readyz waits for it.
 
 use crate::object;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;

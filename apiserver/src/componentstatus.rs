@@ -6,7 +6,7 @@
 //! With no scheduler beside this replica, `scheduler` is listed unhealthy
 //! with the connection error, as kube lists it.
 
-use crate::server::AppState;
+use crate::state::AppState;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use std::time::Duration;

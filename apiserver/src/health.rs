@@ -3,7 +3,7 @@
 //! /livez never depends on etcd, so a replica with an etcd outage is taken
 //! out of the load balancer (readyz) but not restarted (livez).
 
-use crate::server::{etcd_ok, is_ready_flag, AppState};
+use crate::state::{is_ready_flag, AppState};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -53,7 +53,7 @@ async fn run_check(state: &AppState, name: &str) -> Result<(), &'static str> {
     match name {
         "ping" | "log" => Ok(()),
         "etcd" => {
-            if etcd_ok(state).await {
+            if state.etcd_ok().await {
                 Ok(())
             } else {
                 Err("etcd is not reachable")

@@ -11,6 +11,7 @@ pub mod aggregator;
 pub mod allocator;
 pub mod audit;
 pub mod auth;
+pub mod backend;
 pub mod bootstrap;
 pub mod compaction;
 pub mod componentstatus;
@@ -37,10 +38,13 @@ pub mod registry;
 /// Request paths, parsed without I/O (lives in `apimachinery` so it can be fuzzed).
 pub use apimachinery::request;
 pub mod response;
+pub mod scope;
 pub mod server;
+pub mod state;
 pub mod storage_format;
 pub mod storage_migration;
 pub mod telemetry;
+pub mod version;
 pub mod webhook;
 
 use config::Config;

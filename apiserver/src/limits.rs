@@ -160,7 +160,7 @@ impl Drop for WatchSlot {
 /// impersonation: the user a watch runs as). The slot lives as long as
 /// the response body, i.e. the watch stream.
 pub async fn watchers(
-    State(state): State<Arc<crate::server::AppState>>,
+    State(state): State<Arc<crate::state::AppState>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {

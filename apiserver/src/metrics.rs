@@ -20,7 +20,7 @@
 
 use crate::limits::{self, RequestKind};
 use crate::registry::Registry as Resources;
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::body::HttpBody;
 use axum::extract::{Request, State};

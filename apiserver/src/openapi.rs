@@ -16,7 +16,8 @@ use crate::discovery::{
     subresource_kind,
 };
 use crate::registry::{Connect, Registry, Resource, Row, Subresource};
-use crate::server::{AppState, KUBE_MAJOR, KUBE_MINOR};
+use crate::state::AppState;
+use crate::version::{KUBE_MAJOR, KUBE_MINOR};
 use apimachinery::schema::Schema;
 use apimachinery::Status;
 use axum::extract::{Path, RawQuery, State};

@@ -693,3 +693,8 @@ mod tests {
         assert!(t["rows"][0]["object"].get("data").is_none());
     }
 }
+
+/// A response extension that keeps a response out of gzip (watch streams
+/// must reach the client event by event).
+#[derive(Debug, Clone, Copy)]
+pub struct NoCompression;

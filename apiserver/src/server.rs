@@ -1,233 +1,20 @@
-//! The HTTP server: shared state, the router, and the non-resource endpoints
-//! (/version, health). Resource paths go to `handlers::dispatch`.
+//! The HTTP server: the router, its filter chain, and the non-resource
+//! endpoints (/version, health). Resource paths go to `handlers::dispatch`.
+//! The top floor with the composition root (`lib.rs`): it may name every
+//! module, and none names it.
 
-use crate::registry::{Registry, Resource};
+pub use crate::state::AppState;
+use crate::version::{KUBE_MAJOR, KUBE_MINOR};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::CompressionLayer;
-use watchcache::Storage;
 
-/// Kubernetes version this server reports and implements.
-pub const KUBE_MAJOR: &str = "1";
-pub const KUBE_MINOR: &str = "35";
-
-/// Everything a request handler needs; one per server, shared by `Arc`.
-pub struct AppState {
-    pub store: Arc<dyn Storage>,
-    pub registry: Registry,
-    /// etcd key prefix, without trailing slash (e.g. `/registry`).
-    pub prefix: String,
-    /// Set once the default namespaces and objects exist.
-    pub bootstrapped: AtomicBool,
-    /// Set on shutdown: readyz fails from then on.
-    pub shutting_down: AtomicBool,
-    pub discovery: crate::discovery::Discovery,
-    /// The watch cache behind `store`, when enabled (for readiness).
-    pub cache: Option<watchcache::Cacher>,
-    /// Request metrics (`None` only if their definitions were rejected).
-    pub metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// In-flight limits and the request timeout.
-    pub limits: crate::limits::Limits,
-    /// API Priority and Fairness (off until configured by `run`).
-    pub apf: crate::flowcontrol::Apf,
-    /// Open watches per user (`--max-watches-per-user`).
-    pub watch_budget: Arc<crate::limits::WatchBudget>,
-    /// Set to `true` when the server stops accepting: open watch streams
-    /// end then.
-    pub stopping: tokio::sync::watch::Sender<bool>,
-    /// Authenticates requests on the secure port (`None`: no credentials
-    /// are accepted there).
-    pub authenticator: Option<Arc<dyn crate::auth::Authenticator>>,
-    /// Requests without credentials run as `system:anonymous` (else 401).
-    pub anonymous_auth: bool,
-    /// Decides what each user may do.
-    pub authorizer: Arc<dyn crate::auth::Authorizer>,
-    /// The RBAC policy index, when RBAC is an authorization mode (the
-    /// escalation checks and SelfSubjectRulesReview read it).
-    pub rbac: Option<Arc<crate::rbac::Rbac>>,
-    /// Issues and checks service-account tokens (secure port on).
-    pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
-    /// Failed authentications per client address.
-    pub auth_failures: crate::auth::ratelimit::FailureLimiter,
-    /// The audit policy and log (`None`: auditing off).
-    pub audit: Option<Arc<crate::audit::Auditor>>,
-    /// The Service network: ClusterIP range and NodePort range.
-    pub services: crate::allocator::ServiceNetwork,
-    /// Event lifetime (`--event-ttl`), through shared etcd leases.
-    pub event_ttl: crate::event_ttl::EventLeases,
-    /// The etcd members this server talks to (`componentstatuses` probes
-    /// each one).
-    pub etcd_endpoints: Vec<String>,
-    /// The cluster CA (PEM) that in-cluster clients verify this server
-    /// with, when the server made its own (published in every namespace
-    /// as `kube-root-ca.crt`).
-    pub root_ca: Option<String>,
-    /// Where this replica is published in the `default/kubernetes`
-    /// endpoints (the advertise address and the secure port); `None`: it
-    /// is not (no secure port, or `--endpoint-reconciler-type=none`).
-    pub advertise: Option<std::net::SocketAddr>,
-    /// TTL of this replica's endpoint lease.
-    pub endpoint_lease_ttl: Duration,
-    /// Period of the allocation repair loops' full passes.
-    pub repair_interval: Duration,
-    /// This replica's compiled ValidatingAdmissionPolicies and bindings.
-    pub policies: crate::admission::policy::Policies,
-    /// This replica's compiled admission webhooks.
-    pub webhooks: crate::admission::webhooks::Webhooks,
-    /// This replica's compiled MutatingAdmissionPolicies and bindings.
-    pub mutating_policies: crate::admission::mutating_policy::MutatingPolicies,
-    /// The enabled admission plugins, in kube's order.
-    pub admission: crate::admission::plugins::Chain,
-    /// Quota admission's per-namespace turns and newest quota versions.
-    pub quota: crate::admission::plugins::quota::QuotaState,
-    /// The client certificate the aggregator proxies with, and the
-    /// request-header settings published for extension servers.
-    pub proxy_identity: Option<Arc<crate::aggregator::ProxyIdentity>>,
-}
-
-impl AppState {
-    pub fn new(store: Arc<dyn Storage>, prefix: &str) -> Self {
-        Self::with_address(store, prefix, "127.0.0.1:8080")
-    }
-
-    /// `address` is what `/api` advertises in serverAddressByClientCIDRs.
-    pub fn with_address(store: Arc<dyn Storage>, prefix: &str, address: &str) -> Self {
-        let registry = Registry::builtin();
-        AppState {
-            store,
-            registry: registry.clone(),
-            prefix: prefix.trim_end_matches('/').to_string(),
-            bootstrapped: AtomicBool::new(false),
-            shutting_down: AtomicBool::new(false),
-            discovery: crate::discovery::Discovery::new(registry).with_server_address(address),
-            cache: None,
-            metrics: crate::metrics::Metrics::new()
-                .map_err(|e| tracing::error!(error = %e, "metrics disabled"))
-                .ok()
-                .map(Arc::new),
-            limits: crate::limits::Limits::default(),
-            apf: Default::default(),
-            watch_budget: Default::default(),
-            stopping: tokio::sync::watch::Sender::new(false),
-            authenticator: None,
-            anonymous_auth: false,
-            authorizer: Arc::new(crate::auth::AlwaysAllow),
-            rbac: None,
-            service_accounts: None,
-            auth_failures: Default::default(),
-            audit: None,
-            services: Default::default(),
-            event_ttl: Default::default(),
-            etcd_endpoints: Vec::new(),
-            root_ca: None,
-            advertise: None,
-            endpoint_lease_ttl: Duration::from_secs(15),
-            repair_interval: Duration::from_secs(180),
-            policies: Default::default(),
-            webhooks: Default::default(),
-            admission: Default::default(),
-            mutating_policies: Default::default(),
-            quota: Default::default(),
-            proxy_identity: None,
-        }
-    }
-
-    /// Replaces the default in-flight limits and request timeout.
-    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Ends open watch streams (cleanly) and marks the server as stopping.
-    pub fn stop_streams(&self) {
-        self.stopping.send_replace(true);
-    }
-
-    /// Serves reads and watches through `cache` (which wraps the etcd store).
-    pub fn with_cache(mut self, cache: watchcache::Cacher) -> Self {
-        self.store = Arc::new(cache.clone());
-        self.cache = Some(cache);
-        self
-    }
-
-    /// Records the etcd requests of `store` (and of a watch cache over it)
-    /// in this state's metrics, and puts request ids on their spans.
-    pub fn observe_etcd(&self, store: &watchcache::etcd::EtcdStore) {
-        if let Some(m) = &self.metrics {
-            let observer = m.etcd_observer(&self.registry, &self.prefix);
-            store.telemetry().observe_with(Arc::new(observer));
-        }
-    }
-
-    /// The etcd key of one object.
-    pub fn key(&self, res: &Resource, namespace: Option<&str>, name: &str) -> String {
-        match namespace {
-            Some(ns) if res.namespaced => {
-                format!(
-                    "{}/{}/{}/{}",
-                    self.prefix,
-                    crate::storage_format::segment(res),
-                    ns,
-                    name
-                )
-            }
-            _ => format!(
-                "{}/{}/{}",
-                self.prefix,
-                crate::storage_format::segment(res),
-                name
-            ),
-        }
-    }
-
-    /// The EndpointSlices of `namespace` as the cache holds them now (any
-    /// recent state: a Service's backends for webhooks and APIServices).
-    /// `Err` names why they cannot be read.
-    pub async fn endpoint_slices(&self, namespace: &str) -> Result<watchcache::ListResult, String> {
-        let res = self
-            .registry
-            .lookup("discovery.k8s.io", "v1", "endpointslices")
-            .ok_or("endpointslices are not served")?;
-        let opts = watchcache::ListOptions {
-            freshness: apimachinery::read::Freshness::NotOlderThan(0),
-            limit: None,
-            continue_from: None,
-            predicate: Default::default(),
-        };
-        self.store
-            .list(&self.collection_prefix(&res, Some(namespace)), &opts)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// The etcd key prefix of a collection (all namespaces when `None`).
-    pub fn collection_prefix(&self, res: &Resource, namespace: Option<&str>) -> String {
-        match namespace {
-            Some(ns) if res.namespaced => {
-                format!(
-                    "{}/{}/{}/",
-                    self.prefix,
-                    crate::storage_format::segment(res),
-                    ns
-                )
-            }
-            _ => format!("{}/{}/", self.prefix, crate::storage_format::segment(res)),
-        }
-    }
-}
-
-/// A response extension that keeps a response out of gzip (watch streams
-/// must reach the client event by event).
-#[derive(Debug, Clone, Copy)]
-pub struct NoCompression;
 
 #[derive(Clone, Copy)]
 struct CompressUnlessStreaming;
@@ -237,7 +24,7 @@ impl Predicate for CompressUnlessStreaming {
     where
         B: axum::body::HttpBody,
     {
-        response.extensions().get::<NoCompression>().is_none()
+        response.extensions().get::<crate::response::NoCompression>().is_none()
             && DefaultPredicate::new().should_compress(response)
     }
 }
@@ -381,14 +168,3 @@ pub fn json_response(code: StatusCode, body: &serde_json::Value) -> Response {
     r
 }
 
-/// Waits until etcd answers, for readiness checks.
-pub async fn etcd_ok(state: &AppState) -> bool {
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), state.store.current_revision()).await,
-        Ok(Ok(_))
-    )
-}
-
-pub fn is_ready_flag(flag: &AtomicBool) -> bool {
-    flag.load(Ordering::Acquire)
-}

@@ -15,7 +15,7 @@ use apimachinery::auth::{RequestInfo, UserInfo};
 use k8s_cel::{AuthzCheck, AuthzDecision, AuthzOracle};
 
 use super::Attributes;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Evaluations of one expression set before a pending check is an error.
 pub const ROUNDS: usize = 4;

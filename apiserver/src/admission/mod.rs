@@ -22,7 +22,7 @@ use crate::controllers::{Controller, Next, Source};
 use crate::error::Result;
 use crate::handlers::Scope;
 use crate::registry::{Resource, Subresource};
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use std::sync::Arc;

@@ -34,7 +34,7 @@ use crate::controllers::Controller;
 use crate::error::Result;
 use crate::handlers::Scope;
 use crate::object;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::status::StatusCause;
 use k8s_cel::Bindings;
 use serde_json::Value;

@@ -37,7 +37,7 @@
 use super::{Attributes, Decision};
 use crate::controllers::Controller;
 use crate::object;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use apimachinery::selector::LabelSelector;
 use k8s_cel::{Bindings, Program};

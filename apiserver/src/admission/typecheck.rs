@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::controllers::{Controller, Next, Source};
 use crate::registry::{Registry, Row};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The kinds a policy's `matchConstraints` name exactly: (group/version,
 /// kind, schema).

@@ -36,7 +36,7 @@ use crate::controllers::Controller;
 use crate::error::Result;
 use crate::handlers::Scope;
 use crate::object;
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::webhook::Webhook;
 use apimachinery::read::Freshness;
 use apimachinery::Status;

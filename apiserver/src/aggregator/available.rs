@@ -19,7 +19,7 @@
 
 use super::{Remote, ServiceRef};
 use crate::controllers::{name_key, queue::Backoff, Controller, Next, Source};
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use http_body_util::BodyExt;

@@ -20,7 +20,7 @@ pub mod available;
 pub mod proxy;
 pub mod requestheader;
 
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};

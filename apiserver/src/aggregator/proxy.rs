@@ -9,7 +9,7 @@
 
 use super::Remote;
 use crate::auth::Identity;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::Status;
 use axum::body::Body;
 use axum::extract::Request;
@@ -181,7 +181,7 @@ fn respond(
     // The backend's bytes go out as they come (watches event by event).
     response
         .extensions_mut()
-        .insert(crate::server::NoCompression);
+        .insert(crate::response::NoCompression);
     response
 }
 

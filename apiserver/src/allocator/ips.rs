@@ -11,7 +11,7 @@ use watchcache::StorageError;
 
 use crate::object;
 use crate::registry::Row;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// kube's `ipaddress.kubernetes.io/managed-by` value for Service addresses.
 pub const IPADDRESS_MANAGER: &str = "ipallocator.k8s.io";

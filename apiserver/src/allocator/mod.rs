@@ -28,7 +28,7 @@ use std::ops::RangeInclusive;
 
 use ipnet::IpNet;
 
-use crate::server::AppState;
+use crate::state::AppState;
 
 pub use ips::{ipaddress, IPADDRESS_MANAGER};
 
@@ -154,21 +154,21 @@ pub async fn release(state: &AppState, held: &Held) {
 pub struct StorageHooks {
     pub begin_create:
         for<'a> fn(
-            &'a crate::server::AppState,
+            &'a crate::state::AppState,
             &'a mut serde_json::Value,
             bool,
         )
             -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
     pub begin_update:
         for<'a> fn(
-            &'a crate::server::AppState,
+            &'a crate::state::AppState,
             &'a mut serde_json::Value,
             &'a serde_json::Value,
             bool,
         )
             -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
     pub after_delete: for<'a> fn(
-        &'a crate::server::AppState,
+        &'a crate::state::AppState,
         &'a serde_json::Value,
     ) -> futures_util::future::BoxFuture<'a, ()>,
 }

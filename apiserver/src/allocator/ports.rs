@@ -12,7 +12,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 use watchcache::StorageError;
 
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// How often a compare-and-swap is retried when other writers win.
 const MAX_CAS_ATTEMPTS: usize = 32;

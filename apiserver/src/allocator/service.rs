@@ -15,7 +15,7 @@ use super::ports::{self, PortError, Want};
 use super::StorageHooks;
 use super::{Held, Reservation};
 use crate::error::{ApiError, Result};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The Service kind's allocation steps, referenced by its registry row.
 pub static HOOKS: StorageHooks = StorageHooks {

@@ -29,7 +29,7 @@ pub mod policy;
 pub mod sink;
 
 use crate::auth::Identity;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::auth::{RequestInfo, UserInfo};
 use axum::body::Body;
 use axum::extract::{Request, State};

@@ -8,7 +8,7 @@
 
 use super::{decide, Decision, Identity};
 use crate::error::status_response;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::auth::{
     self as info, RequestInfo, UserInfo, ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS,
 };

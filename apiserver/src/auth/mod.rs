@@ -28,7 +28,7 @@ pub use impersonate::impersonate;
 pub use serviceaccount::review_token;
 
 use crate::error::status_response;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::auth::{self as info, RequestInfo, UserInfo, SYSTEM_MASTERS};
 use apimachinery::Status;
 use async_trait::async_trait;

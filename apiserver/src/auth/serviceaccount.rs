@@ -7,7 +7,7 @@
 
 use super::jwt::{self, SigningKey, VerifyingKey};
 use super::{bearer_token, Authentication, Authenticator};
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::auth::UserInfo;
 use apimachinery::read::Freshness;
 use async_trait::async_trait;

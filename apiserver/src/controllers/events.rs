@@ -8,7 +8,7 @@
 //! controller's failure.
 
 use crate::object;
-use crate::server::AppState;
+use crate::state::AppState;
 use serde_json::{json, Value};
 
 pub const WARNING: &str = "Warning";

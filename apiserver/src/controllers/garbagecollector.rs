@@ -49,7 +49,7 @@ use super::{Controller, Next};
 use crate::handlers::delete::{delete_stored, Outcome};
 use crate::object;
 use crate::registry::Row;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::query::{DeleteParams, PropagationPolicy};
 use apimachinery::read::Freshness;
 use futures_util::{FutureExt, StreamExt};

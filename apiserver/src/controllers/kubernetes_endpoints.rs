@@ -50,7 +50,7 @@
 use super::{Controller, Next, Source};
 use crate::object;
 use crate::registry::Row;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use serde_json::{json, Value};

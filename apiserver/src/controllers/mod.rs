@@ -43,7 +43,7 @@ pub mod repair_ports;
 pub mod resourcequota;
 pub mod serviceaccount;
 
-use crate::server::AppState;
+use crate::state::AppState;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use queue::{Backoff, WorkQueue};

@@ -19,7 +19,7 @@ use super::{name_key, Controller, Next, Source};
 use crate::handlers::write::after_delete;
 use crate::object;
 use crate::registry::Row;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use serde_json::{json, Map, Value};

@@ -36,7 +36,7 @@ use super::{Controller, Next, Source};
 use crate::allocator::{ipaddress, IPADDRESS_MANAGER};
 use crate::object;
 use crate::registry::Row;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use serde_json::Value;

@@ -25,7 +25,7 @@
 
 use super::events::{self, Event, WARNING};
 use super::{Controller, Next, Source};
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use serde_json::Value;

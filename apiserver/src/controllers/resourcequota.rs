@@ -23,7 +23,7 @@ use super::queue::WorkQueue;
 use super::{Controller, Next};
 use crate::admission::plugins::quota::{list_objects, unix_now};
 use crate::registry::Row;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::kinds::core::quota_usage::{self, Evaluator, ResourceList};
 use apimachinery::read::Freshness;
 use futures_util::{FutureExt, StreamExt};

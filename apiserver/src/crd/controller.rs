@@ -13,7 +13,7 @@
 use super::{accepted_names, rows, status, CLEANUP_FINALIZER, GROUP, PLURAL};
 use crate::object;
 use crate::registry::{Shared, Str};
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::read::{Freshness, Predicate};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;

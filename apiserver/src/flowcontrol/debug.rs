@@ -3,7 +3,7 @@
 //! columns aligned as Go's tabwriter aligns them.
 
 use super::{Inner, Level};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};

@@ -28,7 +28,7 @@ mod metrics;
 pub mod queueset;
 mod retry;
 
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::auth::{RequestInfo, UserInfo};
 use axum::body::Body;
 use axum::extract::{Request, State};

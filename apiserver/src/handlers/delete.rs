@@ -11,7 +11,7 @@ use super::{list, write, Scope};
 use crate::admission::{self, Attributes};
 use crate::error::Result;
 use crate::registry::{GcPolicy, Resource};
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::{object, response};
 use apimachinery::query::{self, DeleteParams, PropagationPolicy};
 use apimachinery::read::Freshness;

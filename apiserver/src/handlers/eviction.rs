@@ -181,17 +181,20 @@ async fn delete_pod(scope: &Scope, eviction: &Value) -> Result<()> {
     headers.remove(axum::http::header::CONTENT_TYPE);
     let pod_scope = Scope {
         state: scope.state.clone(),
-        res: scope.res.clone(),
-        namespace: scope.namespace.clone(),
-        name: scope.name.clone(),
-        subresource: None,
-        query: scope.query.clone(),
-        out: scope.out,
-        pretty: scope.pretty,
-        headers,
-        user: scope.user.clone(),
-        warnings: Default::default(),
-        audit: scope.audit.clone(),
+        request: crate::scope::RequestScope {
+            backend: scope.backend.clone(),
+            res: scope.res.clone(),
+            namespace: scope.namespace.clone(),
+            name: scope.name.clone(),
+            subresource: None,
+            query: scope.query.clone(),
+            out: scope.out,
+            pretty: scope.pretty,
+            headers,
+            user: scope.user.clone(),
+            warnings: Default::default(),
+            audit: scope.audit.clone(),
+        },
     };
     let options = eviction
         .get("deleteOptions")

@@ -19,13 +19,14 @@ mod update;
 mod watch;
 pub mod write;
 
-use crate::error::{status_response, ApiError, Result};
-use crate::registry::{Resource, Row, Subresource};
+use crate::error::{status_response, Result};
+use crate::registry::{Resource, Subresource};
 use crate::request::{ApiPath, ResourceRequest};
-use crate::server::AppState;
+use crate::scope::RequestScope;
+use crate::state::AppState;
 use apimachinery::auth::UserInfo;
-use apimachinery::media::{self, Negotiated};
-use apimachinery::query::{self, Query};
+use apimachinery::media;
+use apimachinery::query;
 use apimachinery::status::MAX_REQUEST_BODY_BYTES;
 use apimachinery::Status;
 use axum::body::{Body, Bytes};
@@ -52,82 +53,19 @@ pub(crate) async fn object_response(
     Ok(crate::response::object(scope, code, &obj))
 }
 
-/// What every verb handler gets: the resolved resource and the request's
-/// negotiated output, query and identity.
+/// What every verb handler gets: the request's scope (resource, names,
+/// query, negotiated output, identity; what admission and the response
+/// writers see too) and the server's state.
 pub struct Scope {
     pub state: Arc<AppState>,
-    pub res: Row,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<Subresource>,
-    pub query: Query,
-    pub out: Negotiated,
-    pub pretty: bool,
-    pub headers: HeaderMap,
-    /// The user the request runs as (the chain's `Identity`).
-    pub user: Arc<UserInfo>,
-    /// Warnings admission added, sent as `Warning` headers.
-    pub warnings: std::sync::Mutex<Vec<String>>,
-    /// The request's audit record, when the audit layer runs (admission
-    /// adds its audit annotations there).
-    pub audit: Option<crate::audit::AuditSlot>,
+    pub request: RequestScope,
 }
 
-impl Scope {
-    /// Adds a `Warning` header to the response.
-    pub fn warn(&self, w: String) {
-        self.warnings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(w);
-    }
+impl std::ops::Deref for Scope {
+    type Target = RequestScope;
 
-    /// Adds an annotation to the request's audit events (kube's
-    /// `audit.AddAuditAnnotation`); nothing when auditing is off.
-    pub fn audit_annotate(&self, key: &str, value: &str) {
-        if let Some(slot) = &self.audit {
-            slot.annotate(key, value);
-        }
-    }
-
-    fn take_warnings(&self) -> Vec<String> {
-        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// The object name from the URL (verbs on one object only).
-    pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or("")
-    }
-
-    /// The etcd key of the addressed object.
-    pub fn key(&self) -> String {
-        self.state
-            .key(&self.res, self.namespace.as_deref(), self.name())
-    }
-
-    pub fn key_for(&self, name: &str) -> String {
-        self.state.key(&self.res, self.namespace.as_deref(), name)
-    }
-
-    pub fn collection_prefix(&self) -> String {
-        self.state
-            .collection_prefix(&self.res, self.namespace.as_deref())
-    }
-
-    pub fn header(&self, name: header::HeaderName) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    pub fn user_agent(&self) -> &str {
-        self.header(header::USER_AGENT).unwrap_or("")
-    }
-
-    pub fn subresource_name(&self) -> Option<&'static str> {
-        self.subresource.as_ref().map(|s| s.name())
-    }
-
-    pub fn storage_err(&self, e: watchcache::StorageError) -> ApiError {
-        ApiError::storage(e, &self.res, self.name())
+    fn deref(&self) -> &RequestScope {
+        &self.request
     }
 }
 
@@ -254,18 +192,21 @@ async fn resource(
         query::table_include_object(&query)?;
     }
     let scope = Scope {
+        request: RequestScope {
+            backend: Arc::clone(&state.backend),
+            res,
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            subresource,
+            query,
+            out,
+            pretty,
+            headers,
+            user,
+            warnings: Default::default(),
+            audit,
+        },
         state,
-        res,
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
-        subresource,
-        query,
-        out,
-        pretty,
-        headers,
-        user,
-        warnings: Default::default(),
-        audit,
     };
     // From here on a failure is written in the negotiated encoding.
     match serve(&scope, method, r, connect, body).await {

@@ -21,7 +21,7 @@ use super::{list, Scope};
 use crate::error::Result;
 use crate::registry::{Resource, Row};
 use crate::response::{self, IncludeObject};
-use crate::server::NoCompression;
+use crate::response::NoCompression;
 use apimachinery::media::{Format, Target};
 use apimachinery::query::{self, ListParams, WatchPlan, WatchStart};
 use apimachinery::read::{Freshness, Predicate};

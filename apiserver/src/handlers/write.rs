@@ -9,7 +9,7 @@ use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::Resource;
 use crate::registry::Subresource;
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::fieldvalidation;
 use apimachinery::managedfields;
 use apimachinery::media::{self, BodyFormat};

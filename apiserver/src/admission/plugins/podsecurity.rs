@@ -94,7 +94,7 @@ fn validate<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result
 
 /// The newest policy version: the server's Kubernetes minor.
 fn max_minor() -> u32 {
-    crate::server::KUBE_MINOR
+    crate::version::KUBE_MINOR
         .parse()
         .unwrap_or(apimachinery::podsecurity::MAX_MINOR)
 }

@@ -34,7 +34,7 @@ use crate::admission::forbidden;
 use crate::error::{ApiError, Result};
 use crate::handlers::Scope;
 use crate::registry::{Resource, Row};
-use crate::server::AppState;
+use crate::state::AppState;
 use apimachinery::kinds::core::quota_usage::{self, Evaluator, Request};
 use apimachinery::read::Freshness;
 
