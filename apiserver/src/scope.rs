@@ -92,4 +92,3 @@ impl RequestScope {
         ApiError::storage(e, &self.res, self.name())
     }
 }
-

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::CompressionLayer;
 
-
 #[derive(Clone, Copy)]
 struct CompressUnlessStreaming;
 
@@ -24,7 +23,10 @@ impl Predicate for CompressUnlessStreaming {
     where
         B: axum::body::HttpBody,
     {
-        response.extensions().get::<crate::response::NoCompression>().is_none()
+        response
+            .extensions()
+            .get::<crate::response::NoCompression>()
+            .is_none()
             && DefaultPredicate::new().should_compress(response)
     }
 }
@@ -167,4 +169,3 @@ pub fn json_response(code: StatusCode, body: &serde_json::Value) -> Response {
     );
     r
 }
-

@@ -158,6 +158,14 @@ impl std::ops::Deref for AppState {
     }
 }
 
+/// The server's own controllers (namespace deletion, garbage collection,
+/// ...) read the whole state.
+impl crate::controllers::Context for AppState {
+    fn backend(&self) -> &Backend {
+        &self.backend
+    }
+}
+
 /// Whether a readiness flag is set.
 pub fn is_ready_flag(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Acquire)

@@ -40,7 +40,7 @@ pub(crate) fn config_controller(
     group: &str,
     plurals: [&str; 2],
     install: fn(&Arc<AppState>, &[Value], &[Value]),
-) -> Option<Controller> {
+) -> Option<Controller<AppState>> {
     let mut prefixes = Vec::with_capacity(2);
     for plural in plurals {
         let res = state.registry.lookup(group, "v1", plural)?;

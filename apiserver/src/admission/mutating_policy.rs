@@ -156,7 +156,7 @@ fn compile(policies: &[Value], bindings: &[Value]) -> MutatingSet {
 }
 
 /// The loop that keeps this replica's set.
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     super::config_controller(
         state,
         "mutating_admission_policy",

@@ -324,7 +324,7 @@ fn compile(policies: &[Value], bindings: &[Value]) -> PolicySet {
 }
 
 /// The loop that keeps this replica's set (see the module doc).
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     super::config_controller(
         state,
         "validating_admission_policy",

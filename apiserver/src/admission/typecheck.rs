@@ -229,7 +229,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
 }
 
 /// The leader's loop that keeps every policy's type-checking status.
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     let res = state.registry.lookup(
         "admissionregistration.k8s.io",
         "v1",

@@ -145,7 +145,7 @@ fn compile_configs(configs: &[Value]) -> Vec<Hook> {
 }
 
 /// The loop that keeps this replica's set.
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     super::config_controller(
         state,
         "admission_webhooks",

@@ -40,7 +40,9 @@ const GROUP: &str = "apiregistration.k8s.io";
 const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
 
 /// Both controllers (none without the APIService resource).
-pub fn controllers(state: &AppState) -> (Option<Controller>, Option<Controller>) {
+pub fn controllers(
+    state: &AppState,
+) -> (Option<Controller<AppState>>, Option<Controller<AppState>>) {
     let Some(res) = state.registry.lookup(GROUP, "v1", "apiservices") else {
         return (None, None);
     };

@@ -310,7 +310,7 @@ impl Collector {
     }
 }
 
-pub fn controller(_state: &AppState) -> Controller {
+pub fn controller(_state: &AppState) -> Controller<AppState> {
     let gc = Arc::new(Collector::default());
     let feed_gc = Arc::clone(&gc);
     Controller {

@@ -301,7 +301,7 @@ fn any_lease(_: &Value) -> Option<String> {
 
 /// The reconciler, when this replica is published (it runs on every
 /// replica: see the module doc).
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     state.advertise?;
     let endpoints = row(state, "", "endpoints")?;
     let slices = row(state, "discovery.k8s.io", "endpointslices")?;

@@ -43,7 +43,7 @@ pub mod repair_ports;
 pub mod resourcequota;
 pub mod serviceaccount;
 
-use crate::state::AppState;
+use crate::backend::Backend;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use queue::{Backoff, WorkQueue};
@@ -67,7 +67,7 @@ pub enum Removed {
 /// else by setting its deletionTimestamp once, as a DELETE would. Both are
 /// preconditioned on the listed revision, so a change meanwhile is a
 /// `Conflict` for the next round to see.
-pub async fn remove(state: &AppState, key: &str, item: &Object) -> Result<Removed, StorageError> {
+pub async fn remove(state: &Backend, key: &str, item: &Object) -> Result<Removed, StorageError> {
     let v = item.value();
     if crate::object::finalizers(v).is_empty() {
         return state
@@ -109,23 +109,37 @@ pub enum Next {
     After(Duration),
 }
 
-pub type Reconcile =
-    Arc<dyn Fn(Arc<AppState>, String) -> BoxFuture<'static, Result<Next, String>> + Send + Sync>;
+/// What a controller works with: the backend its sources watch and its
+/// queue reports to, and whatever else its reconcile reads. Each floor
+/// gives its controllers the narrowest context it has (admission's follow
+/// the store only; the namespace controller gets the server's state).
+pub trait Context: Send + Sync + 'static {
+    fn backend(&self) -> &Backend;
+}
+
+impl Context for Backend {
+    fn backend(&self) -> &Backend {
+        self
+    }
+}
+
+pub type Reconcile<C> =
+    Arc<dyn Fn(Arc<C>, String) -> BoxFuture<'static, Result<Next, String>> + Send + Sync>;
 
 /// A controller's own way of filling its queue, for one term as leader:
 /// gets the term's queue and runs until the term ends (the garbage
 /// collector follows every collection the registry serves, as it changes,
 /// and keeps its graph).
-pub type Feed = Arc<dyn Fn(Arc<AppState>, Arc<WorkQueue>) -> BoxFuture<'static, ()> + Send + Sync>;
+pub type Feed<C> = Arc<dyn Fn(Arc<C>, Arc<WorkQueue>) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// A controller: its name (the metrics' label), what it follows, and what
 /// it does with one key.
-pub struct Controller {
+pub struct Controller<C> {
     pub name: &'static str,
     pub sources: Vec<Source>,
     /// Fills the queue besides (or instead of) `sources`.
-    pub feed: Option<Feed>,
-    pub reconcile: Reconcile,
+    pub feed: Option<Feed<C>>,
+    pub reconcile: Reconcile<C>,
     pub workers: usize,
     pub capacity: usize,
     pub backoff: Backoff,
@@ -137,15 +151,19 @@ pub struct Controller {
 }
 
 /// Runs `c` whenever this replica leads.
-pub fn start(
-    state: Arc<AppState>,
+pub fn start<C: Context>(
+    state: Arc<C>,
     leader: Option<watch::Receiver<bool>>,
-    c: Controller,
+    c: Controller<C>,
 ) -> tokio::task::AbortHandle {
     tokio::spawn(run(state, leader, Arc::new(c))).abort_handle()
 }
 
-async fn run(state: Arc<AppState>, leader: Option<watch::Receiver<bool>>, c: Arc<Controller>) {
+async fn run<C: Context>(
+    state: Arc<C>,
+    leader: Option<watch::Receiver<bool>>,
+    c: Arc<Controller<C>>,
+) {
     // Without an election this replica always leads (the sender lives as
     // long as the loop).
     let (_always, always) = watch::channel(true);
@@ -170,8 +188,8 @@ async fn run(state: Arc<AppState>, leader: Option<watch::Receiver<bool>>, c: Arc
 
 /// One term as leader: the sources feed a fresh queue, the workers drain
 /// it. Never ends by itself.
-async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
-    let metrics = state.metrics.as_ref().map(|m| m.queue(c.name));
+async fn lead<C: Context>(state: &Arc<C>, c: &Arc<Controller<C>>) {
+    let metrics = state.backend().metrics.as_ref().map(|m| m.queue(c.name));
     let queue = Arc::new(WorkQueue::new(c.capacity, c.backoff, metrics));
     let own = c
         .feed
@@ -181,7 +199,7 @@ async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
         futures_util::future::join_all(
             c.sources
                 .iter()
-                .map(|s| feed(state, c.name, s, c.resync, Arc::clone(&queue))),
+                .map(|s| feed(state.backend(), c.name, s, c.resync, Arc::clone(&queue))),
         ),
         async move {
             match own {
@@ -200,7 +218,7 @@ async fn lead(state: &Arc<AppState>, c: &Arc<Controller>) {
 /// then each change) queues its key. A broken watch is re-opened, which
 /// resyncs.
 async fn feed(
-    state: &Arc<AppState>,
+    state: &Backend,
     name: &str,
     source: &Source,
     resync: Option<Duration>,
@@ -253,7 +271,7 @@ async fn feed(
     }
 }
 
-async fn work(state: &Arc<AppState>, c: &Arc<Controller>, queue: Arc<WorkQueue>) {
+async fn work<C: Context>(state: &Arc<C>, c: &Arc<Controller<C>>, queue: Arc<WorkQueue>) {
     loop {
         let key = queue.get().await;
         // A panic in one reconcile is a failure of that key, not the end

@@ -35,7 +35,7 @@ pub const FINALIZER: &str = "kubernetes";
 /// again (their removal is not among the controller's sources).
 const FINALIZER_WAIT: Duration = Duration::from_secs(1);
 
-pub fn controller(state: &AppState) -> Controller {
+pub fn controller(state: &AppState) -> Controller<AppState> {
     let prefix = state
         .registry
         .lookup("", "v1", "namespaces")

@@ -83,7 +83,7 @@ fn ipaddress_key(v: &Value) -> Option<String> {
     ))
 }
 
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     let (svc, ip) = (services(state)?, ipaddresses(state)?);
     Some(Controller {
         name: "ipallocator_repair",

@@ -124,7 +124,7 @@ struct Memory {
     last_pass: Option<Instant>,
 }
 
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     let svc = state.registry.lookup("", "v1", "services")?;
     let memory = Arc::new(Mutex::new(Memory::default()));
     Some(Controller {

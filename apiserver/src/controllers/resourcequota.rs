@@ -44,7 +44,7 @@ const RELEASED_BY: &[&str] = &[
     "replicationcontrollers",
 ];
 
-pub fn controller(state: &AppState) -> Option<Controller> {
+pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     state.registry.lookup("", "v1", "resourcequotas")?;
     Some(Controller {
         name: "resourcequota",

@@ -61,7 +61,7 @@ fn root_ca_namespace(v: &Value) -> Option<String> {
 
 /// The service account controller, and the root CA publisher when the
 /// server has a CA.
-pub fn controllers(state: &AppState) -> Vec<Controller> {
+pub fn controllers(state: &AppState) -> Vec<Controller<AppState>> {
     let mut out = Vec::new();
     let (Some(ns), Some(sa), Some(cm)) = (
         namespaces_source(state),

@@ -741,7 +741,7 @@ fn reject(state: &AppState, c: &Classification, reason: &str, arrived: Instant) 
 
 /// The loop that follows the stored configuration (every replica) and
 /// keeps the FlowSchemas' `Dangling` condition.
-pub fn controller(state: &AppState) -> Option<crate::controllers::Controller> {
+pub fn controller(state: &AppState) -> Option<crate::controllers::Controller<AppState>> {
     crate::admission::config_controller(
         state,
         "api_priority_and_fairness",

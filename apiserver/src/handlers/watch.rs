@@ -20,8 +20,8 @@
 use super::{list, Scope};
 use crate::error::Result;
 use crate::registry::{Resource, Row};
-use crate::response::{self, IncludeObject};
 use crate::response::NoCompression;
+use crate::response::{self, IncludeObject};
 use apimachinery::media::{Format, Target};
 use apimachinery::query::{self, ListParams, WatchPlan, WatchStart};
 use apimachinery::read::{Freshness, Predicate};
