@@ -9,7 +9,7 @@
 //! own status fields only; `/scale` applies work on the Scale view, with the
 //! workload's entries mapped to it and back.
 
-use super::{write, Scope};
+use super::{scope::Scope, write};
 use crate::error::{ApiError, Result};
 use crate::registry::Subresource;
 use crate::response;
@@ -26,11 +26,6 @@ use serde_json::{json, Map, Value};
 
 /// How often an apply that races with a create or a delete starts over.
 const MAX_ATTEMPTS: usize = 4;
-
-/// Whether the request is a server-side apply (its content type).
-pub fn is_apply(scope: &Scope) -> bool {
-    media::request_body(scope.header(header::CONTENT_TYPE), true).is_ok_and(BodyFormat::is_apply)
-}
 
 /// What every apply carries from the request.
 struct Request {
@@ -147,7 +142,8 @@ async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
             let obj = run(None, &now)?;
             match write::create_object(scope, &req.params, &req.manager, obj, &now).await {
                 Ok(created) => {
-                    return super::object_response(scope, StatusCode::CREATED, &created).await
+                    return super::scope::object_response(scope, StatusCode::CREATED, &created)
+                        .await
                 }
                 // Created meanwhile: apply to it.
                 Err(e) if e.to_status().reason == apimachinery::status::reason::ALREADY_EXISTS => {
@@ -169,7 +165,7 @@ async fn apply_object(scope: &Scope, req: &Request) -> Result<Response> {
                 } else {
                     StatusCode::OK
                 };
-                return super::object_response(scope, code, &u.object).await;
+                return super::scope::object_response(scope, code, &u.object).await;
             }
             // Deleted meanwhile: create it.
             Err(e) if e.to_status().is_not_found() && scope.subresource.is_none() => continue,

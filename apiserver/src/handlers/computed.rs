@@ -3,7 +3,7 @@
 //! (JSON, YAML, protobuf, CBOR, Table). Watching them is not supported,
 //! as in kube, whose REST for them is no watcher.
 
-use super::{list, Scope};
+use super::{list, scope::Scope};
 use crate::error::Result;
 use crate::registry::{Computed, ComputedSource};
 use crate::response;

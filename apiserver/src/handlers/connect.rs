@@ -12,7 +12,7 @@
 //! endpoints this host could reach: kube refuses loopback addresses, and
 //! anything else would need the cluster network this server does not join.
 
-use super::Scope;
+use super::scope::Scope;
 use crate::error::Result;
 use crate::registry::{Connect, ConnectTarget};
 use apimachinery::read::Freshness;

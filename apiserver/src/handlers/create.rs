@@ -1,6 +1,6 @@
 //! POST to a collection: negotiate, decode, admit, store, respond.
 
-use super::{write, Scope};
+use super::{scope::Scope, write};
 use crate::error::{ApiError, Result};
 use crate::registry::CreateAnswer;
 use crate::{object, response};
@@ -13,7 +13,7 @@ pub async fn create(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     let manager = write::manager(scope, &params);
     let now = object::now();
     let stored = write::create_object(scope, &params, &manager, obj, &now).await?;
-    let resp = super::object_response(scope, StatusCode::CREATED, &stored).await?;
+    let resp = super::scope::object_response(scope, StatusCode::CREATED, &stored).await?;
     Ok(response::with_warnings(resp, &warnings))
 }
 

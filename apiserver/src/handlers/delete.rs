@@ -7,7 +7,7 @@
 //! admitted per object (both halves, operation DELETE, the stored object
 //! as `oldObject`), a collection's as each object goes.
 
-use super::{list, write, Scope};
+use super::{list, scope::Scope, write};
 use crate::admission::{self, Attributes};
 use crate::error::Result;
 use crate::registry::{GcPolicy, Resource};
@@ -277,11 +277,11 @@ async fn delete_as(scope: &Scope, body: axum::body::Bytes, admit: bool) -> Resul
         }
         match delete_stored(&scope.state, &scope.res, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => {
-                return super::object_response(scope, StatusCode::OK, &v).await
+                return super::scope::object_response(scope, StatusCode::OK, &v).await
             }
             Ok(Outcome::Deleted(v)) => {
                 if returns_deleted_object(scope) {
-                    return super::object_response(scope, StatusCode::OK, &v).await;
+                    return super::scope::object_response(scope, StatusCode::OK, &v).await;
                 }
                 let status = write::delete_success(scope.res.group_resource(), &v);
                 let mut body = serde_json::to_value(&status).unwrap_or_default();

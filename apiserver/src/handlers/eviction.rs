@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 use serde_json::{json, Value};
 use watchcache::StorageError;
 
-use super::Scope;
+use super::scope::Scope;
 use crate::admission::CreateValidation;
 use crate::error::{ApiError, Result};
 use crate::object;

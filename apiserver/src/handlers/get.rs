@@ -1,6 +1,6 @@
 //! GET of one object (or its /status).
 
-use super::Scope;
+use super::scope::Scope;
 use crate::error::Result;
 use apimachinery::media::{Format, Target};
 use apimachinery::query;
@@ -43,5 +43,5 @@ pub async fn get(scope: &Scope) -> Result<Response> {
             ));
         }
     }
-    super::object_response(scope, StatusCode::OK, obj.value()).await
+    super::scope::object_response(scope, StatusCode::OK, obj.value()).await
 }

@@ -1,7 +1,7 @@
 //! LIST of a collection, with the spec's resourceVersion / limit / continue
 //! semantics decided by `apimachinery::query::list_plan`.
 
-use super::Scope;
+use super::scope::Scope;
 use crate::error::Result;
 use crate::response;
 use apimachinery::query::{self, ListParams};

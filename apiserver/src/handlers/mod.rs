@@ -14,10 +14,13 @@ mod list;
 mod patch;
 pub mod review;
 mod scale;
+mod scope;
 pub mod token;
 mod update;
 mod watch;
 pub mod write;
+
+pub use scope::{object_response, Scope};
 
 use crate::error::{status_response, Result};
 use crate::registry::{Resource, Subresource};
@@ -34,40 +37,6 @@ use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-
-/// Responds with one object, in the request's version (a custom resource
-/// stored in another version is converted first).
-pub(crate) async fn object_response(
-    scope: &Scope,
-    code: axum::http::StatusCode,
-    obj: &serde_json::Value,
-) -> Result<Response> {
-    let obj = match crate::conversion::for_request(&scope.res, obj).await? {
-        std::borrow::Cow::Borrowed(stored) => std::borrow::Cow::Borrowed(stored),
-        // Converted for this request: in the requested version's order.
-        std::borrow::Cow::Owned(mut converted) => {
-            k8s_proto::order_object(&mut converted);
-            std::borrow::Cow::Owned(converted)
-        }
-    };
-    Ok(crate::response::object(scope, code, &obj))
-}
-
-/// What every verb handler gets: the request's scope (resource, names,
-/// query, negotiated output, identity; what admission and the response
-/// writers see too) and the server's state.
-pub struct Scope {
-    pub state: Arc<AppState>,
-    pub request: RequestScope,
-}
-
-impl std::ops::Deref for Scope {
-    type Target = RequestScope;
-
-    fn deref(&self) -> &RequestScope {
-        &self.request
-    }
-}
 
 /// Entry point for every path the router does not name.
 pub async fn dispatch(state: Arc<AppState>, mut req: Request<Body>) -> Response {

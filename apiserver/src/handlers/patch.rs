@@ -3,7 +3,7 @@
 //! loop that retries on conflict (unless the patch carries a
 //! resourceVersion precondition).
 
-use super::{write, Scope};
+use super::{scope::Scope, write};
 use crate::error::Result;
 use crate::response;
 use apimachinery::fieldvalidation::{self, Decoded};
@@ -86,7 +86,7 @@ pub fn apply(
 }
 
 pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
-    if super::apply::is_apply(scope) {
+    if super::write::is_apply(scope) {
         return super::apply::patch(scope, body).await;
     }
     let (format, decoded) = decode_patch(scope, &body)?;
@@ -112,7 +112,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         Ok(patched)
     })
     .await?;
-    let resp = super::object_response(scope, StatusCode::OK, &updated.object).await?;
+    let resp = super::scope::object_response(scope, StatusCode::OK, &updated.object).await?;
     Ok(response::with_warnings(resp, &warnings))
 }
 

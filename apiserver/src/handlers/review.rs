@@ -5,7 +5,7 @@
 //! storage calls `createValidation`), and returns it with its `status`
 //! filled in as kube-apiserver fills it.
 
-use super::Scope;
+use super::scope::Scope;
 use crate::admission::CreateValidation;
 use crate::auth::Decision;
 use crate::error::Result;

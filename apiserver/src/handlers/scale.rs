@@ -1,7 +1,7 @@
 //! The `/scale` subresource: an autoscaling/v1 Scale view of a workload's
 //! replicas, readable and writable through get, update and patch.
 
-use super::{patch, update, write, Scope};
+use super::{patch, scope::Scope, update, write};
 use crate::error::Result;
 use crate::registry::Subresource;
 use crate::response;
@@ -182,7 +182,7 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
 }
 
 pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
-    if super::apply::is_apply(scope) {
+    if super::write::is_apply(scope) {
         return super::apply::patch(scope, body).await;
     }
     let p = pointers(scope)?;

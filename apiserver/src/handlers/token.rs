@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 
-use super::Scope;
+use super::scope::Scope;
 use crate::admission::CreateValidation;
 use crate::auth::serviceaccount::unix_now;
 use crate::error::{ApiError, Result};

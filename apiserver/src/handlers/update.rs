@@ -1,7 +1,7 @@
 //! PUT of one object or its /status: replace, with the body's
 //! resourceVersion as precondition when given.
 
-use super::{write, Scope};
+use super::{scope::Scope, write};
 use crate::error::Result;
 use crate::{object, response};
 use apimachinery::Status;
@@ -25,7 +25,7 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
     } else {
         StatusCode::OK
     };
-    let resp = super::object_response(scope, code, &updated.object).await?;
+    let resp = super::scope::object_response(scope, code, &updated.object).await?;
     Ok(response::with_warnings(resp, &warnings))
 }
 

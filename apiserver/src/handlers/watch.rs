@@ -17,7 +17,7 @@
 //! ends the stream. Every line sent is counted in
 //! `apiserver_watch_events_total` (and its size in `_sizes`).
 
-use super::{list, Scope};
+use super::{list, scope::Scope};
 use crate::error::Result;
 use crate::registry::{Resource, Row};
 use crate::response::NoCompression;

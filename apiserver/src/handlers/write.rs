@@ -4,7 +4,7 @@
 //! `guaranteed_update`, which retries on conflict unless the client made the
 //! resourceVersion a precondition.
 
-use super::Scope;
+use super::scope::Scope;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::Resource;
@@ -316,7 +316,7 @@ pub fn record_managed_fields(
     manager: &str,
     now: &str,
 ) -> Result<()> {
-    if super::apply::is_apply(scope) {
+    if is_apply(scope) {
         // Server-side apply computed managedFields with the object.
         return Ok(());
     }
@@ -792,4 +792,9 @@ pub fn delete_success(gr: GroupResource<'_>, obj: &Value) -> Status {
         object::meta_str(obj, "name").unwrap_or(""),
         object::meta_str(obj, "uid").unwrap_or(""),
     )
+}
+
+/// Whether the request is a server-side apply (its content type).
+pub fn is_apply(scope: &Scope) -> bool {
+    media::request_body(scope.header(header::CONTENT_TYPE), true).is_ok_and(BodyFormat::is_apply)
 }
