@@ -52,15 +52,17 @@ pub fn parse_path(path: &str) -> Result<Option<ApiPath>, String> {
     let Some(trimmed) = path.strip_prefix('/') else {
         return Ok(None);
     };
-    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    // kube reads the decoded path (Go's `URL.Path`) and splits it after
+    // decoding: an encoded slash (`%2F`) separates segments as `/` does.
+    let decoded = percent_decode_str(trimmed)
+        .decode_utf8()
+        .map_err(|_| format!("invalid path encoding: {path:?}"))?;
+    let trimmed = decoded.strip_suffix('/').unwrap_or(&decoded);
     let mut segs = Vec::new();
     let mut empty = false;
-    for raw in trimmed.split('/') {
-        let seg = percent_decode_str(raw)
-            .decode_utf8()
-            .map_err(|_| format!("invalid path encoding: {path:?}"))?;
+    for seg in trimmed.split('/') {
         empty |= seg.is_empty();
-        segs.push(seg.into_owned());
+        segs.push(seg.to_string());
     }
     let api = matches!(segs.first().map(String::as_str), Some("api" | "apis"));
     // `/api/v1/watch` and `/api/v1/proxy` name no kind: kube's resolver
@@ -214,6 +216,30 @@ mod tests {
             (Some("n1"), Some("stats"))
         );
         assert_eq!(res("/api/v1/nodes/n1/proxy").subpath, None);
+    }
+
+    #[test]
+    fn the_decoded_path_is_split() {
+        // kube splits Go's decoded `URL.Path`: `%2F` separates segments.
+        let r = res("/api/v1/namespaces/a/configmaps/x%2Fstatus");
+        assert_eq!(r.name.as_deref(), Some("x"));
+        assert_eq!(r.subresource.as_deref(), Some("status"));
+        assert_eq!(
+            res("/api/v1/namespaces/a/configmaps/x%2F").name.as_deref(),
+            Some("x")
+        );
+        // `%25` is a literal percent sign in the name (the handlers refuse it).
+        assert_eq!(
+            res("/api/v1/namespaces/a/configmaps/x%25").name.as_deref(),
+            Some("x%")
+        );
+        // Dot segments are names like any other (the handlers refuse them).
+        assert_eq!(
+            res("/api/v1/namespaces/a/configmaps/..").name.as_deref(),
+            Some("..")
+        );
+        assert_eq!(parse("/api/v1/namespaces/a/configmaps/x%2F%2F"), None);
+        assert!(parse_path("/api/v1/namespaces/a/configmaps/%FF").is_err());
     }
 
     proptest! {

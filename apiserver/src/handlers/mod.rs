@@ -160,6 +160,19 @@ async fn resource(
     if out.target == media::Target::Table {
         query::table_include_object(&query)?;
     }
+    // kube's storage key functions refuse a name that is not one path
+    // segment (`.`, `..`, or with `/` or `%` once decoded) before reading
+    // or writing anything.
+    if let Some(name) = r.name.as_deref() {
+        let why = apimachinery::validation::is_path_segment_name(name);
+        if !why.is_empty() {
+            return Err(Status::bad_request(format!(
+                "Name parameter invalid: {name:?}: {}",
+                why.join(";")
+            ))
+            .into());
+        }
+    }
     let scope = Scope {
         request: RequestScope {
             backend: Arc::clone(&state.backend),
