@@ -52,6 +52,29 @@ def test_tests_comments_and_strings_are_not_imports(tmp_path):
     assert "0 circles" in out.stdout
 
 
+def test_a_child_module_named_without_self_is_an_import(tmp_path):
+    # `create::handle()` in handlers/mod.rs names its child module; the
+    # child imports its parent back: a circle of two.
+    src = crate(tmp_path, {
+        "lib.rs": "pub mod handlers;\n",
+        "handlers/mod.rs": (
+            "mod create;\nuse create::Answer;\n"
+            "pub struct Scope;\nfn f() { create::handle() }\n"
+        ),
+        "handlers/create.rs": "use super::Scope;\npub struct Answer;\npub fn handle() {}\n",
+    })
+    out = run(src, "--max", "1")
+    assert out.returncode == 1, out.stdout
+    assert "circle of 2: handlers, handlers::create" in out.stdout
+    # the declaration alone is no import
+    src = crate(tmp_path / "decl", {
+        "lib.rs": "pub mod handlers;\n",
+        "handlers/mod.rs": "pub mod create;\npub struct Scope;\n",
+        "handlers/create.rs": "use super::Scope;\n",
+    })
+    assert "0 circles" in run(src).stdout
+
+
 def test_a_floor_rule_fails_on_an_arrow_back_up(tmp_path):
     src = crate(tmp_path, {
         "lib.rs": "pub mod registry;\npub mod handlers;\n",
