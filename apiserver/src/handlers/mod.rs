@@ -69,6 +69,16 @@ impl std::ops::Deref for Scope {
     }
 }
 
+/// Admission sees the request's scope and what the state lends it.
+impl<'a> From<&'a Scope> for crate::admission::Scope<'a> {
+    fn from(scope: &'a Scope) -> Self {
+        crate::admission::Scope {
+            request: &scope.request,
+            ctx: scope.state.admission_context(),
+        }
+    }
+}
+
 /// Entry point for every path the router does not name.
 pub async fn dispatch(state: Arc<AppState>, mut req: Request<Body>) -> Response {
     // The path was parsed once, by the first stage that needed it (the
