@@ -127,18 +127,18 @@ fn start_controllers(
             .map(|c| controllers::start(Arc::clone(state), None, c)),
     );
     handles.extend(
-        crate::admission::policy::controller(state)
-            .map(|c| controllers::start(Arc::clone(state), None, c)),
+        crate::admission::policy::controller(state, &state.policies)
+            .map(|c| controllers::start(Arc::clone(&state.backend), None, c)),
     );
     handles.extend(
-        crate::admission::webhooks::controller(state)
-            .map(|c| controllers::start(Arc::clone(state), None, c)),
+        crate::admission::webhooks::controller(state, &state.webhooks)
+            .map(|c| controllers::start(Arc::clone(&state.backend), None, c)),
     );
     // Every replica routes by its own view of the APIServices' availability.
     handles.extend(availability.map(|c| controllers::start(Arc::clone(state), None, c)));
     handles.extend(
-        crate::admission::mutating_policy::controller(state)
-            .map(|c| controllers::start(Arc::clone(state), None, c)),
+        crate::admission::mutating_policy::controller(state, &state.mutating_policies)
+            .map(|c| controllers::start(Arc::clone(&state.backend), None, c)),
     );
     handles
 }

@@ -119,6 +119,19 @@ impl AppState {
         }
     }
 
+    /// What admission reads of this replica, lent for one request.
+    pub fn admission_context(&self) -> crate::admission::Context<'_> {
+        crate::admission::Context {
+            backend: &self.backend,
+            chain: &self.admission,
+            policies: &self.policies,
+            webhooks: &self.webhooks,
+            mutating_policies: &self.mutating_policies,
+            quota: &self.quota,
+            authorizer: &*self.authorizer,
+        }
+    }
+
     /// Replaces the default in-flight limits and request timeout.
     pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
         self.limits = limits;

@@ -11,11 +11,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use apimachinery::auth::{RequestInfo, UserInfo};
+use apimachinery::auth::{RequestInfo, UserInfo, SYSTEM_MASTERS};
 use k8s_cel::{AuthzCheck, AuthzDecision, AuthzOracle};
 
 use super::Attributes;
-use crate::state::AppState;
+use crate::auth::{Authorizer, Decision};
 
 /// Evaluations of one expression set before a pending check is an error.
 pub const ROUNDS: usize = 4;
@@ -44,9 +44,9 @@ impl AuthzOracle for Oracle {
 
 impl Oracle {
     /// Decides the checks the last evaluation could not answer, as `user`
-    /// (or the service account a check names); `false` when none were
-    /// pending (the evaluation's result stands).
-    pub async fn resolve(&self, state: &AppState, user: &UserInfo) -> bool {
+    /// (or the service account a check names), by `authorizer`; `false`
+    /// when none were pending (the evaluation's result stands).
+    pub async fn resolve(&self, authorizer: &dyn Authorizer, user: &UserInfo) -> bool {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         if pending.is_empty() {
             return false;
@@ -84,11 +84,9 @@ impl Oracle {
                     ..Default::default()
                 },
             };
-            let decision = match crate::auth::decide(state, &subject, &request).await {
-                crate::auth::Decision::Allow => AuthzDecision::Allowed(String::new()),
-                crate::auth::Decision::Deny(r) | crate::auth::Decision::NoOpinion(r) => {
-                    AuthzDecision::Denied(r)
-                }
+            let decision = match decide(authorizer, &subject, &request).await {
+                Decision::Allow => AuthzDecision::Allowed(String::new()),
+                Decision::Deny(r) | Decision::NoOpinion(r) => AuthzDecision::Denied(r),
             };
             self.known
                 .lock()
@@ -97,6 +95,21 @@ impl Oracle {
         }
         true
     }
+}
+
+/// What the server's authorization filter decides for `user` (as
+/// `auth::decide` does): members of `system:masters` are always allowed,
+/// as kube-apiserver's privileged-group authorizer allows them; anyone
+/// else is up to `authorizer`.
+pub async fn decide(
+    authorizer: &dyn Authorizer,
+    user: &UserInfo,
+    request: &RequestInfo,
+) -> Decision {
+    if user.in_group(SYSTEM_MASTERS) {
+        return Decision::Allow;
+    }
+    authorizer.authorize(user, request).await
 }
 
 /// The `authorizer` variable for a request, answered by `oracle`.

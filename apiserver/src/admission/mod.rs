@@ -5,6 +5,15 @@
 //! the object, the write path validates it, then the validating halves
 //! (built-in ones, then ValidatingAdmissionPolicies ([`policy`]), then
 //! validating webhooks, then quota) may refuse it.
+//!
+//! Floor: above the scope (`crate::scope`), below the server's state.
+//! Admission reads what it needs of this replica through a [`Context`]
+//! (the backend, the compiled configuration, the plugin chain, quota's
+//! turns, the authorizer) and a request through a [`Scope`]; its
+//! controllers run on the backend. It must not import `state`, `server`,
+//! `handlers` or a specific controller: the handlers lend it their state
+//! (`From<&handlers::Scope> for Scope`), the composition root starts its
+//! controllers.
 
 pub mod authz;
 pub mod mutating_policy;
@@ -18,34 +27,76 @@ use apimachinery::status::StatusCause;
 use apimachinery::Status;
 use serde_json::Value;
 
+use crate::backend::Backend;
 use crate::controllers::{Controller, Next, Source};
 use crate::error::Result;
-use crate::handlers::Scope;
 use crate::registry::{Resource, Subresource};
-use crate::state::AppState;
+use crate::scope::RequestScope;
 use apimachinery::read::Freshness;
 use futures_util::FutureExt;
 use std::sync::Arc;
 use watchcache::ListOptions;
 
+/// What admission reads of this replica, lent by the server's state for
+/// one request (a few references: the handlers make one per admission
+/// call).
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    /// The store, registry and key layout (lookups of namespaces, params,
+    /// Services; quota's writes) and the metrics.
+    pub backend: &'a Backend,
+    /// The enabled plugins, in kube's order.
+    pub chain: &'a plugins::Chain,
+    /// The compiled ValidatingAdmissionPolicies and bindings.
+    pub policies: &'a policy::Policies,
+    /// The compiled admission webhooks.
+    pub webhooks: &'a webhooks::Webhooks,
+    /// The compiled MutatingAdmissionPolicies and bindings.
+    pub mutating_policies: &'a mutating_policy::MutatingPolicies,
+    /// Quota admission's per-namespace turns.
+    pub quota: &'a plugins::quota::QuotaState,
+    /// The server's authorizer: the policies' `authorizer` variable and
+    /// the CSR plugins ask it.
+    pub authorizer: &'a dyn crate::auth::Authorizer,
+}
+
+/// A request as admission sees it: what it is about (derefs to the
+/// [`RequestScope`]) and this replica's admission [`Context`].
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub request: &'a RequestScope,
+    pub ctx: Context<'a>,
+}
+
+impl std::ops::Deref for Scope<'_> {
+    type Target = RequestScope;
+
+    fn deref(&self) -> &RequestScope {
+        self.request
+    }
+}
+
 /// A controller that keeps a replica's compiled configuration (admission,
-/// flow control): it follows two `v1` collections of `group` and, on any
-/// change, lists both and hands them to `install`. Every replica runs it
-/// (not leader-gated: each one enforces). The lists are consistent reads:
-/// the event that woke it may come from a watch ahead of the cache (served
-/// by etcd while the cache fills).
-pub(crate) fn config_controller(
-    state: &AppState,
+/// flow control): it follows two `v1` collections of `group` in the
+/// backend of `ctx` (the context it runs on) and, on any change, lists
+/// both and hands them to `install` with that context. Every replica runs
+/// it (not leader-gated: each one enforces). The lists are consistent
+/// reads: the event that woke it may come from a watch ahead of the cache
+/// (served by etcd while the cache fills).
+pub(crate) fn config_controller<C: crate::controllers::Context>(
+    ctx: &C,
     name: &'static str,
     group: &str,
     plurals: [&str; 2],
-    install: fn(&Arc<AppState>, &[Value], &[Value]),
-) -> Option<Controller<AppState>> {
+    install: impl Fn(&Arc<C>, &[Value], &[Value]) + Send + Sync + 'static,
+) -> Option<Controller<C>> {
+    let backend = ctx.backend();
     let mut prefixes = Vec::with_capacity(2);
     for plural in plurals {
-        let res = state.registry.lookup(group, "v1", plural)?;
-        prefixes.push(state.collection_prefix(&res, None));
+        let res = backend.registry.lookup(group, "v1", plural)?;
+        prefixes.push(backend.collection_prefix(&res, None));
     }
+    let install = Arc::new(install);
     let sources = prefixes
         .iter()
         .map(|prefix| Source {
@@ -58,8 +109,9 @@ pub(crate) fn config_controller(
         name,
         feed: None,
         sources,
-        reconcile: Arc::new(move |state, _| {
+        reconcile: Arc::new(move |ctx: Arc<C>, _| {
             let prefixes = Arc::clone(&prefixes);
+            let install = Arc::clone(&install);
             async move {
                 let opts = ListOptions {
                     freshness: Freshness::MostRecent,
@@ -69,7 +121,8 @@ pub(crate) fn config_controller(
                 };
                 let mut lists = Vec::with_capacity(2);
                 for prefix in prefixes.iter() {
-                    let listed = state
+                    let listed = ctx
+                        .backend()
                         .store
                         .list(prefix, &opts)
                         .await
@@ -82,7 +135,7 @@ pub(crate) fn config_controller(
                             .collect::<Vec<Value>>(),
                     );
                 }
-                install(&state, &lists[0], &lists[1]);
+                install(&ctx, &lists[0], &lists[1]);
                 Ok(Next::Done)
             }
             .boxed()
@@ -96,12 +149,19 @@ pub(crate) fn config_controller(
 
 /// A replica's compiled admission configuration (policies, webhooks),
 /// swapped in whole by its controller; a request takes an `Arc` of the
-/// current one and never holds the lock longer than that.
-pub struct Compiled<T>(std::sync::RwLock<Arc<T>>);
+/// current one and never holds the lock longer than that. A clone is a
+/// handle on the same configuration (the controller keeps one).
+pub struct Compiled<T>(Arc<std::sync::RwLock<Arc<T>>>);
 
 impl<T: Default> Default for Compiled<T> {
     fn default() -> Self {
-        Compiled(std::sync::RwLock::new(Arc::new(T::default())))
+        Compiled(Arc::new(std::sync::RwLock::new(Arc::new(T::default()))))
+    }
+}
+
+impl<T> Clone for Compiled<T> {
+    fn clone(&self) -> Self {
+        Compiled(Arc::clone(&self.0))
     }
 }
 
@@ -193,7 +253,7 @@ impl<'a> Attributes<'a> {
 
     /// The attributes of a write through `scope`.
     pub fn of(
-        scope: &'a Scope,
+        scope: &'a RequestScope,
         operation: &'static str,
         object: Option<&'a Value>,
         old: Option<&'a Value>,
@@ -270,20 +330,22 @@ fn reason_code(reason: &str) -> u16 {
 /// Runs the validating half of the admission chain on a request: the
 /// enabled plugins in kube's order ([`plugins::PLUGINS`]): built-in
 /// plugins, ValidatingAdmissionPolicies, validating webhooks, quota.
-pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
-    scope.state.admission.validate(scope, a).await
+pub async fn validating<'a>(scope: impl Into<Scope<'a>>, a: &Attributes<'_>) -> Result<()> {
+    let scope = scope.into();
+    scope.ctx.chain.validate(&scope, a).await
 }
 
 /// Runs the mutating half of the admission chain on the object of a
 /// create or update, before it is validated: built-in plugins, then
 /// MutatingAdmissionPolicies, then mutating webhooks.
-pub async fn mutating(
-    scope: &Scope,
+pub async fn mutating<'a>(
+    scope: impl Into<Scope<'a>>,
     operation: &'static str,
     old: Option<&Value>,
     dry_run: bool,
     obj: &mut Value,
 ) -> Result<()> {
+    let scope = scope.into();
     let name;
     let a = Attributes {
         name: match scope.name.as_deref() {
@@ -294,9 +356,9 @@ pub async fn mutating(
             }
         },
         object: None,
-        ..Attributes::of(scope, operation, None, old, dry_run)
+        ..Attributes::of(scope.request, operation, None, old, dry_run)
     };
-    scope.state.admission.mutate(scope, &a, obj).await
+    scope.ctx.chain.mutate(&scope, &a, obj).await
 }
 
 /// Runs both halves of the chain on a request that stores no object of
@@ -307,14 +369,11 @@ pub async fn mutating(
 /// would change lands nowhere: a DELETE has nothing to change (a webhook
 /// that patches fails it) and a connection reads its options from its
 /// query.
-pub async fn unstored(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+pub async fn unstored<'a>(scope: impl Into<Scope<'a>>, a: &Attributes<'_>) -> Result<()> {
+    let scope = scope.into();
     let mut scratch = a.object.cloned().unwrap_or(Value::Null);
     let view = Attributes { object: None, ..*a };
-    scope
-        .state
-        .admission
-        .mutate(scope, &view, &mut scratch)
-        .await?;
+    scope.ctx.chain.mutate(&scope, &view, &mut scratch).await?;
     validating(scope, a).await
 }
 
@@ -328,19 +387,19 @@ pub async fn unstored(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
 /// makes one per request and refuses, as a bug, an answer that never
 /// called it.
 pub struct CreateValidation<'a> {
-    scope: &'a Scope,
+    scope: Scope<'a>,
     dry_run: bool,
     ran: &'a std::sync::atomic::AtomicBool,
 }
 
 impl<'a> CreateValidation<'a> {
     pub(crate) fn new(
-        scope: &'a Scope,
+        scope: impl Into<Scope<'a>>,
         dry_run: bool,
         ran: &'a std::sync::atomic::AtomicBool,
     ) -> Self {
         CreateValidation {
-            scope,
+            scope: scope.into(),
             dry_run,
             ran,
         }
@@ -349,15 +408,15 @@ impl<'a> CreateValidation<'a> {
     /// Runs the validating half on `obj` (operation CREATE, the request's
     /// subresource and name).
     pub async fn check(&self, obj: &Value) -> Result<()> {
-        let a = Attributes::of(self.scope, "CREATE", Some(obj), None, self.dry_run);
+        let a = Attributes::of(self.scope.request, "CREATE", Some(obj), None, self.dry_run);
         validating(self.scope, &a).await?;
         self.ran.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 }
 
-async fn policies(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
-    let decisions = policy::validate(&scope.state, a).await;
+async fn policies(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
+    let decisions = policy::validate(&scope.ctx, a).await;
     let mut denial = None;
     // Annotations of the same key from several bindings: kube keeps the
     // distinct values, comma-separated.

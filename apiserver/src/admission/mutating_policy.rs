@@ -29,12 +29,11 @@
 //! the object.
 
 use super::policy::{self, match_of, named_exprs, Expr, Match};
-use super::Attributes;
+use super::{Attributes, Scope};
+use crate::backend::Backend;
 use crate::controllers::Controller;
 use crate::error::Result;
-use crate::handlers::Scope;
 use crate::object;
-use crate::state::AppState;
 use apimachinery::status::StatusCause;
 use k8s_cel::Bindings;
 use serde_json::Value;
@@ -155,24 +154,26 @@ fn compile(policies: &[Value], bindings: &[Value]) -> MutatingSet {
     MutatingSet { policies, bindings }
 }
 
-/// The loop that keeps this replica's set.
-pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
+/// The loop that keeps this replica's set: it reads `backend` and
+/// installs into `into`; it runs on the backend.
+pub fn controller(backend: &Backend, into: &MutatingPolicies) -> Option<Controller<Backend>> {
+    let into = into.clone();
     super::config_controller(
-        state,
+        backend,
         "mutating_admission_policy",
         "admissionregistration.k8s.io",
         [
             "mutatingadmissionpolicies",
             "mutatingadmissionpolicybindings",
         ],
-        |state, policies, bindings| {
+        move |_, policies, bindings| {
             let set = compile(policies, bindings);
             tracing::debug!(
                 policies = set.policies.len(),
                 bindings = set.bindings.len(),
                 "mutating admission policies loaded"
             );
-            state.mutating_policies.replace(set);
+            into.replace(set);
         },
     )
 }
@@ -286,13 +287,13 @@ fn run_policy(
 /// round, after the webhooks changed the object). Answers whether any
 /// policy that may be reinvoked ran.
 pub async fn mutate(
-    scope: &Scope,
+    scope: &Scope<'_>,
     a: &Attributes<'_>,
     obj: &mut Value,
     reinvocation: bool,
 ) -> Result<bool> {
-    let state = &scope.state;
-    let set = state.mutating_policies.current();
+    let backend = scope.ctx.backend;
+    let set = scope.ctx.mutating_policies.current();
     if set.is_empty() {
         return Ok(false);
     }
@@ -308,7 +309,7 @@ pub async fn mutate(
         }
         if namespace.is_none() {
             namespace = Some(match a.namespace.filter(|_| a.res.namespaced) {
-                Some(ns) => policy::namespace_object(state, ns).await,
+                Some(ns) => policy::namespace_object(backend, ns).await,
                 None => None,
             });
         }
@@ -330,7 +331,7 @@ pub async fn mutate(
                 continue;
             }
             policy::params(
-                state,
+                backend,
                 policy.param_kind.as_ref(),
                 binding.param_ref.as_ref(),
                 &view,
@@ -374,7 +375,8 @@ pub async fn mutate(
                     &mut attempt,
                     &mut round_errors,
                 );
-                let again = round < super::authz::ROUNDS && o.resolve(state, a.user).await;
+                let again =
+                    round < super::authz::ROUNDS && o.resolve(scope.ctx.authorizer, a.user).await;
                 if !again {
                     *obj = attempt;
                     errors.extend(round_errors);

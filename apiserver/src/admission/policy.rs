@@ -34,10 +34,10 @@
 //! audit annotation (kube's JSON list). A policy's `auditAnnotations`
 //! become `<policy>/<key>` audit annotations (a `null` value adds none).
 
-use super::{Attributes, Decision};
+use super::{Attributes, Context, Decision};
+use crate::backend::Backend;
 use crate::controllers::Controller;
 use crate::object;
-use crate::state::AppState;
 use apimachinery::read::Freshness;
 use apimachinery::selector::LabelSelector;
 use k8s_cel::{Bindings, Program};
@@ -323,24 +323,26 @@ fn compile(policies: &[Value], bindings: &[Value]) -> PolicySet {
     PolicySet { policies, bindings }
 }
 
-/// The loop that keeps this replica's set (see the module doc).
-pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
+/// The loop that keeps this replica's set (see the module doc): it reads
+/// `backend` and installs into `into`; it runs on the backend.
+pub fn controller(backend: &Backend, into: &Policies) -> Option<Controller<Backend>> {
+    let into = into.clone();
     super::config_controller(
-        state,
+        backend,
         "validating_admission_policy",
         "admissionregistration.k8s.io",
         [
             "validatingadmissionpolicies",
             "validatingadmissionpolicybindings",
         ],
-        |state, policies, bindings| {
+        move |_, policies, bindings| {
             let set = compile(policies, bindings);
             tracing::debug!(
                 policies = set.policies.len(),
                 bindings = set.bindings.len(),
                 "validating admission policies loaded"
             );
-            state.policies.replace(set);
+            into.replace(set);
         },
     )
 }
@@ -435,7 +437,7 @@ pub(super) fn request_var(a: &Attributes<'_>) -> Value {
 /// The params a binding names for a request; `Err` is the message of a
 /// denial (none found, with `Deny`).
 pub(super) async fn params(
-    state: &AppState,
+    backend: &Backend,
     param_kind: Option<&(String, String)>,
     param_ref: Option<&Value>,
     a: &Attributes<'_>,
@@ -449,7 +451,7 @@ pub(super) async fn params(
         ));
     };
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let res = state
+    let res = backend
         .registry
         .by_kind(group, version, kind)
         .ok_or_else(|| format!("failed to configure binding: paramKind kind `{kind}` not found"))?;
@@ -465,8 +467,8 @@ pub(super) async fn params(
         return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
     }
     let found: Vec<Option<Value>> = if let Some(name) = r.get("name").and_then(Value::as_str) {
-        let key = state.key(&res, ns, name);
-        match state.store.get(&key, Freshness::NotOlderThan(0)).await {
+        let key = backend.key(&res, ns, name);
+        match backend.store.get(&key, Freshness::NotOlderThan(0)).await {
             Ok(Some(o)) => vec![Some(o.value().clone())],
             Ok(None) => Vec::new(),
             Err(e) => return Err(format!("failed to configure binding: {e}")),
@@ -479,9 +481,9 @@ pub(super) async fn params(
             continue_from: None,
             predicate: Default::default(),
         };
-        let listed = state
+        let listed = backend
             .store
-            .list(&state.collection_prefix(&res, ns), &opts)
+            .list(&backend.collection_prefix(&res, ns), &opts)
             .await
             .map_err(|e| format!("failed to configure binding: {e}"))?;
         listed
@@ -625,8 +627,9 @@ fn evaluate(policy: &Policy, vars: &mut Bindings, outcome: &mut Outcome) {
 
 /// Runs every binding that matches `a`; denials come back as
 /// [`Decision::Deny`] with kube's wording, warnings as text.
-pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
-    let set = state.policies.current();
+pub async fn validate(ctx: &Context<'_>, a: &Attributes<'_>) -> Vec<Decision> {
+    let backend = ctx.backend;
+    let set = ctx.policies.current();
     if set.is_empty() {
         return Vec::new();
     }
@@ -638,7 +641,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
         };
         if namespace.is_none() {
             namespace = Some(match a.namespace.filter(|_| a.res.namespaced) {
-                Some(ns) => namespace_object(state, ns).await,
+                Some(ns) => namespace_object(backend, ns).await,
                 None => None,
             });
         }
@@ -657,7 +660,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
         let started = std::time::Instant::now();
         let mut found = Outcome::default();
         match params(
-            state,
+            backend,
             policy.param_kind.as_ref(),
             binding.param_ref.as_ref(),
             a,
@@ -690,7 +693,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
                         // them and evaluate again.
                         let again = match &oracle {
                             Some(o) if round < super::authz::ROUNDS => {
-                                o.resolve(state, a.user).await
+                                o.resolve(ctx.authorizer, a.user).await
                             }
                             _ => false,
                         };
@@ -704,7 +707,7 @@ pub async fn validate(state: &AppState, a: &Attributes<'_>) -> Vec<Decision> {
             }
             Err(message) => found.failures.push((message, None, 0)),
         }
-        if let Some(m) = &state.metrics {
+        if let Some(m) = &backend.metrics {
             let elapsed = started.elapsed();
             if found.failures.is_empty() {
                 m.policy_check(&policy.name, &binding.name, "no_error", "allow", elapsed);
@@ -771,10 +774,10 @@ fn error_type(message: &str) -> &'static str {
     }
 }
 
-pub(super) async fn namespace_object(state: &AppState, ns: &str) -> Option<Arc<Value>> {
-    let res = state.registry.lookup("", "v1", "namespaces")?;
-    let key = state.key(&res, None, ns);
-    state
+pub(super) async fn namespace_object(backend: &Backend, ns: &str) -> Option<Arc<Value>> {
+    let res = backend.registry.lookup("", "v1", "namespaces")?;
+    let key = backend.key(&res, None, ns);
+    backend
         .store
         .get(&key, Freshness::NotOlderThan(0))
         .await

@@ -21,9 +21,9 @@ use k8s_cel::references::{field_references, Step};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-use crate::controllers::{Controller, Next, Source};
+use crate::backend::Backend;
+use crate::controllers::{Context, Controller, Next, Source};
 use crate::registry::{Registry, Row};
-use crate::state::AppState;
 
 /// The kinds a policy's `matchConstraints` name exactly: (group/version,
 /// kind, schema).
@@ -171,8 +171,8 @@ pub fn warnings(policy: &Value, registry: &Registry) -> Vec<Value> {
     out
 }
 
-async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
-    let res = state
+async fn reconcile(backend: &Backend, name: String) -> Result<Next, String> {
+    let res = backend
         .registry
         .lookup(
             "admissionregistration.k8s.io",
@@ -180,8 +180,8 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
             "validatingadmissionpolicies",
         )
         .ok_or("validatingadmissionpolicies missing from the registry")?;
-    let key = state.key(&res, None, &name);
-    let Some(current) = state
+    let key = backend.key(&res, None, &name);
+    let Some(current) = backend
         .store
         .get(&key, Freshness::MostRecent)
         .await
@@ -196,7 +196,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
         .unwrap_or(json!(0));
     let status = json!({
         "observedGeneration": generation,
-        "typeChecking": {"expressionWarnings": warnings(policy, &state.registry)},
+        "typeChecking": {"expressionWarnings": warnings(policy, &backend.registry)},
     });
     let mut want = status.clone();
     if want["typeChecking"]["expressionWarnings"]
@@ -220,7 +220,7 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     if let Some(m) = updated.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    match state.store.update(&key, &updated, current.revision).await {
+    match backend.store.update(&key, &updated, current.revision).await {
         Ok(_) => Ok(Next::Done),
         // Changed under us: the event brings it back.
         Err(watchcache::StorageError::Conflict { .. }) => Ok(Next::Done),
@@ -228,9 +228,10 @@ async fn reconcile(state: Arc<AppState>, name: String) -> Result<Next, String> {
     }
 }
 
-/// The leader's loop that keeps every policy's type-checking status.
-pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
-    let res = state.registry.lookup(
+/// The leader's loop that keeps every policy's type-checking status in
+/// `backend`; it runs on any context (it reads only the backend).
+pub fn controller<C: Context>(backend: &Backend) -> Option<Controller<C>> {
+    let res = backend.registry.lookup(
         "admissionregistration.k8s.io",
         "v1",
         "validatingadmissionpolicies",
@@ -238,11 +239,13 @@ pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
     Some(Controller {
         name: "validatingadmissionpolicy_status",
         sources: vec![Source {
-            prefix: state.collection_prefix(&res, None),
+            prefix: backend.collection_prefix(&res, None),
             key_of: crate::controllers::name_key,
         }],
         feed: None,
-        reconcile: Arc::new(|state, key| reconcile(state, key).boxed()),
+        reconcile: Arc::new(|ctx: Arc<C>, key| {
+            async move { reconcile(ctx.backend(), key).await }.boxed()
+        }),
         workers: 1,
         capacity: 10_000,
         backoff: crate::controllers::queue::Backoff::default(),

@@ -31,12 +31,12 @@
 //!   metrics (duration, requests, rejections).
 
 use super::policy::{named_exprs, namespace_object, request_var, Expr, Match};
-use super::Attributes;
+use super::{Attributes, Scope};
+use crate::backend::Backend;
 use crate::controllers::Controller;
 use crate::error::Result;
-use crate::handlers::Scope;
 use crate::object;
-use crate::state::AppState;
+use crate::scope::RequestScope;
 use crate::webhook::Webhook;
 use apimachinery::read::Freshness;
 use apimachinery::Status;
@@ -144,18 +144,20 @@ fn compile_configs(configs: &[Value]) -> Vec<Hook> {
         .collect()
 }
 
-/// The loop that keeps this replica's set.
-pub fn controller(state: &AppState) -> Option<Controller<AppState>> {
+/// The loop that keeps this replica's set: it reads `backend` and
+/// installs into `into`; it runs on the backend.
+pub fn controller(backend: &Backend, into: &Webhooks) -> Option<Controller<Backend>> {
+    let into = into.clone();
     super::config_controller(
-        state,
+        backend,
         "admission_webhooks",
         "admissionregistration.k8s.io",
         [
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations",
         ],
-        |state, mutating, validating| {
-            state.webhooks.replace(HookSet {
+        move |_, mutating, validating| {
+            into.replace(HookSet {
                 mutating: compile_configs(mutating),
                 validating: compile_configs(validating),
             });
@@ -224,7 +226,7 @@ fn c_source(c: &Expr) -> &str {
 
 /// Resolves a Service reference to a client for one ready endpoint.
 async fn service_client(
-    state: &AppState,
+    backend: &Backend,
     hook: &Hook,
     namespace: &str,
     name: &str,
@@ -232,14 +234,14 @@ async fn service_client(
     port: i64,
     ca: Option<&[u8]>,
 ) -> std::result::Result<Webhook, String> {
-    let svc_res = state
+    let svc_res = backend
         .registry
         .lookup("", "v1", "services")
         .ok_or("services are not served")?;
-    let svc = state
+    let svc = backend
         .store
         .get(
-            &state.key(&svc_res, Some(namespace), name),
+            &backend.key(&svc_res, Some(namespace), name),
             Freshness::NotOlderThan(0),
         )
         .await
@@ -256,7 +258,7 @@ async fn service_client(
         .find(|p| p.get("port").and_then(Value::as_i64) == Some(port))
         .ok_or_else(|| format!("no service port {port} found for service \"{name}\""))?;
     let port_name = svc_port.get("name").and_then(Value::as_str).unwrap_or("");
-    let slices = state.endpoint_slices(namespace).await?;
+    let slices = backend.endpoint_slices(namespace).await?;
     for slice in &slices.items {
         let v = slice.value();
         if v.pointer("/metadata/labels/kubernetes.io~1service-name")
@@ -299,7 +301,7 @@ async fn service_client(
 
 /// Calls `hook` about `a`; the webhook's `response`.
 async fn call(
-    state: &AppState,
+    backend: &Backend,
     hook: &Hook,
     a: &Attributes<'_>,
     object: Option<&Value>,
@@ -312,7 +314,7 @@ async fn call(
             path,
             port,
             ca,
-        } => service_client(state, hook, namespace, name, path, *port, ca.as_deref()).await?,
+        } => service_client(backend, hook, namespace, name, path, *port, ca.as_deref()).await?,
     };
     let uid = uuid::Uuid::new_v4().to_string();
     let answer = client
@@ -370,7 +372,7 @@ fn dry_run_refused(hook: &str) -> Status {
 
 /// Records a call in kube's webhook metrics.
 fn observe(
-    state: &AppState,
+    backend: &Backend,
     hook: &Hook,
     kind: &str,
     a: &Attributes<'_>,
@@ -378,7 +380,7 @@ fn observe(
     rejection: Option<u16>,
     started: std::time::Instant,
 ) {
-    if let Some(m) = &state.metrics {
+    if let Some(m) = &backend.metrics {
         m.webhook_call(
             &hook.name,
             kind,
@@ -397,7 +399,7 @@ fn allowed(response: &Value) -> bool {
 /// The response's warnings become `Warning` headers and its
 /// `auditAnnotations` the request's audit annotations, keyed
 /// `<webhook>/<key>` as kube keys them.
-fn take_warnings(scope: &Scope, webhook: &str, response: &Value) {
+fn take_warnings(scope: &RequestScope, webhook: &str, response: &Value) {
     for w in object::strings(response.get("warnings")) {
         scope.warn(w);
     }
@@ -413,12 +415,12 @@ fn take_warnings(scope: &Scope, webhook: &str, response: &Value) {
 /// Runs the mutating webhooks on `obj` (create and update; a connection's
 /// options; nothing for a delete, which has no object), in order, with
 /// one reinvocation round for `IfNeeded` webhooks.
-pub async fn mutating(scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
-    let set = scope.state.webhooks.current();
+pub async fn mutating(scope: &Scope<'_>, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
+    let set = scope.ctx.webhooks.current();
     if set.mutating.is_empty() {
         return Ok(());
     }
-    let ns = namespace_for(&scope.state, a).await;
+    let ns = namespace_for(scope.ctx.backend, a).await;
     let mut called: Vec<(usize, Value)> = Vec::new();
     for (i, hook) in set.mutating.iter().enumerate() {
         if run_mutating(scope, hook, a, obj, ns.as_deref()).await? {
@@ -440,7 +442,7 @@ pub async fn mutating(scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Res
 
 /// One mutating webhook; whether it was called.
 async fn run_mutating(
-    scope: &Scope,
+    scope: &Scope<'_>,
     hook: &Hook,
     a: &Attributes<'_>,
     obj: &mut Value,
@@ -459,14 +461,15 @@ async fn run_mutating(
         return Err(dry_run_refused(&hook.name).into());
     }
     let started = std::time::Instant::now();
-    let response = match call(&scope.state, hook, a, object).await {
+    let backend = scope.ctx.backend;
+    let response = match call(backend, hook, a, object).await {
         Ok(r) => r,
         Err(e) if hook.fail => {
-            observe(&scope.state, hook, "admit", a, false, Some(500), started);
+            observe(backend, hook, "admit", a, false, Some(500), started);
             return Err(call_failed(&hook.name, &e).into());
         }
         Err(e) => {
-            observe(&scope.state, hook, "admit", a, false, None, started);
+            observe(backend, hook, "admit", a, false, None, started);
             tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook; ignored");
             return Ok(false);
         }
@@ -474,18 +477,10 @@ async fn run_mutating(
     take_warnings(scope, &hook.name, &response);
     if !allowed(&response) {
         let refusal = denial(&hook.name, &response);
-        observe(
-            &scope.state,
-            hook,
-            "admit",
-            a,
-            true,
-            Some(refusal.code),
-            started,
-        );
+        observe(backend, hook, "admit", a, true, Some(refusal.code), started);
         return Err(refusal.into());
     }
-    observe(&scope.state, hook, "admit", a, true, None, started);
+    observe(backend, hook, "admit", a, true, None, started);
     if let Some(patch) = response.get("patch").and_then(Value::as_str) {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(patch)
@@ -518,12 +513,13 @@ async fn run_mutating(
 }
 
 /// Runs the validating webhooks, concurrently.
-pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
-    let set = scope.state.webhooks.current();
+pub async fn validating(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
+    let set = scope.ctx.webhooks.current();
     if set.validating.is_empty() {
         return Ok(());
     }
-    let ns = namespace_for(&scope.state, a).await;
+    let backend = scope.ctx.backend;
+    let ns = namespace_for(backend, a).await;
     let calls = set.validating.iter().map(|hook| {
         let ns = ns.as_deref();
         async move {
@@ -537,20 +533,19 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
                 return Err(dry_run_refused(&hook.name));
             }
             let started = std::time::Instant::now();
-            let result = call(&scope.state, hook, a, a.object).await;
-            let state = &scope.state;
+            let result = call(backend, hook, a, a.object).await;
             match result {
                 Ok(r) => {
                     let rejection = (!allowed(&r)).then(|| denial(&hook.name, &r).code);
-                    observe(state, hook, "validating", a, true, rejection, started);
+                    observe(backend, hook, "validating", a, true, rejection, started);
                     Ok(Some((hook, r)))
                 }
                 Err(e) if hook.fail => {
-                    observe(state, hook, "validating", a, false, Some(500), started);
+                    observe(backend, hook, "validating", a, false, Some(500), started);
                     Err(call_failed(&hook.name, &e))
                 }
                 Err(e) => {
-                    observe(state, hook, "validating", a, false, None, started);
+                    observe(backend, hook, "validating", a, false, None, started);
                     tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook; ignored");
                     Ok(None)
                 }
@@ -579,9 +574,9 @@ pub async fn validating(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
     }
 }
 
-async fn namespace_for(state: &AppState, a: &Attributes<'_>) -> Option<Arc<Value>> {
+async fn namespace_for(backend: &Backend, a: &Attributes<'_>) -> Option<Arc<Value>> {
     match a.namespace.filter(|_| a.res.namespaced) {
-        Some(ns) => namespace_object(state, ns).await,
+        Some(ns) => namespace_object(backend, ns).await,
         None => None,
     }
 }

@@ -42,3 +42,13 @@ impl std::ops::Deref for Scope {
         &self.request
     }
 }
+
+/// Admission sees the request's scope and what the state lends it.
+impl<'a> From<&'a Scope> for crate::admission::Scope<'a> {
+    fn from(scope: &'a Scope) -> Self {
+        crate::admission::Scope {
+            request: &scope.request,
+            ctx: scope.state.admission_context(),
+        }
+    }
+}

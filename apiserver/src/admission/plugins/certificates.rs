@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::{on, Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::Result;
-use crate::handlers::Scope;
 use apimachinery::auth::RequestInfo;
 
 const GROUP: &str = "certificates.k8s.io";
@@ -29,7 +29,7 @@ fn signer(csr: Option<&Value>) -> &str {
 
 /// kube's `IsAuthorizedForSignerName`: `verb` on `signers` named by the
 /// signer, or by `<domain>/*`.
-async fn authorized_for_signer(scope: &Scope, verb: &str, signer: &str) -> bool {
+async fn authorized_for_signer(scope: &Scope<'_>, verb: &str, signer: &str) -> bool {
     let mut names = vec![signer.to_string()];
     if let Some((domain, _)) = signer.split_once('/') {
         names.push(format!("{domain}/*"));
@@ -44,7 +44,7 @@ async fn authorized_for_signer(scope: &Scope, verb: &str, signer: &str) -> bool 
             name,
             ..Default::default()
         };
-        if crate::auth::decide(&scope.state, &scope.user, &request).await
+        if crate::admission::authz::decide(scope.ctx.authorizer, &scope.user, &request).await
             == crate::auth::Decision::Allow
         {
             return true;
@@ -53,7 +53,7 @@ async fn authorized_for_signer(scope: &Scope, verb: &str, signer: &str) -> bool 
     false
 }
 
-fn approve<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn approve<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         let signer = signer(a.old.or(a.object));
         if authorized_for_signer(scope, "approve", signer).await {
@@ -75,7 +75,7 @@ fn changes_signing(a: &Attributes) -> bool {
         || at(a.old, "/status/conditions") != at(a.object, "/status/conditions")
 }
 
-fn sign<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn sign<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         if !changes_signing(a) {
             return Ok(());
@@ -95,7 +95,7 @@ fn sign<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>
 
 const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 
-fn restrict_subject<'a>(_: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn restrict_subject<'a>(_: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     let refused = signer(a.object) == KUBE_APISERVER_CLIENT
         && a.object
             .and_then(apimachinery::kinds::certificates::request_organizations)

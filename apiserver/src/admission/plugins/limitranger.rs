@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::quota::list_namespaced;
 use super::{on, Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::Result;
-use crate::handlers::Scope;
 use apimachinery::kinds::core::limit_ranger;
 
 const LIMIT_RANGES: (&str, &str, &str) = ("", "v1", "limitranges");
@@ -29,7 +29,7 @@ fn handles(a: &Attributes) -> bool {
 
 /// The namespace's ranges, unless the stored object is being deleted
 /// (kube leaves those alone).
-async fn ranges(scope: &Scope, a: &Attributes<'_>) -> Result<Vec<std::sync::Arc<Value>>> {
+async fn ranges(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<Vec<std::sync::Arc<Value>>> {
     if a.old.is_some_and(crate::object::is_deleting) {
         return Ok(Vec::new());
     }
@@ -40,7 +40,7 @@ async fn ranges(scope: &Scope, a: &Attributes<'_>) -> Result<Vec<std::sync::Arc<
 }
 
 fn default_limits<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     obj: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -56,7 +56,7 @@ fn default_limits<'a>(
     .boxed()
 }
 
-fn enforce_limits<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn enforce_limits<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         let Some(obj) = a.object else {
             return Ok(());

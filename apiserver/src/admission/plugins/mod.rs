@@ -19,6 +19,10 @@
 //! start, naming them). Those kube turns on by default only act behind
 //! feature gates that are off by default or on kinds this server does not
 //! serve, so leaving them out changes nothing a client sees.
+//!
+//! A plugin sees a request as [`Scope`]: the request's own scope and the
+//! replica's admission context (the backend, the compiled configuration,
+//! quota's turns, the authorizer); never the server's state.
 
 // Fallible functions here answer with the `Status` the client is sent.
 #![allow(clippy::result_large_err)]
@@ -36,9 +40,8 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::Attributes;
+use super::{Attributes, Scope};
 use crate::error::{ApiError, Result};
-use crate::handlers::Scope;
 use apimachinery::read::Freshness;
 
 /// The mutating half of a plugin: may change the object of a create or
@@ -46,9 +49,9 @@ use apimachinery::read::Freshness;
 /// object (`obj` is `null`, the stored one is `a.old`); a CONNECT's `obj`
 /// is its options.
 pub type MutateFn =
-    for<'a> fn(&'a Scope, &'a Attributes<'a>, &'a mut Value) -> BoxFuture<'a, Result<()>>;
+    for<'a> fn(&'a Scope<'a>, &'a Attributes<'a>, &'a mut Value) -> BoxFuture<'a, Result<()>>;
 /// The validating half of a plugin: may refuse the request.
-pub type ValidateFn = for<'a> fn(&'a Scope, &'a Attributes<'a>) -> BoxFuture<'a, Result<()>>;
+pub type ValidateFn = for<'a> fn(&'a Scope<'a>, &'a Attributes<'a>) -> BoxFuture<'a, Result<()>>;
 
 /// One of kube's admission plugins.
 pub struct Plugin {
@@ -93,19 +96,19 @@ pub fn writes(a: &Attributes, group: &str, plural: &str) -> bool {
 /// replica's cached copy, else a quorum read (it may have been written
 /// through another replica a moment ago).
 pub async fn lookup(
-    scope: &Scope,
+    scope: &Scope<'_>,
     (group, version, plural): (&str, &str, &str),
     namespace: Option<&str>,
     name: &str,
 ) -> Result<Option<std::sync::Arc<Value>>> {
-    let state = &scope.state;
-    let res = state
+    let backend = &scope.backend;
+    let res = backend
         .registry
         .lookup(group, version, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
-    let key = state.key(&res, namespace, name);
+    let key = backend.key(&res, namespace, name);
     for freshness in [Freshness::NotOlderThan(0), Freshness::MostRecent] {
-        let found = state
+        let found = backend
             .store
             .get(&key, freshness)
             .await
@@ -119,11 +122,11 @@ pub async fn lookup(
 
 /// Every object of a cluster-scoped collection, from the replica's cache.
 pub async fn list_all(
-    scope: &Scope,
+    scope: &Scope<'_>,
     (group, version, plural): (&str, &str, &str),
 ) -> Result<Vec<std::sync::Arc<Value>>> {
-    let state = &scope.state;
-    let res = state
+    let backend = &scope.backend;
+    let res = backend
         .registry
         .lookup(group, version, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
@@ -133,16 +136,16 @@ pub async fn list_all(
         continue_from: None,
         predicate: Default::default(),
     };
-    let listed = state
+    let listed = backend
         .store
-        .list(&state.collection_prefix(&res, None), &opts)
+        .list(&backend.collection_prefix(&res, None), &opts)
         .await
         .map_err(|e| ApiError::storage(e, &res, ""))?;
     Ok(listed.items.into_iter().map(|o| o.into_value()).collect())
 }
 
 fn mutating_policies<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     obj: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -154,12 +157,12 @@ fn mutating_policies<'a>(
 }
 
 fn mutating_webhooks<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     obj: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
     async move {
-        if !scope.state.webhooks.has_mutating() {
+        if !scope.ctx.webhooks.has_mutating() {
             return Ok(());
         }
         // The webhooks see the object as it came to them and change `obj`.
@@ -171,7 +174,7 @@ fn mutating_webhooks<'a>(
         super::webhooks::mutating(scope, &view, obj).await?;
         // kube reinvokes the `IfNeeded` mutating policies when the
         // webhooks changed the object.
-        if *obj != seen && scope.state.admission.enabled("MutatingAdmissionPolicy") {
+        if *obj != seen && scope.ctx.chain.enabled("MutatingAdmissionPolicy") {
             crate::admission::mutating_policy::mutate(scope, a, obj, true).await?;
         }
         Ok(())
@@ -179,11 +182,17 @@ fn mutating_webhooks<'a>(
     .boxed()
 }
 
-fn validating_policies<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn validating_policies<'a>(
+    scope: &'a Scope<'a>,
+    a: &'a Attributes<'a>,
+) -> BoxFuture<'a, Result<()>> {
     super::policies(scope, a).boxed()
 }
 
-fn validating_webhooks<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn validating_webhooks<'a>(
+    scope: &'a Scope<'a>,
+    a: &'a Attributes<'a>,
+) -> BoxFuture<'a, Result<()>> {
     super::webhooks::validating(scope, a).boxed()
 }
 
@@ -191,7 +200,7 @@ fn any(_: &Attributes) -> bool {
     true
 }
 
-fn always_deny<'a>(_: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn always_deny<'a>(_: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     let err = apimachinery::Status::forbidden(format!(
         "{} {:?} is forbidden: admission control is denying all modifications",
         a.res.group_resource(),
@@ -379,7 +388,12 @@ impl Chain {
     }
 
     /// Runs the mutating halves in order on `obj`.
-    pub async fn mutate(&self, scope: &Scope, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
+    pub async fn mutate(
+        &self,
+        scope: &Scope<'_>,
+        a: &Attributes<'_>,
+        obj: &mut Value,
+    ) -> Result<()> {
         for p in &self.mutating {
             if (p.handles)(a) {
                 if let Some(m) = p.mutate {
@@ -391,7 +405,7 @@ impl Chain {
     }
 
     /// Runs the validating halves in order; the first refusal wins.
-    pub async fn validate(&self, scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+    pub async fn validate(&self, scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
         for p in &self.validating {
             if (p.handles)(a) {
                 if let Some(v) = p.validate {

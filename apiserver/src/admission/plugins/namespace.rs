@@ -7,8 +7,8 @@ use futures_util::FutureExt;
 
 use super::{Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::Result;
-use crate::handlers::Scope;
 use crate::object;
 use apimachinery::status::StatusCause;
 use apimachinery::Status;
@@ -31,7 +31,7 @@ fn handles(a: &Attributes) -> bool {
         && !(a.res.group == "authorization.k8s.io" && a.res.plural == "localsubjectaccessreviews")
 }
 
-fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn admit<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         if is_namespace(a) {
             let gr = a.res.group_resource();

@@ -6,13 +6,13 @@ use serde_json::Value;
 
 use super::{list_all, on, Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::Result;
-use crate::handlers::Scope;
 
 const INGRESS_CLASSES: (&str, &str, &str) = ("networking.k8s.io", "v1", "ingressclasses");
 
 fn default_ingress_class<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     _: &'a Attributes<'a>,
     ingress: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -64,7 +64,7 @@ fn external_ips(svc: Option<&Value>) -> Vec<&str> {
         .collect()
 }
 
-fn deny_external_ips<'a>(_: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn deny_external_ips<'a>(_: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     let new = external_ips(a.object);
     let old = external_ips(a.old);
     // An update that only keeps or drops addresses it had is allowed.

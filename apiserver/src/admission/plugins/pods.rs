@@ -8,8 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::{list_all, lookup, on, writes, Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::Result;
-use crate::handlers::Scope;
 
 const SERVICE_ACCOUNTS: (&str, &str, &str) = ("", "v1", "serviceaccounts");
 const PRIORITY_CLASSES: (&str, &str, &str) = ("scheduling.k8s.io", "v1", "priorityclasses");
@@ -75,7 +75,7 @@ const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 /// The service account a pod runs as, looked up like kube's plugin: the
 /// `default` account is waited for a little, since the namespace's
 /// controller makes it just after the namespace.
-async fn service_account(scope: &Scope, a: &Attributes<'_>, name: &str) -> Result<Value> {
+async fn service_account(scope: &Scope<'_>, a: &Attributes<'_>, name: &str) -> Result<Value> {
     let ns = a.namespace.unwrap_or("");
     let attempts = if name == "default" { 10 } else { 1 };
     for attempt in 0..attempts {
@@ -239,7 +239,7 @@ fn mount_token(spec: &mut Map<String, Value>) {
 }
 
 fn admit_service_account<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     pod: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -286,7 +286,7 @@ fn admit_service_account<'a>(
 }
 
 fn validate_service_account<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
 ) -> BoxFuture<'a, Result<()>> {
     async move {
@@ -326,7 +326,7 @@ pub const SERVICE_ACCOUNT: Plugin = Plugin {
 // ---- TaintNodesByCondition ----
 
 fn taint_new_node<'a>(
-    _: &'a Scope,
+    _: &'a Scope<'a>,
     _: &'a Attributes<'a>,
     node: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -383,7 +383,7 @@ impl Class {
 }
 
 /// The global default class with the lowest value, as kube picks it.
-async fn default_class(scope: &Scope) -> Result<Option<Class>> {
+async fn default_class(scope: &Scope<'_>) -> Result<Option<Class>> {
     let classes = list_all(scope, PRIORITY_CLASSES).await?;
     Ok(classes
         .iter()
@@ -393,7 +393,7 @@ async fn default_class(scope: &Scope) -> Result<Option<Class>> {
 }
 
 fn admit_priority<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     pod: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -459,7 +459,7 @@ fn admit_priority<'a>(
 
 /// Only one PriorityClass may be the global default.
 fn validate_priority_class<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
 ) -> BoxFuture<'a, Result<()>> {
     async move {
@@ -486,7 +486,7 @@ fn validate_priority_class<'a>(
     .boxed()
 }
 
-fn validate_priority<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn validate_priority<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     if a.res.plural == "priorityclasses" {
         validate_priority_class(scope, a)
     } else {
@@ -530,7 +530,11 @@ pub const DEFAULT_TOLERATION_SECONDS: Plugin = Plugin {
 
 // ---- RuntimeClass ----
 
-async fn runtime_class(scope: &Scope, a: &Attributes<'_>, pod: &Value) -> Result<Option<Value>> {
+async fn runtime_class(
+    scope: &Scope<'_>,
+    a: &Attributes<'_>,
+    pod: &Value,
+) -> Result<Option<Value>> {
     let name = str_at(pod, "/spec/runtimeClassName");
     if name.is_empty() {
         return Ok(None);
@@ -577,7 +581,7 @@ fn overhead_mismatch(a: &Attributes, pod: &Value, rc: Option<&Value>) -> Result<
 }
 
 fn admit_runtime_class<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     pod: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -631,7 +635,7 @@ fn admit_runtime_class<'a>(
 }
 
 fn validate_runtime_class<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     a: &'a Attributes<'a>,
 ) -> BoxFuture<'a, Result<()>> {
     async move {

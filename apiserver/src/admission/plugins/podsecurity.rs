@@ -24,8 +24,8 @@ use serde_json::{Map, Value};
 
 use super::{lookup, Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::{ApiError, Result};
-use crate::handlers::Scope;
 use apimachinery::podsecurity::{
     evaluate, policy_from_labels, Level, LevelVersion, Outcome, PodView, Policy,
     ANNOTATION_AUDIT_VIOLATIONS, ANNOTATION_ENFORCE_POLICY, ANNOTATION_ERROR,
@@ -81,7 +81,7 @@ fn handles(a: &Attributes) -> bool {
             || template_path(&a.res.group, &a.res.plural).is_some())
 }
 
-fn validate<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn validate<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         match (&*a.res.group, &*a.res.plural) {
             ("", "namespaces") => namespace(scope, a).await,
@@ -116,7 +116,10 @@ fn aggregate(errors: &[StatusCause]) -> String {
 }
 
 /// The namespace's policy, read from the replica's cache.
-async fn namespace_policy(scope: &Scope, ns: &str) -> Result<Option<(Policy, Vec<StatusCause>)>> {
+async fn namespace_policy(
+    scope: &Scope<'_>,
+    ns: &str,
+) -> Result<Option<(Policy, Vec<StatusCause>)>> {
     let Some(namespace) = lookup(scope, NAMESPACES, None, ns).await? else {
         return Ok(None);
     };
@@ -126,7 +129,7 @@ async fn namespace_policy(scope: &Scope, ns: &str) -> Result<Option<(Policy, Vec
     )))
 }
 
-async fn pod(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+async fn pod(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
     if IGNORED_POD_SUBRESOURCES.contains(&a.subresource) {
         return Ok(());
     }
@@ -157,7 +160,7 @@ async fn pod(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
 }
 
 /// A workload's pod template: warn and audit only.
-async fn workload(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+async fn workload(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
     if !a.subresource.is_empty() {
         return Ok(());
     }
@@ -204,7 +207,7 @@ async fn workload(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
 /// kube's `EvaluatePod`: enforce (when `enforce`), then audit, then warn,
 /// each level and version evaluated once.
 fn check(
-    scope: &Scope,
+    scope: &Scope<'_>,
     a: &Attributes<'_>,
     policy: &Policy,
     errors: &[StatusCause],
@@ -310,7 +313,7 @@ fn significant_update(pod: &Value, old: &Value) -> bool {
 
 /// kube's `ValidateNamespace`: labels must be valid (on update, only if
 /// they changed); a stricter enforce level warns about existing pods.
-async fn namespace(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
+async fn namespace(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
     if !a.subresource.is_empty() {
         return Ok(());
     }
@@ -354,7 +357,7 @@ async fn namespace(scope: &Scope, a: &Attributes<'_>) -> Result<()> {
 /// kube's `EvaluatePodsInNamespace`: the warnings for the namespace's pods
 /// that break `enforce`, one per distinct set of reasons, named by the
 /// first pod (by name) and the count of the others.
-async fn existing_pods(scope: &Scope, ns: &str, enforce: LevelVersion) -> Vec<String> {
+async fn existing_pods(scope: &Scope<'_>, ns: &str, enforce: LevelVersion) -> Vec<String> {
     let deadline = Instant::now() + POD_CHECK_TIMEOUT;
     let Ok(pods) = list_pods(scope, ns).await else {
         return vec!["failed to list pods while checking new PodSecurity enforce level".into()];
@@ -411,10 +414,10 @@ async fn existing_pods(scope: &Scope, ns: &str, enforce: LevelVersion) -> Vec<St
 }
 
 /// The namespace's pods from the replica's cache.
-async fn list_pods(scope: &Scope, ns: &str) -> Result<Vec<std::sync::Arc<Value>>> {
-    let state = &scope.state;
+async fn list_pods(scope: &Scope<'_>, ns: &str) -> Result<Vec<std::sync::Arc<Value>>> {
+    let backend = &scope.backend;
     let (group, version, plural) = PODS;
-    let res = state
+    let res = backend
         .registry
         .lookup(group, version, plural)
         .ok_or_else(|| ApiError::internal("pods missing from the registry"))?;
@@ -424,9 +427,9 @@ async fn list_pods(scope: &Scope, ns: &str) -> Result<Vec<std::sync::Arc<Value>>
         continue_from: None,
         predicate: Default::default(),
     };
-    let listed = state
+    let listed = backend
         .store
-        .list(&state.collection_prefix(&res, Some(ns)), &opts)
+        .list(&backend.collection_prefix(&res, Some(ns)), &opts)
         .await
         .map_err(|e| ApiError::storage(e, &res, ""))?;
     Ok(listed.items.into_iter().map(|o| o.into_value()).collect())

@@ -4,7 +4,7 @@
 //! tracks it (`apimachinery::kinds::core::quota_usage::check`, kube's
 //! messages, 403); when it fits, the quotas' `status.used` is raised
 //! *before* the object is stored, by a compare-and-swap on each quota's
-//! resourceVersion through `state.store`. That makes the count exact
+//! resourceVersion through the backend's store. That makes the count exact
 //! across replicas: two replicas admitting the last free slot at once both
 //! read the same quota, one CAS wins, the other conflicts, re-reads and is
 //! refused. A write that fails after its charge leaves usage over-counted
@@ -30,11 +30,10 @@ use serde_json::Value;
 use watchcache::{ListOptions, Object, StorageError};
 
 use super::{Attributes, Plugin};
-use crate::admission::forbidden;
+use crate::admission::{forbidden, Context, Scope};
+use crate::backend::Backend;
 use crate::error::{ApiError, Result};
-use crate::handlers::Scope;
 use crate::registry::{Resource, Row};
-use crate::state::AppState;
 use apimachinery::kinds::core::quota_usage::{self, Evaluator, Request};
 use apimachinery::read::Freshness;
 
@@ -77,7 +76,7 @@ impl QuotaState {
 
 /// Every object of one namespace of a collection, with its revision.
 pub(crate) async fn list_objects(
-    state: &AppState,
+    backend: &Backend,
     res: &Resource,
     ns: &str,
     freshness: Freshness,
@@ -88,9 +87,9 @@ pub(crate) async fn list_objects(
         continue_from: None,
         predicate: Default::default(),
     };
-    let listed = state
+    let listed = backend
         .store
-        .list(&state.collection_prefix(res, Some(ns)), &opts)
+        .list(&backend.collection_prefix(res, Some(ns)), &opts)
         .await?;
     Ok(listed.items)
 }
@@ -98,16 +97,16 @@ pub(crate) async fn list_objects(
 /// Every object of one namespace of a collection, from the replica's
 /// cache (as kube's plugins read their informers).
 pub async fn list_namespaced(
-    scope: &Scope,
+    scope: &Scope<'_>,
     (group, version, plural): (&str, &str, &str),
     ns: &str,
 ) -> Result<Vec<Arc<Value>>> {
     let res = scope
-        .state
+        .backend
         .registry
         .lookup(group, version, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} missing from the registry")))?;
-    let items = list_objects(&scope.state, &res, ns, Freshness::NotOlderThan(0))
+    let items = list_objects(&scope.backend, &res, ns, Freshness::NotOlderThan(0))
         .await
         .map_err(|e| ApiError::storage(e, &res, ""))?;
     Ok(items.into_iter().map(|o| o.into_value()).collect())
@@ -120,8 +119,8 @@ pub(crate) fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-fn quotas_res(state: &AppState) -> Result<Row> {
-    state
+fn quotas_res(backend: &Backend) -> Result<Row> {
+    backend
         .registry
         .lookup("", "v1", "resourcequotas")
         .ok_or_else(|| ApiError::internal("resourcequotas missing from the registry"))
@@ -132,7 +131,7 @@ fn handles(a: &Attributes) -> bool {
         && Evaluator::handles_request(&a.res.group, &a.res.plural, a.operation, a.subresource)
 }
 
-fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn admit<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         let (Some(ns), Some(obj)) = (a.namespace, a.object) else {
             return Ok(());
@@ -140,9 +139,9 @@ fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()
         let Some(ev) = Evaluator::for_resource(&a.res.group, &a.res.plural) else {
             return Ok(());
         };
-        let state = &scope.state;
-        let res = quotas_res(state)?;
-        let listed = list_objects(state, &res, ns, Freshness::NotOlderThan(0))
+        let backend = scope.ctx.backend;
+        let res = quotas_res(backend)?;
+        let listed = list_objects(backend, &res, ns, Freshness::NotOlderThan(0))
             .await
             .map_err(|e| ApiError::storage(e, &res, ""))?;
         if listed.is_empty() {
@@ -155,7 +154,7 @@ fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()
             old: a.old,
             now: unix_now(),
         };
-        let charged = charge(state, res, ns, listed, &ev, &request, a);
+        let charged = charge(&scope.ctx, res, ns, listed, &ev, &request, a);
         match tokio::time::timeout(BUDGET, charged).await {
             Ok(r) => r,
             Err(_) => Err(ApiError::internal("resource quota evaluation timed out")),
@@ -167,7 +166,7 @@ fn admit<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()
 /// Checks `request` against `quotas` and raises their usage, retrying the
 /// quotas whose write conflicted with their re-read versions.
 async fn charge(
-    state: &AppState,
+    ctx: &Context<'_>,
     res: Row,
     ns: &str,
     listed: Vec<Object>,
@@ -175,7 +174,8 @@ async fn charge(
     request: &Request<'_>,
     a: &Attributes<'_>,
 ) -> Result<()> {
-    let turn = state.quota.namespace(ns);
+    let backend = ctx.backend;
+    let turn = ctx.quota.namespace(ns);
     let mut latest = turn.lock().await;
     // The cache may not show this replica's last write yet.
     let mut quotas: Vec<Object> = listed
@@ -210,8 +210,8 @@ async fn charge(
             {
                 status.insert("used".into(), quota_usage::list_json(&used));
             }
-            let key = state.key(&res, Some(ns), &name);
-            match state.store.update(&key, &next, current.revision).await {
+            let key = backend.key(&res, Some(ns), &name);
+            match backend.store.update(&key, &next, current.revision).await {
                 Ok(written) => {
                     latest.0.insert(name, written);
                 }
@@ -230,7 +230,7 @@ async fn charge(
         // again as they are now.
         quotas.clear();
         for key in failed {
-            let fresh = state
+            let fresh = backend
                 .store
                 .get(&key, Freshness::MostRecent)
                 .await

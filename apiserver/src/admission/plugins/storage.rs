@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::{list_all, lookup, on, Attributes, Plugin};
 use crate::admission::forbidden;
+use crate::admission::Scope;
 use crate::error::Result;
-use crate::handlers::Scope;
 
 const STORAGE_CLASSES: (&str, &str, &str) = ("storage.k8s.io", "v1", "storageclasses");
 const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
@@ -47,7 +47,7 @@ pub fn newest_default<'v>(
 }
 
 fn default_storage_class<'a>(
-    scope: &'a Scope,
+    scope: &'a Scope<'a>,
     _: &'a Attributes<'a>,
     pvc: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -87,7 +87,7 @@ pub const DEFAULT_STORAGE_CLASS: Plugin = Plugin {
 };
 
 fn protect<'a>(
-    _: &'a Scope,
+    _: &'a Scope<'a>,
     a: &'a Attributes<'a>,
     obj: &'a mut Value,
 ) -> BoxFuture<'a, Result<()>> {
@@ -125,7 +125,7 @@ fn requested_storage(pvc: Option<&Value>) -> Option<apimachinery::kinds::core::q
         .and_then(apimachinery::kinds::core::quantity::of)
 }
 
-fn check_resize<'a>(scope: &'a Scope, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
+fn check_resize<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Result<()>> {
     async move {
         let (Some(new), old) = (requested_storage(a.object), requested_storage(a.old)) else {
             return Ok(());
