@@ -396,7 +396,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     // --data-dir unless given).
     let proxy_cfg = cfg.clone();
     let identity =
-        tokio::task::spawn_blocking(move || aggregator::ProxyIdentity::from_config(&proxy_cfg))
+        tokio::task::spawn_blocking(move || proxy_cfg.proxy_identity())
             .await
             .map_err(|e| StartError::Secure(e.to_string()))?
             .map_err(StartError::Secure)?;
