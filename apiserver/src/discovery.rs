@@ -15,7 +15,7 @@
 
 use crate::aggregator::{Remote, Remotes};
 use crate::registry::{Registry, Resource, Row, Shared, Str, Subresource};
-use crate::request::ApiPath;
+use apimachinery::request::ApiPath;
 pub(crate) use apimachinery::version::{compare_versions, content_hash};
 use apimachinery::Status;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -923,7 +923,7 @@ fn accepts_plain_json(accept: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::ResourceRequest;
+    use apimachinery::request::ResourceRequest;
     use proptest::prelude::*;
 
     const KUBECTL_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";

@@ -11,12 +11,12 @@
 //! on first use, and served as shared bytes with a content hash (`?hash=` and
 //! `ETag`).
 
+use crate::aggregator::{Remote, Remotes};
 use crate::discovery::{
     content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
     subresource_kind,
 };
 use crate::registry::{Connect, Registry, Resource, Row, Subresource};
-use crate::aggregator::{Remote, Remotes};
 use crate::version::{KUBE_MAJOR, KUBE_MINOR};
 use apimachinery::schema::Schema;
 use apimachinery::Status;
@@ -1534,12 +1534,7 @@ async fn served(s: &Arc<OpenApi>) -> Arc<Documents> {
         return local;
     }
     let key = (s.registry.generation(), s.remotes.generation());
-    if let Some((k, d)) = s
-        .merged
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-    {
+    if let Some((k, d)) = s.merged.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         if *k == key {
             return Arc::clone(d);
         }

@@ -134,7 +134,8 @@ fn routes(openapi: Arc<crate::openapi::OpenApi>) -> Router<Arc<AppState>> {
 
 async fn api(State(state): State<Arc<AppState>>, req: Request<Body>) -> Response {
     // A remote APIService's group-version goes to its extension server.
-    if let Some(remote) = crate::aggregator::proxy::route(state.discovery.remotes(), req.uri().path())
+    if let Some(remote) =
+        crate::aggregator::proxy::route(state.discovery.remotes(), req.uri().path())
     {
         return crate::aggregator::proxy::forward(&state, remote, req).await;
     }

@@ -9,10 +9,9 @@ use rand::Rng;
 use serde_json::{json, Value};
 use watchcache::StorageError;
 
+use crate::backend::Backend;
 use crate::object;
 use crate::registry::Row;
-use super::ServiceNetwork;
-use crate::backend::Backend;
 
 /// kube's `ipaddress.kubernetes.io/managed-by` value for Service addresses.
 pub const IPADDRESS_MANAGER: &str = "ipallocator.k8s.io";
@@ -95,13 +94,13 @@ pub fn ipaddress(ip: IpAddr, namespace: &str, name: &str) -> Value {
 /// it could be taken).
 pub async fn allocate(
     backend: &Backend,
-    network: &ServiceNetwork,
+    cidr: &IpNet,
     ip: IpAddr,
     namespace: &str,
     name: &str,
     dry_run: bool,
 ) -> Result<(), IpError> {
-    let cidr = network.cidr;
+    let cidr = *cidr;
     let (lo, hi) = usable(&cidr);
     match offset_of(&cidr, ip) {
         Some(o) if o >= lo && o <= hi => {}
@@ -145,12 +144,12 @@ async fn take(
 /// band is left for addresses clients ask for), then walks on from there.
 pub async fn allocate_next(
     backend: &Backend,
-    network: &ServiceNetwork,
+    cidr: &IpNet,
     namespace: &str,
     name: &str,
     dry_run: bool,
 ) -> Result<IpAddr, IpError> {
-    let cidr = network.cidr;
+    let cidr = *cidr;
     let (lo, hi) = usable(&cidr);
     if hi < lo || hi == 0 {
         return Err(IpError::Full);

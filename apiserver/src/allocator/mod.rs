@@ -70,7 +70,7 @@ impl ServiceNetwork {
 
     /// The node port range as kube prints it (`30000-32767`).
     pub fn port_range(&self) -> String {
-        format!("{}-{}", self.node_ports.start(), self.node_ports.end())
+        ports::range_text(&self.node_ports)
     }
 }
 
@@ -144,7 +144,7 @@ pub async fn release(backend: &Backend, network: &ServiceNetwork, held: &Held) {
         }
     }
     if !held.ports.is_empty() {
-        if let Err(e) = ports::release(backend, network, &held.ports).await {
+        if let Err(e) = ports::release(backend, &network.node_ports, &held.ports).await {
             tracing::warn!(ports = ?held.ports, error = %e, "could not release node ports");
         }
     }
@@ -157,25 +157,23 @@ pub async fn release(backend: &Backend, network: &ServiceNetwork, held: &Held) {
 /// and `after_delete` once the object is gone from etcd. Each reads and
 /// writes through the backend, within the Service network.
 pub struct StorageHooks {
-    pub begin_create: for<'a> fn(
-        &'a Backend,
-        &'a ServiceNetwork,
-        &'a mut serde_json::Value,
-        bool,
-    ) -> futures_util::future::BoxFuture<
-        'a,
-        crate::error::Result<Reservation>,
-    >,
-    pub begin_update: for<'a> fn(
-        &'a Backend,
-        &'a ServiceNetwork,
-        &'a mut serde_json::Value,
-        &'a serde_json::Value,
-        bool,
-    ) -> futures_util::future::BoxFuture<
-        'a,
-        crate::error::Result<Reservation>,
-    >,
+    pub begin_create:
+        for<'a> fn(
+            &'a Backend,
+            &'a ServiceNetwork,
+            &'a mut serde_json::Value,
+            bool,
+        )
+            -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
+    pub begin_update:
+        for<'a> fn(
+            &'a Backend,
+            &'a ServiceNetwork,
+            &'a mut serde_json::Value,
+            &'a serde_json::Value,
+            bool,
+        )
+            -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
     pub after_delete: for<'a> fn(
         &'a Backend,
         &'a ServiceNetwork,

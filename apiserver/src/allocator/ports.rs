@@ -12,8 +12,8 @@ use rand::Rng;
 use serde_json::{json, Value};
 use watchcache::StorageError;
 
-use super::ServiceNetwork;
 use crate::backend::Backend;
+use std::ops::RangeInclusive;
 
 /// How often a compare-and-swap is retried when other writers win.
 const MAX_CAS_ATTEMPTS: usize = 32;
@@ -38,6 +38,11 @@ pub enum PortError {
 pub enum Want {
     Port(u16),
     Any,
+}
+
+/// A range as kube prints it (`30000-32767`).
+pub fn range_text(range: &RangeInclusive<u16>) -> String {
+    format!("{}-{}", range.start(), range.end())
 }
 
 fn key(backend: &Backend) -> String {
@@ -95,14 +100,14 @@ impl Bitmap {
 /// dry run checks without writing.
 pub async fn allocate(
     backend: &Backend,
-    network: &ServiceNetwork,
+    range: &RangeInclusive<u16>,
     wants: &[Want],
     dry_run: bool,
 ) -> Result<Vec<u16>, PortError> {
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    change(backend, network, dry_run, |map, start, len| {
+    change(backend, range, dry_run, |map, start, len| {
         let mut got = Vec::with_capacity(wants.len());
         for (index, want) in wants.iter().enumerate() {
             if let Want::Port(p) = want {
@@ -110,7 +115,7 @@ pub async fn allocate(
                 if usize::from(*p) < start || i >= len {
                     return Err(PortError::NotInRange {
                         index,
-                        range: network.port_range(),
+                        range: range_text(range),
                     });
                 }
                 if map.get(i) {
@@ -141,9 +146,12 @@ pub async fn allocate(
 }
 
 /// Frees `ports` (ports outside the range are ignored).
-pub async fn release(backend: &Backend,
-    network: &ServiceNetwork, ports: &[u16]) -> Result<(), PortError> {
-    change(backend, network, false, |map, start, len| {
+pub async fn release(
+    backend: &Backend,
+    range: &RangeInclusive<u16>,
+    ports: &[u16],
+) -> Result<(), PortError> {
+    change(backend, range, false, |map, start, len| {
         for p in ports {
             let i = usize::from(*p).wrapping_sub(start);
             if usize::from(*p) >= start && i < len {
@@ -160,16 +168,19 @@ pub async fn release(backend: &Backend,
 /// as [`allocate`] reads it.
 pub async fn snapshot(
     backend: &Backend,
-    network: &ServiceNetwork,
+    range: &RangeInclusive<u16>,
 ) -> Result<(Option<i64>, Vec<u16>), StorageError> {
-    let range = &network.node_ports;
     let start = usize::from(*range.start());
     let len = usize::from(*range.end()) - start + 1;
-    let Some(current) = backend.store.get(&key(backend), Freshness::MostRecent).await? else {
+    let Some(current) = backend
+        .store
+        .get(&key(backend), Freshness::MostRecent)
+        .await?
+    else {
         return Ok((None, Vec::new()));
     };
     let mut taken = Vec::new();
-    if current.value().get("range").and_then(Value::as_str) == Some(&network.port_range()) {
+    if current.value().get("range").and_then(Value::as_str) == Some(&range_text(range)) {
         let map = Bitmap::decode(current.value(), len);
         taken.extend((0..len).filter(|i| map.get(*i)).map(|i| (start + i) as u16));
     }
@@ -182,11 +193,10 @@ pub async fn snapshot(
 /// `AlreadyExists` when someone allocated meanwhile.
 pub async fn restore(
     backend: &Backend,
-    network: &ServiceNetwork,
+    range: &RangeInclusive<u16>,
     revision: Option<i64>,
     taken: &[u16],
 ) -> Result<(), StorageError> {
-    let range = &network.node_ports;
     let start = usize::from(*range.start());
     let len = usize::from(*range.end()) - start + 1;
     let mut map = Bitmap::new(len);
@@ -196,7 +206,7 @@ pub async fn restore(
             map.set(i, true);
         }
     }
-    let obj = range_allocation(network, &map);
+    let obj = range_allocation(range, &map);
     let key = key(backend);
     match revision {
         Some(rev) => backend.store.update(&key, &obj, rev).await.map(drop),
@@ -204,12 +214,12 @@ pub async fn restore(
     }
 }
 
-fn range_allocation(network: &ServiceNetwork, map: &Bitmap) -> Value {
+fn range_allocation(range: &RangeInclusive<u16>, map: &Bitmap) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "RangeAllocation",
         "metadata": {"name": "", "creationTimestamp": null},
-        "range": network.port_range(),
+        "range": range_text(range),
         "data": map.encode(),
     })
 }
@@ -218,11 +228,10 @@ fn range_allocation(network: &ServiceNetwork, map: &Bitmap) -> Value {
 /// not moved; retried when it has.
 async fn change<T>(
     backend: &Backend,
-    network: &ServiceNetwork,
+    range: &RangeInclusive<u16>,
     dry_run: bool,
     mut f: impl FnMut(&mut Bitmap, usize, usize) -> Result<T, PortError>,
 ) -> Result<T, PortError> {
-    let range = &network.node_ports;
     let start = usize::from(*range.start());
     let len = usize::from(*range.end()) - start + 1;
     let key = key(backend);
@@ -232,8 +241,7 @@ async fn change<T>(
             // A bitmap kept for another range is read as empty: kube's
             // repair loop rebuilds it from the Services then.
             Some(o)
-                if o.value().get("range").and_then(Value::as_str)
-                    == Some(&network.port_range()) =>
+                if o.value().get("range").and_then(Value::as_str) == Some(&range_text(range)) =>
             {
                 Bitmap::decode(o.value(), len)
             }
@@ -243,7 +251,7 @@ async fn change<T>(
         if dry_run {
             return Ok(out);
         }
-        let obj = range_allocation(network, &map);
+        let obj = range_allocation(range, &map);
         let written = match &current {
             Some(o) => backend.store.update(&key, &obj, o.revision).await,
             None => backend.store.create(&key, &obj).await,

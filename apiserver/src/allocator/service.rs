@@ -12,15 +12,17 @@ use serde_json::{Map, Value};
 
 use super::ips::{self, IpError};
 use super::ports::{self, PortError, Want};
+use super::ServiceNetwork;
 use super::StorageHooks;
 use super::{Held, Reservation};
-use crate::error::{ApiError, Result};
-use super::ServiceNetwork;
 use crate::backend::Backend;
+use crate::error::{ApiError, Result};
 
 /// The Service kind's allocation steps, referenced by its registry row.
 pub static HOOKS: StorageHooks = StorageHooks {
-    begin_create: |backend, network, svc, dry_run| begin_create(backend, network, svc, dry_run).boxed(),
+    begin_create: |backend, network, svc, dry_run| {
+        begin_create(backend, network, svc, dry_run).boxed()
+    },
     begin_update: |backend, network, svc, old, dry_run| {
         begin_update(backend, network, svc, old, dry_run).boxed()
     },
@@ -232,8 +234,12 @@ fn init_families(network: &ServiceNetwork, svc: &mut Value) -> Result<()> {
 
 /// Takes the Service's cluster IP (the one it asks for, or any free one)
 /// and writes it into `clusterIP` and `clusterIPs`.
-async fn allocate_cluster_ip(backend: &Backend,
-    network: &ServiceNetwork, svc: &mut Value, dry_run: bool) -> Result<IpAddr> {
+async fn allocate_cluster_ip(
+    backend: &Backend,
+    network: &ServiceNetwork,
+    svc: &mut Value,
+    dry_run: bool,
+) -> Result<IpAddr> {
     let (ns, name) = names(svc);
     let ip = match first_cluster_ip(svc) {
         Some(requested) => {
@@ -255,13 +261,13 @@ async fn allocate_cluster_ip(backend: &Backend,
             let Ok(ip) = requested.parse::<IpAddr>() else {
                 return Err(invalid(svc, vec![fail("not a valid IP address".into())]));
             };
-            match ips::allocate(backend, network, ip, &ns, &name, dry_run).await {
+            match ips::allocate(backend, &network.cidr, ip, &ns, &name, dry_run).await {
                 Ok(()) => ip,
                 Err(IpError::Storage(e)) => return Err(ApiError::Internal(e.to_string())),
                 Err(e) => return Err(invalid(svc, vec![fail(e.to_string())])),
             }
         }
-        None => ips::allocate_next(backend, network, &ns, &name, dry_run)
+        None => ips::allocate_next(backend, &network.cidr, &ns, &name, dry_run)
             .await
             .map_err(|e| match e {
                 IpError::Storage(e) => ApiError::Internal(e.to_string()),
@@ -343,7 +349,7 @@ async fn allocate_node_ports(
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    let got = match ports::allocate(backend, network, &wants, dry_run).await {
+    let got = match ports::allocate(backend, &network.node_ports, &wants, dry_run).await {
         Ok(got) => got,
         Err(PortError::Storage(e)) => return Err(ApiError::Internal(e.to_string())),
         Err(e @ (PortError::NotInRange { index, .. } | PortError::Allocated { index })) => {
@@ -395,8 +401,12 @@ async fn allocate_node_ports(
 
 /// Allocation for a Service being created (after validation, before it is
 /// stored).
-pub async fn begin_create(backend: &Backend,
-    network: &ServiceNetwork, svc: &mut Value, dry_run: bool) -> Result<Reservation> {
+pub async fn begin_create(
+    backend: &Backend,
+    network: &ServiceNetwork,
+    svc: &mut Value,
+    dry_run: bool,
+) -> Result<Reservation> {
     let mut r = Reservation {
         dry_run,
         ..Default::default()
@@ -462,8 +472,7 @@ pub async fn begin_update(
 }
 
 /// A Service is gone: its addresses and ports are free.
-pub async fn release_all(backend: &Backend,
-    network: &ServiceNetwork, svc: &Value) {
+pub async fn release_all(backend: &Backend, network: &ServiceNetwork, svc: &Value) {
     super::release(backend, network, &held(svc)).await;
 }
 

@@ -478,7 +478,14 @@ where
         )
         .await?;
         validate(scope, &new, Some(current.value()))?;
-        crate::rbac::admit(scope, &new, Some(current.value())).await?;
+        crate::rbac::admit(
+            scope,
+            &*scope.state.authorizer,
+            scope.state.rbac.as_deref(),
+            &new,
+            Some(current.value()),
+        )
+        .await?;
         crate::admission::validating(
             scope,
             &crate::admission::Attributes::of(
@@ -702,7 +709,14 @@ pub async fn create_object(
     }
     crate::admission::mutating(scope, "CREATE", None, params.dry_run, &mut obj).await?;
     validate(scope, &obj, None)?;
-    crate::rbac::admit(scope, &obj, None).await?;
+    crate::rbac::admit(
+        scope,
+        &*scope.state.authorizer,
+        scope.state.rbac.as_deref(),
+        &obj,
+        None,
+    )
+    .await?;
     crate::admission::validating(
         scope,
         &crate::admission::Attributes::of(scope, "CREATE", Some(&obj), None, params.dry_run),
