@@ -12,6 +12,9 @@
 //! bytes: JSON when the generation is built, protobuf
 //! (`application/vnd.kubernetes.protobuf`, the `k8s\0` envelope around the
 //! meta/v1 or apidiscovery/v2 message) on the first request for it.
+//!
+//! Below the state: it reads the registry and the aggregator's remotes
+//! table, nothing above them.
 
 use crate::aggregator::{Remote, Remotes};
 use crate::registry::{Registry, Resource, Row, Shared, Str, Subresource};

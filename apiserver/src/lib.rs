@@ -420,7 +420,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
-    let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
+    let crds = crd::controller::start(Arc::clone(&state.backend), Some(leadership.subscribe()));
     let mut controllers = start_controllers(&state, Some(leadership.subscribe()));
     if state.apf.enabled {
         controllers.extend(

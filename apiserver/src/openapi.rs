@@ -10,6 +10,9 @@
 //! `Document`. The documents never change, so they are built once,
 //! on first use, and served as shared bytes with a content hash (`?hash=` and
 //! `ETag`).
+//!
+//! Below the state: the handlers take this module's own [`OpenApi`] (the
+//! registry and the remotes table), which the router hands them.
 
 use crate::aggregator::{Remote, Remotes};
 use crate::discovery::{

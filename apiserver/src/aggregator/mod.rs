@@ -15,6 +15,11 @@
 //!   user in `X-Remote-*` headers and the front-proxy client certificate.
 //! - [`requestheader`] is the other side: trusting `X-Remote-*` headers
 //!   from a front proxy that presents a certificate of the request-header CA.
+//!
+//! This module, [`proxy`] and [`requestheader`] sit below the state, with
+//! admission: they read the backend, the remotes table and the proxy
+//! identity they are given, and import no state, handler or controller.
+//! [`available`] is a controller on the top floor; nothing here calls it.
 
 pub mod available;
 pub mod proxy;
