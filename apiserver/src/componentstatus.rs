@@ -5,8 +5,9 @@
 //! this server uses as `etcd-0`, `etcd-1`, ... in `--etcd-servers` order.
 //! With no scheduler beside this replica, `scheduler` is listed unhealthy
 //! with the connection error, as kube lists it.
+//!
+//! Below the state: the caller passes the etcd members.
 
-use crate::state::AppState;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -128,9 +129,10 @@ fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
 /// secure ports.
 const COMPONENTS: &[(&str, u16)] = &[("scheduler", 10259), ("controller-manager", 10257)];
 
-pub async fn statuses(state: &AppState) -> Vec<Value> {
+/// The statuses of the components and of `etcd_endpoints`, in that order.
+pub async fn statuses(etcd_endpoints: &[String]) -> Vec<Value> {
     let components = join_all(COMPONENTS.iter().map(|(_, port)| healthz(*port)));
-    let members = join_all(state.etcd_endpoints.iter().map(|ep| probe(ep)));
+    let members = join_all(etcd_endpoints.iter().map(|ep| probe(ep)));
     let (components, members) = tokio::join!(components, members);
     let components = COMPONENTS
         .iter()

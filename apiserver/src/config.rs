@@ -1,5 +1,9 @@
-//! Command-line configuration.
+//! Command-line configuration. On the top floor with the composition root
+//! (`lib.rs`), which reads it: it may name the modules whose settings it
+//! parses (the allocator's port range, the aggregator's proxy identity);
+//! the floors below take the settings they use, not the `Config`.
 
+use crate::aggregator::ProxyIdentity;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -291,6 +295,57 @@ pub struct Config {
     /// suggestion: X-Remote-Extra-).
     #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
     pub requestheader_extra_headers_prefix: Vec<String>,
+}
+
+impl Config {
+    /// The aggregator's proxy identity from the flags: the given client
+    /// certificate, or the one made under `--data-dir`.
+    pub fn proxy_identity(&self) -> Result<ProxyIdentity, String> {
+        let read = |p: &std::path::Path| {
+            std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        let (cert_pem, key_pem, generated_ca) =
+            match (&self.proxy_client_cert_file, &self.proxy_client_key_file) {
+                (Some(c), Some(k)) => (read(c)?, read(k)?, None),
+                (None, None) => {
+                    let fp = crate::auth::pki::ensure_front_proxy(&self.data_dir)?;
+                    (fp.cert_pem, fp.key_pem, fp.ca_pem)
+                }
+                _ => {
+                    return Err(
+                        "--proxy-client-cert-file and --proxy-client-key-file go together".into(),
+                    )
+                }
+            };
+        let ca_pem = match &self.requestheader_client_ca_file {
+            Some(f) => Some(read(f)?),
+            None => generated_ca.clone(),
+        };
+        let allowed_names = if self.requestheader_allowed_names.is_empty()
+            && self.requestheader_client_ca_file.is_none()
+            && generated_ca.is_some()
+        {
+            vec![crate::auth::pki::FRONT_PROXY_CLIENT.to_string()]
+        } else {
+            self.requestheader_allowed_names.clone()
+        };
+        let clean = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        Ok(ProxyIdentity {
+            cert_pem,
+            key_pem,
+            ca_pem,
+            allowed_names,
+            username_headers: clean(&self.requestheader_username_headers),
+            uid_headers: clean(&self.requestheader_uid_headers),
+            group_headers: clean(&self.requestheader_group_headers),
+            extra_prefixes: clean(&self.requestheader_extra_headers_prefix),
+        })
+    }
 }
 
 /// `--endpoint-reconciler-type` (kube's `master-count` is not offered).

@@ -12,10 +12,13 @@
 //! bytes: JSON when the generation is built, protobuf
 //! (`application/vnd.kubernetes.protobuf`, the `k8s\0` envelope around the
 //! meta/v1 or apidiscovery/v2 message) on the first request for it.
+//!
+//! Below the state: it reads the registry and the aggregator's remotes
+//! table, nothing above them.
 
 use crate::aggregator::{Remote, Remotes};
 use crate::registry::{Registry, Resource, Row, Shared, Str, Subresource};
-use crate::request::ApiPath;
+use apimachinery::request::ApiPath;
 pub(crate) use apimachinery::version::{compare_versions, content_hash};
 use apimachinery::Status;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -923,7 +926,7 @@ fn accepts_plain_json(accept: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::ResourceRequest;
+    use apimachinery::request::ResourceRequest;
     use proptest::prelude::*;
 
     const KUBECTL_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";

@@ -4,6 +4,8 @@
 //! minute, and at most 1,000 objects), and is granted that much longer than
 //! the TTL so that no event lives less than its TTL. Writes of kinds whose
 //! registry row sets `ttl_lease` go through [`EventLeases::lease`].
+//!
+//! Below the state: it takes the store it grants leases on.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

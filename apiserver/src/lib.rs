@@ -395,11 +395,10 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     // The aggregator's front-proxy client certificate (made under
     // --data-dir unless given).
     let proxy_cfg = cfg.clone();
-    let identity =
-        tokio::task::spawn_blocking(move || aggregator::ProxyIdentity::from_config(&proxy_cfg))
-            .await
-            .map_err(|e| StartError::Secure(e.to_string()))?
-            .map_err(StartError::Secure)?;
+    let identity = tokio::task::spawn_blocking(move || proxy_cfg.proxy_identity())
+        .await
+        .map_err(|e| StartError::Secure(e.to_string()))?
+        .map_err(StartError::Secure)?;
     state.proxy_identity = Some(Arc::new(identity));
     state.watch_budget = Arc::new(limits::WatchBudget::new(cfg.max_watches_per_user));
     // With APF on, its seats (the two limits together) replace the
@@ -421,7 +420,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
-    let crds = crd::controller::start(Arc::clone(&state), Some(leadership.subscribe()));
+    let crds = crd::controller::start(Arc::clone(&state.backend), Some(leadership.subscribe()));
     let mut controllers = start_controllers(&state, Some(leadership.subscribe()));
     if state.apf.enabled {
         controllers.extend(

@@ -10,13 +10,16 @@
 //! `Document`. The documents never change, so they are built once,
 //! on first use, and served as shared bytes with a content hash (`?hash=` and
 //! `ETag`).
+//!
+//! Below the state: the handlers take this module's own [`OpenApi`] (the
+//! registry and the remotes table), which the router hands them.
 
+use crate::aggregator::{Remote, Remotes};
 use crate::discovery::{
     content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
     subresource_kind,
 };
 use crate::registry::{Connect, Registry, Resource, Row, Subresource};
-use crate::state::AppState;
 use crate::version::{KUBE_MAJOR, KUBE_MINOR};
 use apimachinery::schema::Schema;
 use apimachinery::Status;
@@ -26,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 const DEFINITIONS_REF: &str = "#/definitions/";
 const SCHEMAS_REF: &str = "#/components/schemas/";
@@ -1484,60 +1487,77 @@ fn serve_v3_doc(
     r
 }
 
+/// What the OpenAPI endpoints serve: the registry's documents with the
+/// remote APIServices' merged in. One per server (the router hands it to
+/// [`v2`], [`v3_root`] and [`v3_doc`]); it keeps the last merge.
+pub struct OpenApi {
+    registry: Registry,
+    remotes: Arc<Remotes>,
+    /// The documents with the remotes' merged in, and the (registry,
+    /// remotes) generations they were made for.
+    merged: Mutex<Option<MergedDocs>>,
+}
+
+impl OpenApi {
+    /// The documents of `registry`, with those of the extension servers in
+    /// `remotes` merged in.
+    pub fn new(registry: Registry, remotes: Arc<Remotes>) -> Self {
+        OpenApi {
+            registry,
+            remotes,
+            merged: Mutex::new(None),
+        }
+    }
+}
+
 /// `/openapi/v2`: JSON or gnostic's protobuf `Document`, else 406.
-pub async fn v2(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub async fn v2(State(s): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
     serve_v2(&*served(&s).await, &headers)
 }
 
 /// `/openapi/v3`: where each group-version's document is, with its hash.
-pub async fn v3_root(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub async fn v3_root(State(s): State<Arc<OpenApi>>, headers: HeaderMap) -> Response {
     conditional(&served(&s).await.v3_root, &headers)
 }
 
 /// Merged documents and the (registry, remotes) generations they are of.
-pub(crate) type MergedDocs = ((u64, u64), Arc<Documents>);
+type MergedDocs = ((u64, u64), Arc<Documents>);
 
 /// The documents of this server with the extension servers' merged in
 /// (each remote group-version's v3 document, and its v2 paths and
 /// definitions), rebuilt when the local documents or the remotes change;
-/// the remotes table keeps the last ones (`Remotes::openapi`).
-async fn served(s: &AppState) -> Arc<Documents> {
+/// `s` keeps the last ones.
+async fn served(s: &Arc<OpenApi>) -> Arc<Documents> {
     let local = documents(&s.registry).await;
-    let remotes = s.discovery.remotes();
-    let snapshot = remotes.snapshot();
+    let snapshot = s.remotes.snapshot();
     if snapshot
         .values()
         .all(|r| r.openapi.v3.is_none() && r.openapi.v2.is_none())
     {
         return local;
     }
-    let key = (s.registry.generation(), remotes.generation());
-    if let Some((k, d)) = remotes
-        .openapi
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-    {
+    let key = (s.registry.generation(), s.remotes.generation());
+    if let Some((k, d)) = s.merged.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         if *k == key {
             return Arc::clone(d);
         }
     }
     // Merging re-encodes whole documents: off the runtime's threads.
     let fallback = Arc::clone(&local);
-    let remotes = Arc::clone(remotes);
-    tokio::task::spawn_blocking(move || merge(key, &local, &snapshot, &remotes))
+    let s = Arc::clone(s);
+    tokio::task::spawn_blocking(move || merge(key, &local, &snapshot, &s.merged))
         .await
         .unwrap_or(fallback)
 }
 
-/// [`served`]'s documents for `key`, built and remembered.
+/// [`served`]'s documents for `key`, built and remembered in `merged`.
 fn merge(
     key: (u64, u64),
     local: &Documents,
-    snapshot: &BTreeMap<(String, String), crate::aggregator::Remote>,
-    remotes: &crate::aggregator::Remotes,
+    snapshot: &BTreeMap<(String, String), Remote>,
+    merged: &Mutex<Option<MergedDocs>>,
 ) -> Arc<Documents> {
-    let mut merged = remotes.openapi.lock().unwrap_or_else(|e| e.into_inner());
+    let mut merged = merged.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((k, d)) = merged.as_ref() {
         if *k == key {
             return Arc::clone(d);
@@ -1610,7 +1630,7 @@ fn merge_v2(into: &mut Value, prefix: &str, extension: &Value) {
 /// `/openapi/v3/{api/v1 | apis/G/V | ...}`. With `?hash=` the answer is
 /// immutable; a stale hash is redirected to the current one.
 pub async fn v3_doc(
-    State(s): State<Arc<AppState>>,
+    State(s): State<Arc<OpenApi>>,
     Path(p): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,

@@ -4,10 +4,13 @@
 //! protobuf and CBOR are written item by item from the stored objects'
 //! shared encodings (`Object::json`, `Object::protobuf`, `Object::cbor`),
 //! without building a combined document.
+//!
+//! Below the state: it reads the request's [`RequestScope`] (what was
+//! negotiated), never the handlers or the server's state.
 
 use crate::error::Result;
-use crate::handlers::Scope;
 use crate::registry::Resource;
+use crate::scope::RequestScope;
 use apimachinery::kinds::print::PrintContext;
 use apimachinery::media::{Format, Target};
 use apimachinery::Status;
@@ -19,7 +22,7 @@ use watchcache::{ListResult, Object};
 pub use apimachinery::query::IncludeObject;
 
 /// `includeObject` of a Table request (validated in `handlers::dispatch`).
-pub fn include_object(scope: &Scope) -> IncludeObject {
+pub fn include_object(scope: &RequestScope) -> IncludeObject {
     apimachinery::query::table_include_object(&scope.query).unwrap_or_default()
 }
 
@@ -28,7 +31,7 @@ fn content_type(format: Format) -> &'static str {
 }
 
 /// Serializes a document in the scope's format.
-pub fn encode(scope: &Scope, v: &Value) -> Result<Vec<u8>> {
+pub fn encode(scope: &RequestScope, v: &Value) -> Result<Vec<u8>> {
     encode_as(scope.out.format, scope.pretty, v)
 }
 
@@ -230,7 +233,7 @@ pub fn table<'a>(
 }
 
 /// The representation of one object the client asked for.
-pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
+pub fn represent(scope: &RequestScope, obj: &Value) -> Option<Value> {
     match scope.out.target {
         Target::Object => None,
         Target::PartialObjectMetadata | Target::PartialObjectMetadataList => {
@@ -256,7 +259,7 @@ pub fn represent(scope: &Scope, obj: &Value) -> Option<Value> {
 }
 
 /// Responds with one object.
-pub fn object(scope: &Scope, code: StatusCode, obj: &Value) -> Response {
+pub fn object(scope: &RequestScope, code: StatusCode, obj: &Value) -> Response {
     let body = match represent(scope, obj) {
         Some(v) => encode(scope, &v),
         None => encode(scope, obj),
@@ -288,7 +291,7 @@ fn list_meta(result: &ListResult) -> Value {
 
 /// Responds with a list read from storage. A long list of objects in
 /// compact JSON, protobuf or CBOR is streamed ([`ListStream`]).
-pub fn list(scope: &Scope, res: &Resource, result: ListResult) -> Response {
+pub fn list(scope: &RequestScope, res: &Resource, result: ListResult) -> Response {
     match encode_list(scope, res, result) {
         Ok(body) => bytes_response(StatusCode::OK, content_type(scope.out.format), body),
         Err(e) => crate::error::status_response_as(&e.to_status(), scope.out.format),
@@ -516,7 +519,11 @@ impl Iterator for ListStream {
     }
 }
 
-fn encode_list(scope: &Scope, res: &Resource, result: ListResult) -> Result<axum::body::Body> {
+fn encode_list(
+    scope: &RequestScope,
+    res: &Resource,
+    result: ListResult,
+) -> Result<axum::body::Body> {
     let meta = list_meta(&result);
     let composed = |doc: &Value| encode(scope, doc).map(axum::body::Body::from);
     match scope.out.target {

@@ -90,11 +90,11 @@ fn filtered(state: Arc<AppState>) -> Router {
             crate::auth::authorize,
         ))
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
-        .service(routes().with_state(state));
+        .service(routes(Arc::clone(&state.openapi)).with_state(state));
     Router::new().fallback_service(chain)
 }
 
-fn routes() -> Router<Arc<AppState>> {
+fn routes(openapi: Arc<crate::openapi::OpenApi>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/version", get(version))
         .route("/version/", get(version))
@@ -117,16 +117,27 @@ fn routes() -> Router<Arc<AppState>> {
             "/debug/api_priority_and_fairness/dump_requests",
             get(crate::flowcontrol::dump_requests),
         )
-        .route("/openapi/v2", get(crate::openapi::v2))
-        .route("/openapi/v3", get(crate::openapi::v3_root))
-        .route("/openapi/v3/{*path}", get(crate::openapi::v3_doc))
+        .route(
+            "/openapi/v2",
+            get(crate::openapi::v2).with_state(Arc::clone(&openapi)),
+        )
+        .route(
+            "/openapi/v3",
+            get(crate::openapi::v3_root).with_state(Arc::clone(&openapi)),
+        )
+        .route(
+            "/openapi/v3/{*path}",
+            get(crate::openapi::v3_doc).with_state(openapi),
+        )
         .fallback(api)
 }
 
 async fn api(State(state): State<Arc<AppState>>, req: Request<Body>) -> Response {
     // A remote APIService's group-version goes to its extension server.
-    if let Some(remote) = crate::aggregator::proxy::route(&state, req.uri().path()) {
-        return crate::aggregator::proxy::forward(state, remote, req).await;
+    if let Some(remote) =
+        crate::aggregator::proxy::route(state.discovery.remotes(), req.uri().path())
+    {
+        return crate::aggregator::proxy::forward(&state, remote, req).await;
     }
     crate::handlers::dispatch(state, req).await
 }

@@ -19,6 +19,9 @@ pub struct AppState {
     /// Set on shutdown: readyz fails from then on.
     pub shutting_down: AtomicBool,
     pub discovery: crate::discovery::Discovery,
+    /// The OpenAPI documents, with the remote APIServices' (those
+    /// discovery lists) merged in.
+    pub openapi: Arc<crate::openapi::OpenApi>,
     /// In-flight limits and the request timeout.
     pub limits: crate::limits::Limits,
     /// API Priority and Fairness (off until configured by `run`).
@@ -87,11 +90,15 @@ impl AppState {
     pub fn with_address(store: Arc<dyn Storage>, prefix: &str, address: &str) -> Self {
         let backend = Backend::new(store, prefix);
         let registry = backend.registry.clone();
+        let discovery =
+            crate::discovery::Discovery::new(registry.clone()).with_server_address(address);
+        let openapi = crate::openapi::OpenApi::new(registry, Arc::clone(discovery.remotes()));
         AppState {
             backend: Arc::new(backend),
             bootstrapped: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
-            discovery: crate::discovery::Discovery::new(registry).with_server_address(address),
+            discovery,
+            openapi: Arc::new(openapi),
             limits: crate::limits::Limits::default(),
             apf: Default::default(),
             watch_budget: Default::default(),

@@ -16,6 +16,10 @@
 //!   controller does (label `kube-aggregator.kubernetes.io/automanaged:
 //!   "true"`, groupPriorityMinimum 1000, versionPriority 100), and removes
 //!   those no CRD serves any longer.
+//!
+//! A controller on the top floor: it runs on the server's state (the
+//! backend, the remotes table, the proxy identity); nothing below the
+//! state names it.
 
 use super::{Remote, ServiceRef};
 use crate::controllers::{name_key, queue::Backoff, Controller, Next, Source};

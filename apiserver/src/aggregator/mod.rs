@@ -15,12 +15,17 @@
 //!   user in `X-Remote-*` headers and the front-proxy client certificate.
 //! - [`requestheader`] is the other side: trusting `X-Remote-*` headers
 //!   from a front proxy that presents a certificate of the request-header CA.
+//!
+//! This module, [`proxy`] and [`requestheader`] sit below the state, with
+//! admission: they read the backend, the remotes table and the proxy
+//! identity they are given, and import no state, handler or controller.
+//! [`available`] is a controller on the top floor; nothing here calls it.
 
 pub mod available;
 pub mod proxy;
 pub mod requestheader;
 
-use crate::state::AppState;
+use crate::backend::Backend;
 use apimachinery::read::Freshness;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -118,9 +123,6 @@ pub struct OpenApi {
 pub struct Remotes {
     table: RwLock<Arc<BTreeMap<(String, String), Remote>>>,
     generation: AtomicU64,
-    /// The OpenAPI documents with the remotes' merged in, and the
-    /// (registry, remotes) generations they were made for (`openapi::served`).
-    pub(crate) openapi: std::sync::Mutex<Option<crate::openapi::MergedDocs>>,
 }
 
 impl Remotes {
@@ -196,55 +198,6 @@ pub struct ProxyIdentity {
 }
 
 impl ProxyIdentity {
-    /// From the flags: the given client certificate, or the one made under
-    /// `--data-dir`.
-    pub fn from_config(cfg: &crate::config::Config) -> Result<ProxyIdentity, String> {
-        let read = |p: &std::path::Path| {
-            std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
-        };
-        let (cert_pem, key_pem, generated_ca) =
-            match (&cfg.proxy_client_cert_file, &cfg.proxy_client_key_file) {
-                (Some(c), Some(k)) => (read(c)?, read(k)?, None),
-                (None, None) => {
-                    let fp = crate::auth::pki::ensure_front_proxy(&cfg.data_dir)?;
-                    (fp.cert_pem, fp.key_pem, fp.ca_pem)
-                }
-                _ => {
-                    return Err(
-                        "--proxy-client-cert-file and --proxy-client-key-file go together".into(),
-                    )
-                }
-            };
-        let ca_pem = match &cfg.requestheader_client_ca_file {
-            Some(f) => Some(read(f)?),
-            None => generated_ca.clone(),
-        };
-        let allowed_names = if cfg.requestheader_allowed_names.is_empty()
-            && cfg.requestheader_client_ca_file.is_none()
-            && generated_ca.is_some()
-        {
-            vec![crate::auth::pki::FRONT_PROXY_CLIENT.to_string()]
-        } else {
-            cfg.requestheader_allowed_names.clone()
-        };
-        let clean = |v: &[String]| -> Vec<String> {
-            v.iter()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        };
-        Ok(ProxyIdentity {
-            cert_pem,
-            key_pem,
-            ca_pem,
-            allowed_names,
-            username_headers: clean(&cfg.requestheader_username_headers),
-            uid_headers: clean(&cfg.requestheader_uid_headers),
-            group_headers: clean(&cfg.requestheader_group_headers),
-            extra_prefixes: clean(&cfg.requestheader_extra_headers_prefix),
-        })
-    }
-
     /// The `kube-system/extension-apiserver-authentication` ConfigMap, as
     /// kube publishes it: list values are JSON arrays.
     pub fn configmap(&self, client_ca: Option<&str>) -> Value {
@@ -360,21 +313,21 @@ impl Endpoint {
 
 /// Resolves `svc` to a ready endpoint through the Service and its
 /// EndpointSlices, with kube's checks in kube's order.
-pub async fn resolve(state: &AppState, svc: &ServiceRef) -> Result<Endpoint, Unresolved> {
+pub async fn resolve(backend: &Backend, svc: &ServiceRef) -> Result<Endpoint, Unresolved> {
     let (ns, name) = (&svc.namespace, &svc.name);
     let access = |reason: &'static str, e: String| Unresolved {
         reason,
         message: format!("service/{name} in {ns:?} cannot be checked due to: {e}"),
         unknown: true,
     };
-    let services = state
+    let services = backend
         .registry
         .lookup("", "v1", "services")
         .ok_or_else(|| access("ServiceAccessError", "services are not served".into()))?;
-    let service = state
+    let service = backend
         .store
         .get(
-            &state.key(&services, Some(ns), name),
+            &backend.key(&services, Some(ns), name),
             Freshness::NotOlderThan(0),
         )
         .await
@@ -408,7 +361,7 @@ pub async fn resolve(state: &AppState, svc: &ServiceRef) -> Result<Endpoint, Unr
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let slices = state
+    let slices = backend
         .endpoint_slices(ns)
         .await
         .map_err(|e| access("EndpointsAccessError", e))?;

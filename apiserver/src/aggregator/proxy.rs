@@ -7,26 +7,25 @@
 //! upgrade (SPDY, WebSocket) is passed through once the extension answers
 //! 101.
 
-use super::Remote;
+use super::{Remote, Remotes};
 use crate::auth::Identity;
-use crate::state::AppState;
+use crate::backend::Backend;
 use apimachinery::Status;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
 use std::time::Duration;
 
 const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The remote APIService that serves `path`, if any.
-pub fn route(state: &AppState, path: &str) -> Option<Remote> {
+pub fn route(remotes: &Remotes, path: &str) -> Option<Remote> {
     let rest = path.strip_prefix("/apis/")?;
     let mut parts = rest.splitn(3, '/');
     let group = parts.next().filter(|g| !g.is_empty())?;
     let version = parts.next().filter(|v| !v.is_empty())?;
-    state.discovery.remotes().route(group, version)
+    remotes.route(group, version)
 }
 
 /// kube's words for a backend that cannot take the request.
@@ -51,15 +50,15 @@ fn dropped(name: &HeaderName) -> bool {
         || n.starts_with("x-remote-")
 }
 
-/// Forwards `req` to `remote`.
-pub async fn forward(state: Arc<AppState>, remote: Remote, mut req: Request<Body>) -> Response {
+/// Forwards `req` to `remote`, resolving its Service through `backend`.
+pub async fn forward(backend: &Backend, remote: Remote, mut req: Request<Body>) -> Response {
     if !remote.available {
         return unavailable("service unavailable");
     }
     let Some(Identity(user)) = req.extensions().get::<Identity>().cloned() else {
         return crate::error::status_response(&Status::internal("missing user"));
     };
-    let ep = match super::resolve(&state, &remote.service).await {
+    let ep = match super::resolve(backend, &remote.service).await {
         Ok(ep) => ep,
         Err(u) => {
             tracing::warn!(service = %remote.service.name, namespace = %remote.service.namespace, reason = u.reason, "cannot resolve the APIService's endpoint");

@@ -9,9 +9,9 @@ use rand::Rng;
 use serde_json::{json, Value};
 use watchcache::StorageError;
 
+use crate::backend::Backend;
 use crate::object;
 use crate::registry::Row;
-use crate::state::AppState;
 
 /// kube's `ipaddress.kubernetes.io/managed-by` value for Service addresses.
 pub const IPADDRESS_MANAGER: &str = "ipallocator.k8s.io";
@@ -66,8 +66,8 @@ fn offset_of(cidr: &IpNet, ip: IpAddr) -> Option<u128> {
     })
 }
 
-fn ipaddresses(state: &AppState) -> Result<Row, StorageError> {
-    state
+fn ipaddresses(backend: &Backend) -> Result<Row, StorageError> {
+    backend
         .registry
         .lookup("networking.k8s.io", "v1", "ipaddresses")
         .ok_or_else(|| StorageError::Internal("ipaddresses are not in the registry".into()))
@@ -93,19 +93,20 @@ pub fn ipaddress(ip: IpAddr, namespace: &str, name: &str) -> Value {
 /// Takes `ip` for the Service `namespace/name` (on a dry run: checks that
 /// it could be taken).
 pub async fn allocate(
-    state: &AppState,
+    backend: &Backend,
+    cidr: &IpNet,
     ip: IpAddr,
     namespace: &str,
     name: &str,
     dry_run: bool,
 ) -> Result<(), IpError> {
-    let cidr = state.services.cidr;
+    let cidr = *cidr;
     let (lo, hi) = usable(&cidr);
     match offset_of(&cidr, ip) {
         Some(o) if o >= lo && o <= hi => {}
         _ => return Err(IpError::NotInRange(cidr)),
     }
-    if take(state, ip, namespace, name, dry_run).await? {
+    if take(backend, ip, namespace, name, dry_run).await? {
         Ok(())
     } else {
         Err(IpError::Allocated)
@@ -114,16 +115,16 @@ pub async fn allocate(
 
 /// Whether `ip` was free (and is now held, unless `dry_run`).
 async fn take(
-    state: &AppState,
+    backend: &Backend,
     ip: IpAddr,
     namespace: &str,
     name: &str,
     dry_run: bool,
 ) -> Result<bool, StorageError> {
-    let res = ipaddresses(state)?;
-    let key = state.key(&res, None, &ip.to_string());
+    let res = ipaddresses(backend)?;
+    let key = backend.key(&res, None, &ip.to_string());
     if dry_run {
-        return Ok(state
+        return Ok(backend
             .store
             .get(&key, Freshness::MostRecent)
             .await?
@@ -131,7 +132,7 @@ async fn take(
     }
     let mut obj = ipaddress(ip, namespace, name);
     object::prepare_create(&res, &mut obj, None, &object::now());
-    match state.store.create(&key, &obj).await {
+    match backend.store.create(&key, &obj).await {
         Ok(_) => Ok(true),
         Err(StorageError::AlreadyExists { .. }) => Ok(false),
         Err(e) => Err(e),
@@ -142,12 +143,13 @@ async fn take(
 /// starts at a random address of the upper part of the range (the lower
 /// band is left for addresses clients ask for), then walks on from there.
 pub async fn allocate_next(
-    state: &AppState,
+    backend: &Backend,
+    cidr: &IpNet,
     namespace: &str,
     name: &str,
     dry_run: bool,
 ) -> Result<IpAddr, IpError> {
-    let cidr = state.services.cidr;
+    let cidr = *cidr;
     let (lo, hi) = usable(&cidr);
     if hi < lo || hi == 0 {
         return Err(IpError::Full);
@@ -163,7 +165,7 @@ pub async fn allocate_next(
     for step in 0..count.min(65_536) {
         let offset = lo + (start - lo + step) % count;
         let ip = nth(&cidr, offset);
-        if take(state, ip, namespace, name, dry_run).await? {
+        if take(backend, ip, namespace, name, dry_run).await? {
             return Ok(ip);
         }
     }
@@ -171,11 +173,11 @@ pub async fn allocate_next(
 }
 
 /// Gives `ip` back (deletes its `IPAddress`; absent is fine).
-pub async fn release(state: &AppState, ip: IpAddr) -> Result<(), StorageError> {
-    let res = ipaddresses(state)?;
-    match state
+pub async fn release(backend: &Backend, ip: IpAddr) -> Result<(), StorageError> {
+    let res = ipaddresses(backend)?;
+    match backend
         .store
-        .delete(&state.key(&res, None, &ip.to_string()), None)
+        .delete(&backend.key(&res, None, &ip.to_string()), None)
         .await
     {
         Ok(_) | Err(StorageError::NotFound { .. }) => Ok(()),

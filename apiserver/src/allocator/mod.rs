@@ -18,6 +18,10 @@
 //! between the two can leak an address or a port: the repair loops find
 //! those (`controllers::repair_ip`, `controllers::repair_ports`, after
 //! kube's).
+//!
+//! On the floor of admission and the aggregator: it reads and writes
+//! through the [`Backend`] within a [`ServiceNetwork`], and imports
+//! nothing above (not the state, the handlers or a controller).
 
 pub mod ips;
 pub mod ports;
@@ -28,7 +32,7 @@ use std::ops::RangeInclusive;
 
 use ipnet::IpNet;
 
-use crate::state::AppState;
+use crate::backend::Backend;
 
 pub use ips::{ipaddress, IPADDRESS_MANAGER};
 
@@ -66,7 +70,7 @@ impl ServiceNetwork {
 
     /// The node port range as kube prints it (`30000-32767`).
     pub fn port_range(&self) -> String {
-        format!("{}-{}", self.node_ports.start(), self.node_ports.end())
+        ports::range_text(&self.node_ports)
     }
 }
 
@@ -114,33 +118,33 @@ pub struct Reservation {
 
 impl Reservation {
     /// The write was stored: frees what the Service gave up.
-    pub async fn commit(self, state: &AppState) {
+    pub async fn commit(self, backend: &Backend, network: &ServiceNetwork) {
         if !self.dry_run {
-            release(state, &self.release_on_commit).await;
+            release(backend, network, &self.release_on_commit).await;
         }
     }
 
     /// The write failed: gives back what it took.
-    pub async fn revert(self, state: &AppState) {
+    pub async fn revert(self, backend: &Backend, network: &ServiceNetwork) {
         if !self.dry_run {
-            release(state, &self.allocated).await;
+            release(backend, network, &self.allocated).await;
         }
     }
 }
 
 /// Frees addresses and ports. Failures are logged: what is left behind is a
 /// leak for the repair loop, never a double allocation.
-pub async fn release(state: &AppState, held: &Held) {
+pub async fn release(backend: &Backend, network: &ServiceNetwork, held: &Held) {
     if held.is_empty() {
         return;
     }
     for ip in &held.ips {
-        if let Err(e) = ips::release(state, *ip).await {
+        if let Err(e) = ips::release(backend, *ip).await {
             tracing::warn!(ip = %ip, error = %e, "could not release a service IP");
         }
     }
     if !held.ports.is_empty() {
-        if let Err(e) = ports::release(state, &held.ports).await {
+        if let Err(e) = ports::release(backend, &network.node_ports, &held.ports).await {
             tracing::warn!(ports = ?held.ports, error = %e, "could not release node ports");
         }
     }
@@ -150,25 +154,29 @@ pub async fn release(state: &AppState, held: &Held) {
 /// `BeginUpdate`, `AfterDelete`). The generic write path runs
 /// `begin_*` after validation and admission (their [`Reservation`] is
 /// committed once the object is stored, or reverted if storing fails),
-/// and `after_delete` once the object is gone from etcd.
+/// and `after_delete` once the object is gone from etcd. Each reads and
+/// writes through the backend, within the Service network.
 pub struct StorageHooks {
     pub begin_create:
         for<'a> fn(
-            &'a crate::state::AppState,
+            &'a Backend,
+            &'a ServiceNetwork,
             &'a mut serde_json::Value,
             bool,
         )
             -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
     pub begin_update:
         for<'a> fn(
-            &'a crate::state::AppState,
+            &'a Backend,
+            &'a ServiceNetwork,
             &'a mut serde_json::Value,
             &'a serde_json::Value,
             bool,
         )
             -> futures_util::future::BoxFuture<'a, crate::error::Result<Reservation>>,
     pub after_delete: for<'a> fn(
-        &'a crate::state::AppState,
+        &'a Backend,
+        &'a ServiceNetwork,
         &'a serde_json::Value,
     ) -> futures_util::future::BoxFuture<'a, ()>,
 }

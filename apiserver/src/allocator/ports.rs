@@ -12,7 +12,8 @@ use rand::Rng;
 use serde_json::{json, Value};
 use watchcache::StorageError;
 
-use crate::state::AppState;
+use crate::backend::Backend;
+use std::ops::RangeInclusive;
 
 /// How often a compare-and-swap is retried when other writers win.
 const MAX_CAS_ATTEMPTS: usize = 32;
@@ -39,8 +40,13 @@ pub enum Want {
     Any,
 }
 
-fn key(state: &AppState) -> String {
-    format!("{}/ranges/servicenodeports", state.prefix)
+/// A range as kube prints it (`30000-32767`).
+pub fn range_text(range: &RangeInclusive<u16>) -> String {
+    format!("{}-{}", range.start(), range.end())
+}
+
+fn key(backend: &Backend) -> String {
+    format!("{}/ranges/servicenodeports", backend.prefix)
 }
 
 /// The bitmap, least significant byte first, one bit per port.
@@ -93,14 +99,15 @@ impl Bitmap {
 /// Takes the wanted ports in one compare-and-swap: every one or none. A
 /// dry run checks without writing.
 pub async fn allocate(
-    state: &AppState,
+    backend: &Backend,
+    range: &RangeInclusive<u16>,
     wants: &[Want],
     dry_run: bool,
 ) -> Result<Vec<u16>, PortError> {
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    change(state, dry_run, |map, start, len| {
+    change(backend, range, dry_run, |map, start, len| {
         let mut got = Vec::with_capacity(wants.len());
         for (index, want) in wants.iter().enumerate() {
             if let Want::Port(p) = want {
@@ -108,7 +115,7 @@ pub async fn allocate(
                 if usize::from(*p) < start || i >= len {
                     return Err(PortError::NotInRange {
                         index,
-                        range: state.services.port_range(),
+                        range: range_text(range),
                     });
                 }
                 if map.get(i) {
@@ -139,8 +146,12 @@ pub async fn allocate(
 }
 
 /// Frees `ports` (ports outside the range are ignored).
-pub async fn release(state: &AppState, ports: &[u16]) -> Result<(), PortError> {
-    change(state, false, |map, start, len| {
+pub async fn release(
+    backend: &Backend,
+    range: &RangeInclusive<u16>,
+    ports: &[u16],
+) -> Result<(), PortError> {
+    change(backend, range, false, |map, start, len| {
         for p in ports {
             let i = usize::from(*p).wrapping_sub(start);
             if usize::from(*p) >= start && i < len {
@@ -155,15 +166,21 @@ pub async fn release(state: &AppState, ports: &[u16]) -> Result<(), PortError> {
 /// The bitmap as stored: its revision (`None`: no bitmap yet) and the
 /// ports it marks taken. A bitmap kept for another range reads as empty,
 /// as [`allocate`] reads it.
-pub async fn snapshot(state: &AppState) -> Result<(Option<i64>, Vec<u16>), StorageError> {
-    let range = &state.services.node_ports;
+pub async fn snapshot(
+    backend: &Backend,
+    range: &RangeInclusive<u16>,
+) -> Result<(Option<i64>, Vec<u16>), StorageError> {
     let start = usize::from(*range.start());
     let len = usize::from(*range.end()) - start + 1;
-    let Some(current) = state.store.get(&key(state), Freshness::MostRecent).await? else {
+    let Some(current) = backend
+        .store
+        .get(&key(backend), Freshness::MostRecent)
+        .await?
+    else {
         return Ok((None, Vec::new()));
     };
     let mut taken = Vec::new();
-    if current.value().get("range").and_then(Value::as_str) == Some(&state.services.port_range()) {
+    if current.value().get("range").and_then(Value::as_str) == Some(&range_text(range)) {
         let map = Bitmap::decode(current.value(), len);
         taken.extend((0..len).filter(|i| map.get(*i)).map(|i| (start + i) as u16));
     }
@@ -175,11 +192,11 @@ pub async fn snapshot(state: &AppState) -> Result<(Option<i64>, Vec<u16>), Stora
 /// `CreateOrUpdate` of the snapshot it rebuilt. `Conflict` or
 /// `AlreadyExists` when someone allocated meanwhile.
 pub async fn restore(
-    state: &AppState,
+    backend: &Backend,
+    range: &RangeInclusive<u16>,
     revision: Option<i64>,
     taken: &[u16],
 ) -> Result<(), StorageError> {
-    let range = &state.services.node_ports;
     let start = usize::from(*range.start());
     let len = usize::from(*range.end()) - start + 1;
     let mut map = Bitmap::new(len);
@@ -189,20 +206,20 @@ pub async fn restore(
             map.set(i, true);
         }
     }
-    let obj = range_allocation(state, &map);
-    let key = key(state);
+    let obj = range_allocation(range, &map);
+    let key = key(backend);
     match revision {
-        Some(rev) => state.store.update(&key, &obj, rev).await.map(drop),
-        None => state.store.create(&key, &obj).await.map(drop),
+        Some(rev) => backend.store.update(&key, &obj, rev).await.map(drop),
+        None => backend.store.create(&key, &obj).await.map(drop),
     }
 }
 
-fn range_allocation(state: &AppState, map: &Bitmap) -> Value {
+fn range_allocation(range: &RangeInclusive<u16>, map: &Bitmap) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "RangeAllocation",
         "metadata": {"name": "", "creationTimestamp": null},
-        "range": state.services.port_range(),
+        "range": range_text(range),
         "data": map.encode(),
     })
 }
@@ -210,22 +227,21 @@ fn range_allocation(state: &AppState, map: &Bitmap) -> Value {
 /// Reads the bitmap, applies `f`, and writes it back if its revision has
 /// not moved; retried when it has.
 async fn change<T>(
-    state: &AppState,
+    backend: &Backend,
+    range: &RangeInclusive<u16>,
     dry_run: bool,
     mut f: impl FnMut(&mut Bitmap, usize, usize) -> Result<T, PortError>,
 ) -> Result<T, PortError> {
-    let range = &state.services.node_ports;
     let start = usize::from(*range.start());
     let len = usize::from(*range.end()) - start + 1;
-    let key = key(state);
+    let key = key(backend);
     for _ in 0..MAX_CAS_ATTEMPTS {
-        let current = state.store.get(&key, Freshness::MostRecent).await?;
+        let current = backend.store.get(&key, Freshness::MostRecent).await?;
         let mut map = match &current {
             // A bitmap kept for another range is read as empty: kube's
             // repair loop rebuilds it from the Services then.
             Some(o)
-                if o.value().get("range").and_then(Value::as_str)
-                    == Some(&state.services.port_range()) =>
+                if o.value().get("range").and_then(Value::as_str) == Some(&range_text(range)) =>
             {
                 Bitmap::decode(o.value(), len)
             }
@@ -235,10 +251,10 @@ async fn change<T>(
         if dry_run {
             return Ok(out);
         }
-        let obj = range_allocation(state, &map);
+        let obj = range_allocation(range, &map);
         let written = match &current {
-            Some(o) => state.store.update(&key, &obj, o.revision).await,
-            None => state.store.create(&key, &obj).await,
+            Some(o) => backend.store.update(&key, &obj, o.revision).await,
+            None => backend.store.create(&key, &obj).await,
         };
         match written {
             Ok(_) => return Ok(out),

@@ -12,16 +12,21 @@ use serde_json::{Map, Value};
 
 use super::ips::{self, IpError};
 use super::ports::{self, PortError, Want};
+use super::ServiceNetwork;
 use super::StorageHooks;
 use super::{Held, Reservation};
+use crate::backend::Backend;
 use crate::error::{ApiError, Result};
-use crate::state::AppState;
 
 /// The Service kind's allocation steps, referenced by its registry row.
 pub static HOOKS: StorageHooks = StorageHooks {
-    begin_create: |state, svc, dry_run| begin_create(state, svc, dry_run).boxed(),
-    begin_update: |state, svc, old, dry_run| begin_update(state, svc, old, dry_run).boxed(),
-    after_delete: |state, svc| release_all(state, svc).boxed(),
+    begin_create: |backend, network, svc, dry_run| {
+        begin_create(backend, network, svc, dry_run).boxed()
+    },
+    begin_update: |backend, network, svc, old, dry_run| {
+        begin_update(backend, network, svc, old, dry_run).boxed()
+    },
+    after_delete: |backend, network, svc| release_all(backend, network, svc).boxed(),
 };
 
 fn spec(svc: &Value) -> Option<&Map<String, Value>> {
@@ -154,7 +159,7 @@ fn names(svc: &Value) -> (String, String) {
 /// kube's `initIPFamilyFields` for a single-stack cluster: fills
 /// `ipFamilyPolicy` and `ipFamilies` when the client left them out, and
 /// refuses dual-stack demands.
-fn init_families(state: &AppState, svc: &mut Value) -> Result<()> {
+fn init_families(network: &ServiceNetwork, svc: &mut Value) -> Result<()> {
     if svc_type(svc) == "ExternalName" {
         return Ok(());
     }
@@ -163,7 +168,7 @@ fn init_families(state: &AppState, svc: &mut Value) -> Result<()> {
             .and_then(|s| s.get("selector"))
             .and_then(Value::as_object)
             .is_none_or(Map::is_empty);
-    let family = state.services.family();
+    let family = network.family();
     let Some(spec) = spec_mut(svc) else {
         return Ok(());
     };
@@ -229,7 +234,12 @@ fn init_families(state: &AppState, svc: &mut Value) -> Result<()> {
 
 /// Takes the Service's cluster IP (the one it asks for, or any free one)
 /// and writes it into `clusterIP` and `clusterIPs`.
-async fn allocate_cluster_ip(state: &AppState, svc: &mut Value, dry_run: bool) -> Result<IpAddr> {
+async fn allocate_cluster_ip(
+    backend: &Backend,
+    network: &ServiceNetwork,
+    svc: &mut Value,
+    dry_run: bool,
+) -> Result<IpAddr> {
     let (ns, name) = names(svc);
     let ip = match first_cluster_ip(svc) {
         Some(requested) => {
@@ -251,13 +261,13 @@ async fn allocate_cluster_ip(state: &AppState, svc: &mut Value, dry_run: bool) -
             let Ok(ip) = requested.parse::<IpAddr>() else {
                 return Err(invalid(svc, vec![fail("not a valid IP address".into())]));
             };
-            match ips::allocate(state, ip, &ns, &name, dry_run).await {
+            match ips::allocate(backend, &network.cidr, ip, &ns, &name, dry_run).await {
                 Ok(()) => ip,
                 Err(IpError::Storage(e)) => return Err(ApiError::Internal(e.to_string())),
                 Err(e) => return Err(invalid(svc, vec![fail(e.to_string())])),
             }
         }
-        None => ips::allocate_next(state, &ns, &name, dry_run)
+        None => ips::allocate_next(backend, &network.cidr, &ns, &name, dry_run)
             .await
             .map_err(|e| match e {
                 IpError::Storage(e) => ApiError::Internal(e.to_string()),
@@ -286,7 +296,8 @@ enum Target {
 /// already hold, and writes them into the Service. Returns the newly taken
 /// ports.
 async fn allocate_node_ports(
-    state: &AppState,
+    backend: &Backend,
+    network: &ServiceNetwork,
     svc: &mut Value,
     old_ports: &[u16],
     dry_run: bool,
@@ -338,7 +349,7 @@ async fn allocate_node_ports(
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    let got = match ports::allocate(state, &wants, dry_run).await {
+    let got = match ports::allocate(backend, &network.node_ports, &wants, dry_run).await {
         Ok(got) => got,
         Err(PortError::Storage(e)) => return Err(ApiError::Internal(e.to_string())),
         Err(e @ (PortError::NotInRange { index, .. } | PortError::Allocated { index })) => {
@@ -390,21 +401,26 @@ async fn allocate_node_ports(
 
 /// Allocation for a Service being created (after validation, before it is
 /// stored).
-pub async fn begin_create(state: &AppState, svc: &mut Value, dry_run: bool) -> Result<Reservation> {
+pub async fn begin_create(
+    backend: &Backend,
+    network: &ServiceNetwork,
+    svc: &mut Value,
+    dry_run: bool,
+) -> Result<Reservation> {
     let mut r = Reservation {
         dry_run,
         ..Default::default()
     };
-    init_families(state, svc)?;
+    init_families(network, svc)?;
     if needs_cluster_ip(svc) {
         r.allocated
             .ips
-            .push(allocate_cluster_ip(state, svc, dry_run).await?);
+            .push(allocate_cluster_ip(backend, network, svc, dry_run).await?);
     }
-    match allocate_node_ports(state, svc, &[], dry_run).await {
+    match allocate_node_ports(backend, network, svc, &[], dry_run).await {
         Ok(ports) => r.allocated.ports = ports,
         Err(e) => {
-            r.revert(state).await;
+            r.revert(backend, network).await;
             return Err(e);
         }
     }
@@ -415,7 +431,8 @@ pub async fn begin_create(state: &AppState, svc: &mut Value, dry_run: bool) -> R
 /// did not hold is taken now; what the old held and the new does not is
 /// freed when the update is stored.
 pub async fn begin_update(
-    state: &AppState,
+    backend: &Backend,
+    network: &ServiceNetwork,
     svc: &mut Value,
     old: &Value,
     dry_run: bool,
@@ -425,16 +442,16 @@ pub async fn begin_update(
         ..Default::default()
     };
     let before = held(old);
-    init_families(state, svc)?;
+    init_families(network, svc)?;
     if svc_type(old) == "ExternalName" && needs_cluster_ip(svc) {
         r.allocated
             .ips
-            .push(allocate_cluster_ip(state, svc, dry_run).await?);
+            .push(allocate_cluster_ip(backend, network, svc, dry_run).await?);
     }
-    match allocate_node_ports(state, svc, &before.ports, dry_run).await {
+    match allocate_node_ports(backend, network, svc, &before.ports, dry_run).await {
         Ok(ports) => r.allocated.ports = ports,
         Err(e) => {
-            r.revert(state).await;
+            r.revert(backend, network).await;
             return Err(e);
         }
     }
@@ -455,8 +472,8 @@ pub async fn begin_update(
 }
 
 /// A Service is gone: its addresses and ports are free.
-pub async fn release_all(state: &AppState, svc: &Value) {
-    super::release(state, &held(svc)).await;
+pub async fn release_all(backend: &Backend, network: &ServiceNetwork, svc: &Value) {
+    super::release(backend, network, &held(svc)).await;
 }
 
 #[cfg(test)]

@@ -153,7 +153,7 @@ async fn pass(state: Arc<AppState>, memory: Arc<Mutex<Memory>>) -> Result<Next, 
             return Ok(Next::After(interval - at.elapsed()));
         }
     }
-    let (revision, stored) = crate::allocator::ports::snapshot(&state)
+    let (revision, stored) = crate::allocator::ports::snapshot(&state, &state.services.node_ports)
         .await
         .map_err(|e| e.to_string())?;
     let res = state
@@ -183,7 +183,9 @@ async fn pass(state: Arc<AppState>, memory: Arc<Mutex<Memory>>) -> Result<Next, 
     let p = plan(&stored, &ports, &range, &leaks);
     if p.taken != stored || revision.is_none() {
         let taken: Vec<u16> = p.taken.iter().copied().collect();
-        match crate::allocator::ports::restore(&state, revision, &taken).await {
+        match crate::allocator::ports::restore(&state, &state.services.node_ports, revision, &taken)
+            .await
+        {
             Ok(()) => {}
             Err(e @ (StorageError::Conflict { .. } | StorageError::AlreadyExists { .. })) => {
                 // Someone allocated meanwhile: a new pass, with the counts

@@ -9,11 +9,14 @@
 //! of leader mid-work converges. The work per round is bounded by the number
 //! of CRDs; status writes are compare-and-swap and a lost race is simply
 //! redone on the next event.
+//!
+//! It reads and writes through the backend only, so it names nothing of
+//! the server's state.
 
 use super::{accepted_names, rows, status, CLEANUP_FINALIZER, GROUP, PLURAL};
+use crate::backend::Backend;
 use crate::object;
 use crate::registry::{Shared, Str};
-use crate::state::AppState;
 use apimachinery::read::{Freshness, Predicate};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
@@ -33,16 +36,17 @@ const MAX_WRITES: usize = 16;
 /// How many custom resources one clean-up round deletes at most.
 const CLEANUP_BATCH: usize = 500;
 
-/// Starts the controller for `state`; `leader` tells whether this replica
+/// Starts the controller over `state` (the backend: the store it
+/// follows and writes, the registry it keeps); `leader` tells whether this replica
 /// leads (`None`: it always does, e.g. a single in-process server).
 pub fn start(
-    state: Arc<AppState>,
+    state: Arc<Backend>,
     leader: Option<watch::Receiver<bool>>,
 ) -> tokio::task::AbortHandle {
     tokio::spawn(run(state, leader)).abort_handle()
 }
 
-async fn run(state: Arc<AppState>, leader: Option<watch::Receiver<bool>>) {
+async fn run(state: Arc<Backend>, leader: Option<watch::Receiver<bool>>) {
     let mut leader = leader.unwrap_or_else(|| watch::channel(true).1);
     let mut delay = Duration::from_millis(100);
     loop {
@@ -57,7 +61,7 @@ async fn run(state: Arc<AppState>, leader: Option<watch::Receiver<bool>>) {
     }
 }
 
-fn collection(state: &AppState) -> String {
+fn collection(state: &Backend) -> String {
     format!("{}/{GROUP}/{PLURAL}/", state.prefix)
 }
 
@@ -101,7 +105,7 @@ impl Entry {
 type Crds = BTreeMap<String, Entry>;
 
 async fn follow(
-    state: &Arc<AppState>,
+    state: &Arc<Backend>,
     leader: &mut watch::Receiver<bool>,
 ) -> Result<(), StorageError> {
     let opts = WatchOptions {
@@ -225,7 +229,7 @@ async fn build_rows(crds: &mut Crds, changed: &[String]) {
 }
 
 /// Makes the registry serve exactly the established CRDs' versions.
-fn install(state: &AppState, crds: &Crds) {
+fn install(state: &Backend, crds: &Crds) {
     let all: Vec<_> = crds.values().flat_map(|e| e.rows.iter().cloned()).collect();
     if state.registry.set_dynamic(all) {
         tracing::info!(
@@ -237,7 +241,7 @@ fn install(state: &AppState, crds: &Crds) {
 }
 
 /// The built-in names of `group` that no CRD may take.
-fn builtin_names(state: &AppState, group: &str) -> Vec<(Str, Str, Shared<[Str]>, Str)> {
+fn builtin_names(state: &Backend, group: &str) -> Vec<(Str, Str, Shared<[Str]>, Str)> {
     state
         .registry
         .all()
@@ -257,7 +261,7 @@ fn builtin_names(state: &AppState, group: &str) -> Vec<(Str, Str, Shared<[Str]>,
 /// Brings the status of every CRD of the `groups` (every CRD when `None`)
 /// up to date, then runs the deletion clean-up. The status writes of one
 /// pass run concurrently, at most [`MAX_WRITES`] at a time.
-async fn reconcile(state: &Arc<AppState>, crds: &Crds, groups: Option<&BTreeSet<String>>) {
+async fn reconcile(state: &Arc<Backend>, crds: &Crds, groups: Option<&BTreeSet<String>>) {
     let now = object::now();
     let mut by_group: BTreeMap<&str, Vec<(&String, &Entry)>> = BTreeMap::new();
     for (name, e) in crds {
@@ -301,7 +305,7 @@ async fn reconcile(state: &Arc<AppState>, crds: &Crds, groups: Option<&BTreeSet<
     cleanup_all(state, crds).await;
 }
 
-async fn cleanup_all(state: &Arc<AppState>, crds: &Crds) {
+async fn cleanup_all(state: &Arc<Backend>, crds: &Crds) {
     for (name, e) in crds {
         let crd = &e.crd;
         if object::is_deleting(crd)
@@ -320,7 +324,7 @@ async fn cleanup_all(state: &Arc<AppState>, crds: &Crds) {
 /// are left, drops the clean-up finalizer (and the CRD with it when it was
 /// the last one).
 async fn cleanup(
-    state: &Arc<AppState>,
+    state: &Arc<Backend>,
     name: &str,
     crd: &Value,
     revision: i64,

@@ -17,7 +17,9 @@ use watchcache::{ListResult, Object};
 /// The objects of a computed kind, made now.
 async fn list_of(scope: &Scope, source: ComputedSource) -> Vec<serde_json::Value> {
     match source {
-        ComputedSource::ComponentStatuses => crate::componentstatus::statuses(&scope.state).await,
+        ComputedSource::ComponentStatuses => {
+            crate::componentstatus::statuses(&scope.state.etcd_endpoints).await
+        }
     }
 }
 

@@ -478,7 +478,14 @@ where
         )
         .await?;
         validate(scope, &new, Some(current.value()))?;
-        crate::rbac::admit(scope, &new, Some(current.value())).await?;
+        crate::rbac::admit(
+            scope,
+            &*scope.state.authorizer,
+            scope.state.rbac.as_deref(),
+            &new,
+            Some(current.value()),
+        )
+        .await?;
         crate::admission::validating(
             scope,
             &crate::admission::Attributes::of(
@@ -513,9 +520,14 @@ where
             .map(crate::allocator::hooks)
         {
             Some(hooks) => {
-                let r =
-                    (hooks.begin_update)(&scope.state, &mut new, current.value(), params.dry_run)
-                        .await?;
+                let r = (hooks.begin_update)(
+                    &scope.state,
+                    &scope.state.services,
+                    &mut new,
+                    current.value(),
+                    params.dry_run,
+                )
+                .await?;
                 // The hook may have filled in what it allocated.
                 encoded = scope.state.store.encode(&key, &new);
                 Some(r)
@@ -579,7 +591,7 @@ where
         match result {
             Ok(o) => {
                 if let Some(r) = reservation {
-                    r.commit(&scope.state).await;
+                    r.commit(&scope.state, &scope.state.services).await;
                 }
                 if finalized {
                     after_delete(&scope.state, &scope.res, o.value()).await;
@@ -591,7 +603,7 @@ where
             }
             Err(e) => {
                 if let Some(r) = reservation {
-                    r.revert(&scope.state).await;
+                    r.revert(&scope.state, &scope.state.services).await;
                 }
                 match e {
                     StorageError::Conflict { .. } | StorageError::NotFound { .. } => {
@@ -697,7 +709,14 @@ pub async fn create_object(
     }
     crate::admission::mutating(scope, "CREATE", None, params.dry_run, &mut obj).await?;
     validate(scope, &obj, None)?;
-    crate::rbac::admit(scope, &obj, None).await?;
+    crate::rbac::admit(
+        scope,
+        &*scope.state.authorizer,
+        scope.state.rbac.as_deref(),
+        &obj,
+        None,
+    )
+    .await?;
     crate::admission::validating(
         scope,
         &crate::admission::Attributes::of(scope, "CREATE", Some(&obj), None, params.dry_run),
@@ -706,7 +725,15 @@ pub async fn create_object(
     record_managed_fields(scope, None, &mut obj, manager, now)?;
     crate::conversion::for_storage(&scope.res, &mut obj).await?;
     let reservation = match scope.res.hooks.map(crate::allocator::hooks) {
-        Some(hooks) => Some((hooks.begin_create)(&scope.state, &mut obj, params.dry_run).await?),
+        Some(hooks) => Some(
+            (hooks.begin_create)(
+                &scope.state,
+                &scope.state.services,
+                &mut obj,
+                params.dry_run,
+            )
+            .await?,
+        ),
         None => None,
     };
     // Only a generated name is retried (with a fresh suffix) on collision.
@@ -718,8 +745,8 @@ pub async fn create_object(
     let result = store_new(scope, params, obj, first_name, retry_prefix).await;
     if let Some(r) = reservation {
         match &result {
-            Ok(_) => r.commit(&scope.state).await,
-            Err(_) => r.revert(&scope.state).await,
+            Ok(_) => r.commit(&scope.state, &scope.state.services).await,
+            Err(_) => r.revert(&scope.state, &scope.state.services).await,
         }
     }
     result
@@ -781,7 +808,7 @@ async fn store_new(
 /// addresses and ports are freed).
 pub async fn after_delete(state: &AppState, res: &Resource, obj: &Value) {
     if let Some(hooks) = res.hooks.map(crate::allocator::hooks) {
-        (hooks.after_delete)(state, obj).await;
+        (hooks.after_delete)(state, &state.services, obj).await;
     }
 }
 

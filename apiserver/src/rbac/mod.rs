@@ -21,12 +21,15 @@
 //!   bindings, with its refusal messages.
 //!
 //! The pure rule logic is `apimachinery::rbac`.
+//!
+//! On the floor of admission, below the state: it reads the store, the
+//! request's scope, and the authorizer and index its caller passes.
 
 pub mod policy;
 
 use crate::auth::{Authorizer, Decision};
 use crate::error::Result;
-use crate::handlers::Scope;
+use crate::scope::RequestScope;
 use apimachinery::auth::{RequestInfo, UserInfo, SYSTEM_MASTERS};
 use apimachinery::rbac::{self as rules, PolicyRule, RoleRef, Subject};
 use apimachinery::read::Freshness;
@@ -546,8 +549,15 @@ impl Authorizer for Union {
 }
 
 /// Asks the chain's authorizer about a verb on an RBAC object (the
-/// `escalate` and `bind` checks).
-async fn may(scope: &Scope, verb: &str, resource: &str, name: &str, namespace: &str) -> bool {
+/// `escalate` and `bind` checks); members of `system:masters` may.
+async fn may(
+    scope: &RequestScope,
+    authorizer: &dyn Authorizer,
+    verb: &str,
+    resource: &str,
+    name: &str,
+    namespace: &str,
+) -> bool {
     let request = RequestInfo {
         resource_request: true,
         verb: verb.into(),
@@ -558,10 +568,11 @@ async fn may(scope: &Scope, verb: &str, resource: &str, name: &str, namespace: &
         namespace: namespace.into(),
         ..Default::default()
     };
-    crate::auth::decide(&scope.state, &scope.user, &request).await == Decision::Allow
+    scope.user.in_group(SYSTEM_MASTERS)
+        || authorizer.authorize(&scope.user, &request).await == Decision::Allow
 }
 
-fn escalation_refused(scope: &Scope, name: &str, why: String) -> crate::error::ApiError {
+fn escalation_refused(scope: &RequestScope, name: &str, why: String) -> crate::error::ApiError {
     let gr = scope.res.group_resource();
     Status::forbidden(format!("{gr} {name:?} is forbidden: {why}"))
         .with_details(name, &scope.res.group, &scope.res.plural)
@@ -603,7 +614,16 @@ fn confirm_no_escalation(
 /// (owner references, finalizers) are not checked, as in kube; any other
 /// change is (a label alone can feed an aggregated role). Without the RBAC index (another authorization mode) only the
 /// authorizer's `escalate`/`bind` answer counts.
-pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()> {
+///
+/// `authorizer` is the server's chain; `rbac` its RBAC index, when RBAC is
+/// an authorization mode.
+pub async fn admit(
+    scope: &RequestScope,
+    authorizer: &dyn Authorizer,
+    rbac: Option<&Rbac>,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<()> {
     if scope.res.group != rules::GROUP || scope.user.in_group(SYSTEM_MASTERS) {
         return Ok(());
     }
@@ -614,10 +634,19 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
         return Ok(());
     }
     if is_role {
-        if may(scope, "escalate", &scope.res.plural, &name, &namespace).await {
+        if may(
+            scope,
+            authorizer,
+            "escalate",
+            &scope.res.plural,
+            &name,
+            &namespace,
+        )
+        .await
+        {
             return Ok(());
         }
-        let Some(rbac) = &scope.state.rbac else {
+        let Some(rbac) = rbac else {
             return Err(escalation_refused(
                 scope,
                 &name,
@@ -651,10 +680,19 @@ pub async fn admit(scope: &Scope, new: &Value, old: Option<&Value>) -> Result<()
     } else {
         "clusterroles"
     };
-    if may(scope, "bind", role_resource, &role_ref.name, &namespace).await {
+    if may(
+        scope,
+        authorizer,
+        "bind",
+        role_resource,
+        &role_ref.name,
+        &namespace,
+    )
+    .await
+    {
         return Ok(());
     }
-    let Some(rbac) = &scope.state.rbac else {
+    let Some(rbac) = rbac else {
         return Err(escalation_refused(
             scope,
             &name,
