@@ -24,6 +24,7 @@ pub mod encryption;
 pub mod error;
 pub mod etcd_process;
 pub mod event_ttl;
+mod filters;
 pub mod flowcontrol;
 pub mod flowcontrol_bootstrap;
 pub mod handlers;

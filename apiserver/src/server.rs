@@ -47,7 +47,9 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 /// The routes behind the filter chain (see `auth`): outermost first,
 /// request id → metrics → (failed-authentication audit) → authenticate →
 /// audit → impersonate → watches per user → priority and fairness →
-/// authorize → compression → handler.
+/// authorize → compression → handler. Each filter gets the part of the
+/// state it reads (the authorizer, the auditor); those that read several
+/// go through `filters`.
 ///
 /// The chain wraps the router as one service, not each route (which
 /// `Router::layer` does). Each `from_fn` layer clones the service below it
@@ -56,6 +58,7 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 /// request. Now a request clones plain structs (BENCHMARKS.md, "The
 /// filter chain as one service").
 fn filtered(state: Arc<AppState>) -> Router {
+    use crate::filters;
     use axum::middleware::{from_fn, from_fn_with_state};
     let chain = tower::ServiceBuilder::new()
         // Outermost: every response, even a 401, 429 or 504, carries Audit-Id.
@@ -65,17 +68,17 @@ fn filtered(state: Arc<AppState>) -> Router {
             crate::metrics::instrument,
         ))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
+            state.audit.clone(),
             crate::audit::audit_failed_authentication,
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state),
-            crate::auth::authenticate,
+            filters::authenticate,
         ))
-        .layer(from_fn_with_state(Arc::clone(&state), crate::audit::audit))
+        .layer(from_fn_with_state(state.audit.clone(), crate::audit::audit))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
-            crate::auth::impersonate,
+            Arc::clone(&state.authorizer),
+            crate::auth::impersonate::impersonate,
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state),
@@ -86,7 +89,7 @@ fn filtered(state: Arc<AppState>) -> Router {
             crate::flowcontrol::filter,
         ))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
+            Arc::clone(&state.authorizer),
             crate::auth::authorize,
         ))
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))

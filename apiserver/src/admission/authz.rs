@@ -84,7 +84,7 @@ impl Oracle {
                     ..Default::default()
                 },
             };
-            let decision = match crate::auth::decide(state, &subject, &request).await {
+            let decision = match crate::auth::decide(&*state.authorizer, &subject, &request).await {
                 crate::auth::Decision::Allow => AuthzDecision::Allowed(String::new()),
                 crate::auth::Decision::Deny(r) | crate::auth::Decision::NoOpinion(r) => {
                     AuthzDecision::Denied(r)

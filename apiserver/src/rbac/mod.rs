@@ -558,7 +558,7 @@ async fn may(scope: &Scope, verb: &str, resource: &str, name: &str, namespace: &
         namespace: namespace.into(),
         ..Default::default()
     };
-    crate::auth::decide(&scope.state, &scope.user, &request).await == Decision::Allow
+    crate::auth::decide(&*scope.state.authorizer, &scope.user, &request).await == Decision::Allow
 }
 
 fn escalation_refused(scope: &Scope, name: &str, why: String) -> crate::error::ApiError {

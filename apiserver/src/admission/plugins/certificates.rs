@@ -44,7 +44,7 @@ async fn authorized_for_signer(scope: &Scope, verb: &str, signer: &str) -> bool 
             name,
             ..Default::default()
         };
-        if crate::auth::decide(&scope.state, &scope.user, &request).await
+        if crate::auth::decide(&*scope.state.authorizer, &scope.user, &request).await
             == crate::auth::Decision::Allow
         {
             return true;
