@@ -1,8 +1,8 @@
 //! The router's glue to the filters that read more than one part of the
-//! server's state. The filters themselves (`auth`, `audit`) sit below the
-//! state and take what they use; the router hands a filter that needs only
-//! one part that part (`server::filtered`), and goes through here for the
-//! others.
+//! server's state. The filters themselves (`auth`, `audit`, `flowcontrol`)
+//! sit below the state and take what they use; the router hands a filter
+//! that needs only one part that part (`server::filtered`), and goes
+//! through here for the others.
 //!
 //! Top floor, beside `server.rs`, the only module that names it.
 
@@ -28,4 +28,13 @@ pub async fn authenticate(
         next,
     )
     .await
+}
+
+/// `flowcontrol::filter` with the APF state and the request timeout.
+pub async fn priority_and_fairness(
+    State(state): State<Arc<AppState>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    crate::flowcontrol::filter(&state.apf, state.limits.request_timeout, req, next).await
 }

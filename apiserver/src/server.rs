@@ -86,18 +86,19 @@ fn filtered(state: Arc<AppState>) -> Router {
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state),
-            crate::flowcontrol::filter,
+            filters::priority_and_fairness,
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state.authorizer),
             crate::auth::authorize,
         ))
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
-        .service(routes().with_state(state));
+        .service(routes(&state).with_state(state));
     Router::new().fallback_service(chain)
 }
 
-fn routes() -> Router<Arc<AppState>> {
+fn routes(state: &AppState) -> Router<Arc<AppState>> {
+    let apf = &state.apf;
     Router::new()
         .route("/version", get(version))
         .route("/version/", get(version))
@@ -110,15 +111,15 @@ fn routes() -> Router<Arc<AppState>> {
         .route("/metrics", get(crate::metrics::serve))
         .route(
             "/debug/api_priority_and_fairness/dump_priority_levels",
-            get(crate::flowcontrol::dump_priority_levels),
+            get(crate::flowcontrol::dump_priority_levels).with_state(Arc::clone(apf)),
         )
         .route(
             "/debug/api_priority_and_fairness/dump_queues",
-            get(crate::flowcontrol::dump_queues),
+            get(crate::flowcontrol::dump_queues).with_state(Arc::clone(apf)),
         )
         .route(
             "/debug/api_priority_and_fairness/dump_requests",
-            get(crate::flowcontrol::dump_requests),
+            get(crate::flowcontrol::dump_requests).with_state(Arc::clone(apf)),
         )
         .route("/openapi/v2", get(crate::openapi::v2))
         .route("/openapi/v3", get(crate::openapi::v3_root))
