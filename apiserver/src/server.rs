@@ -45,11 +45,12 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// request id → metrics → (failed-authentication audit) → authenticate →
-/// audit → impersonate → watches per user → priority and fairness →
-/// authorize → compression → handler. Each filter gets the part of the
-/// state it reads (the authorizer, the auditor); those that read several
-/// go through `filters`.
+/// request id → metrics, in-flight limits and timeout → (failed-
+/// authentication audit) → authenticate → audit → impersonate → watches
+/// per user → priority and fairness → authorize → compression → handler.
+/// Each filter gets the part of the state it reads (the authorizer, the
+/// auditor, the watch budget); those that read several go through
+/// `filters`.
 ///
 /// The chain wraps the router as one service, not each route (which
 /// `Router::layer` does). Each `from_fn` layer clones the service below it
@@ -63,10 +64,7 @@ fn filtered(state: Arc<AppState>) -> Router {
     let chain = tower::ServiceBuilder::new()
         // Outermost: every response, even a 401, 429 or 504, carries Audit-Id.
         .layer(from_fn(crate::telemetry::middleware))
-        .layer(from_fn_with_state(
-            Arc::clone(&state),
-            crate::metrics::instrument,
-        ))
+        .layer(from_fn_with_state(Arc::clone(&state), filters::instrument))
         .layer(from_fn_with_state(
             state.audit.clone(),
             crate::audit::audit_failed_authentication,
@@ -81,7 +79,7 @@ fn filtered(state: Arc<AppState>) -> Router {
             crate::auth::impersonate::impersonate,
         ))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
+            Arc::clone(&state.watch_budget),
             crate::limits::watchers,
         ))
         .layer(from_fn_with_state(
@@ -108,7 +106,7 @@ fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .route("/livez/{*check}", get(crate::health::livez_check))
         .route("/readyz", get(crate::health::readyz))
         .route("/readyz/{*check}", get(crate::health::readyz_check))
-        .route("/metrics", get(crate::metrics::serve))
+        .route("/metrics", get(crate::filters::metrics))
         .route(
             "/debug/api_priority_and_fairness/dump_priority_levels",
             get(crate::flowcontrol::dump_priority_levels).with_state(Arc::clone(apf)),
