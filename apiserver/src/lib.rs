@@ -24,6 +24,7 @@ pub mod encryption;
 pub mod error;
 pub mod etcd_process;
 pub mod event_ttl;
+mod filters;
 pub mod flowcontrol;
 pub mod flowcontrol_bootstrap;
 pub mod handlers;
@@ -403,11 +404,11 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     state.watch_budget = Arc::new(limits::WatchBudget::new(cfg.max_watches_per_user));
     // With APF on, its seats (the two limits together) replace the
     // max-inflight budgets, as in kube.
-    state.apf = flowcontrol::Apf::new(
+    state.apf = Arc::new(flowcontrol::Apf::new(
         cfg.enable_priority_and_fairness,
         cfg.max_requests_inflight + cfg.max_mutating_requests_inflight,
         state.metrics.as_ref().map(|m| m.registry()),
-    );
+    ));
     let state = Arc::new(state.with_limits(if cfg.enable_priority_and_fairness {
         limits::Limits::new(0, 0, cfg.request_timeout)
     } else {
@@ -423,11 +424,17 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     let crds = crd::controller::start(Arc::clone(&state.backend), Some(leadership.subscribe()));
     let mut controllers = start_controllers(&state, Some(leadership.subscribe()));
     if state.apf.enabled {
+        let apf = Arc::new(flowcontrol::Configuration {
+            backend: Arc::clone(&state.backend),
+            apf: Arc::clone(&state.apf),
+        });
         controllers.extend(
-            flowcontrol::controller(&state)
-                .map(|c| controllers::start(Arc::clone(&state), None, c)),
+            flowcontrol::controller(&apf).map(|c| controllers::start(Arc::clone(&apf), None, c)),
         );
-        controllers.push(flowcontrol::spawn_maintenance(Arc::clone(&state)));
+        controllers.push(flowcontrol::spawn_maintenance(
+            Arc::clone(&state.apf),
+            Arc::clone(&state.backend),
+        ));
     }
     let endpoint_lease =
         controllers::kubernetes_endpoints::EndpointLease::spawn(Arc::clone(&state)).map(Arc::new);

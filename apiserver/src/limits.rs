@@ -10,40 +10,40 @@
 //! Also the bound on open watches per user (`--max-watches-per-user`):
 //! one more is answered 429 at once, so a client that leaks watches
 //! cannot hold the server's memory.
+//!
+//! [`instrument`], the outermost filter after the request id, applies the
+//! budgets and the timeout and records every request in the metrics.
+//!
+//! Floor: the filters, below the server's state: the filters take the
+//! budgets, the metrics and the registry they use, never `AppState`
+//! (`filters.rs` hands them over); `metrics` is below, and imports nothing
+//! of this module.
 
 use crate::error::status_response;
+use crate::metrics::{Metrics, RequestInfo};
+use crate::registry::Registry;
 use apimachinery::status::Status;
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt;
+use prometheus::IntGauge;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Which in-flight budget a request draws on (defined with the metrics,
+/// whose `request_kind` label it is).
+pub use crate::metrics::RequestKind;
 
 /// kube-apiserver's message for a request over the in-flight limit.
 pub const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.";
 /// kube-apiserver's message for a request past its timeout.
 pub const TIMED_OUT: &str =
     "Timeout: request did not complete within requested timeout - context deadline exceeded";
-
-/// Which in-flight budget a request draws on (kube's `request_kind` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
-    ReadOnly,
-    Mutating,
-}
-
-impl RequestKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            RequestKind::ReadOnly => "readOnly",
-            RequestKind::Mutating => "mutating",
-        }
-    }
-}
 
 /// The in-flight budgets and the request timeout of one server.
 #[derive(Debug)]
@@ -160,7 +160,7 @@ impl Drop for WatchSlot {
 /// impersonation: the user a watch runs as). The slot lives as long as
 /// the response body, i.e. the watch stream.
 pub async fn watchers(
-    State(state): State<Arc<crate::state::AppState>>,
+    State(budget): State<Arc<WatchBudget>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
@@ -172,10 +172,10 @@ pub async fn watchers(
     let (true, Some(user)) = (watching, user) else {
         return next.run(req).await;
     };
-    let Some(slot) = state.watch_budget.try_open(&user) else {
+    let Some(slot) = budget.try_open(&user) else {
         let message = format!(
             "Too many watches: user {user:?} has {} open, the most allowed (--max-watches-per-user), please try again later.",
-            state.watch_budget.max
+            budget.max
         );
         return status_response(&Status::too_many_requests(message, 1));
     };
@@ -185,6 +185,118 @@ pub async fn watchers(
         frame
     });
     Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// The middleware around the whole router: classify, admit (in-flight
+/// limits), run under the request timeout, record. Long-running requests
+/// (watches) skip the limits and the timeout; their streams end when the
+/// server shuts down. `resources` names the kinds the labels may carry;
+/// `stopping` turns `true` when the server stops (long-running responses
+/// end then).
+pub async fn instrument(
+    resources: &Registry,
+    metrics: Option<&Metrics>,
+    limits: &Limits,
+    stopping: &tokio::sync::watch::Sender<bool>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let start = Instant::now();
+    let resolved = crate::auth::resolve(&mut req);
+    let route = resolved
+        .as_ref()
+        .as_ref()
+        .ok()
+        .and_then(|ri| ri.route.as_ref());
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let info = RequestInfo::classify(
+        resources,
+        req.method(),
+        route,
+        req.uri().query(),
+        content_type,
+    );
+    let response = if info.long_running {
+        let guard = GaugeGuard::new(metrics.map(|m| m.longrunning(&info)));
+        let response = next.run(req).await;
+        let stopping = stopping.subscribe();
+        end_with(response, guard, stopping)
+    } else {
+        match limits.try_acquire(info.kind) {
+            None => too_many_requests(),
+            Some(slot) => {
+                let guard = GaugeGuard::new(metrics.map(|m| m.inflight(info.kind)));
+                // The handler runs on as its own task past the timeout (as
+                // kube's timeout filter lets it), still holding its slot,
+                // so a timed-out request keeps counting against the limit
+                // until it really ends.
+                let handler = tokio::spawn(crate::telemetry::in_request(async move {
+                    let r = next.run(req).await;
+                    drop((slot, guard));
+                    r
+                }));
+                match tokio::time::timeout(limits.request_timeout, handler).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "request handler failed");
+                        status_response(&Status::internal(
+                            "the request handler failed; see the server log",
+                        ))
+                    }
+                    Err(_) => timed_out(),
+                }
+            }
+        }
+    };
+    let size = response.body().size_hint().exact();
+    if let Some(m) = metrics {
+        m.observe(&info, response.status(), start.elapsed(), size);
+    }
+    response
+}
+
+/// Ties `guard` to the response body (released when the stream ends or the
+/// client goes away) and ends the body cleanly once the server stops.
+fn end_with(
+    response: Response,
+    guard: GaugeGuard,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> Response {
+    let (parts, body) = response.into_parts();
+    let stop = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    let stream = body
+        .into_data_stream()
+        .take_until(Box::pin(stop))
+        .map(move |frame| {
+            let _held = &guard;
+            frame
+        });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// Decrements a gauge when dropped (the request, or its stream, ended).
+struct GaugeGuard(Option<IntGauge>);
+
+impl GaugeGuard {
+    fn new(g: Option<IntGauge>) -> Self {
+        if let Some(g) = &g {
+            g.inc();
+        }
+        GaugeGuard(g)
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        if let Some(g) = &self.0 {
+            g.dec();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cfg = Config::parse();
-    let telemetry = match apiserver::telemetry::init(&cfg) {
+    let telemetry = match apiserver::telemetry::init(
+        cfg.log_format,
+        cfg.tracing_endpoint.as_deref(),
+        cfg.tracing_sampling_rate_per_million,
+    ) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("apiserver: {e}");

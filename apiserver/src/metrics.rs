@@ -1,7 +1,15 @@
-//! `/metrics` in the Prometheus text format, with kube-apiserver's metric
-//! names and labels, and the one middleware every request passes through:
-//! it classifies the request (kube's verb and labels), applies the in-flight
-//! limits and the request timeout (`limits`), and records the request.
+//! The server's metrics, with kube-apiserver's metric names and labels,
+//! rendered for `/metrics` in the Prometheus text format. Requests are
+//! classified here (kube's verb and labels) and recorded by the outermost
+//! filter, `limits::instrument`, which also applies the in-flight limits
+//! and the request timeout.
+//!
+//! Floor: below the backend, which holds the metrics: this module imports
+//! only the model (registry, storage layout, CRD rows) and `telemetry`,
+//! never the backend, a filter or the server's state. What a scrape reads
+//! from the rest of the server (the watch cache, the stored object counts,
+//! the audit log's totals) the `/metrics` handler (`filters.rs`, top
+//! floor) gathers and hands over through the `record_*` methods.
 //!
 //! Built on the `prometheus` crate rather than the opentelemetry SDK: the
 //! opentelemetry Prometheus exporter is unmaintained upstream and pulls a
@@ -18,24 +26,16 @@
 //! Request durations of watches are taken when the response starts, not when
 //! the stream ends.
 
-use crate::limits::{self, RequestKind};
 use crate::registry::Registry as Resources;
-use crate::state::AppState;
-use axum::body::Body;
-use axum::body::HttpBody;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use apimachinery::request::ApiPath;
+use axum::http::{Method, StatusCode};
 use prometheus::core::Collector;
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use watchcache::etcd::EtcdObserver;
 
 /// kube-apiserver's `component` label value.
@@ -58,8 +58,23 @@ const DURATION_BUCKETS: &[f64] = &[
 const WATCH_LABELS: &[&str] = &["group", "version", "resource"];
 /// kube-apiserver's labels of the etcd request metrics.
 const ETCD_LABELS: &[&str] = &["operation", "group", "resource"];
-/// Upper bound on the per-resource object counts of one scrape.
-const COUNT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Which in-flight budget a request draws on (`limits`), kube's
+/// `request_kind` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    ReadOnly,
+    Mutating,
+}
+
+impl RequestKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            RequestKind::ReadOnly => "readOnly",
+            RequestKind::Mutating => "mutating",
+        }
+    }
+}
 
 /// What a request is, in kube-apiserver's metric labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +98,7 @@ impl RequestInfo {
     pub fn classify(
         resources: &Resources,
         method: &Method,
-        route: Option<&crate::request::ApiPath>,
+        route: Option<&ApiPath>,
         query: Option<&str>,
         content_type: Option<&str>,
     ) -> RequestInfo {
@@ -101,7 +116,7 @@ impl RequestInfo {
             long_running: false,
             kind,
         };
-        let Some(crate::request::ApiPath::Resource(r)) = route else {
+        let Some(ApiPath::Resource(r)) = route else {
             return info;
         };
         // Unknown resources keep empty labels: bounded cardinality.
@@ -529,38 +544,41 @@ impl Metrics {
         }
     }
 
-    /// Brings the scrape-time metrics (cache stats, object counts) up to
-    /// date and renders every metric in the text format.
-    pub async fn render(&self, state: &AppState) -> String {
-        self.custom_rows.set(crate::crd::live_rows());
-        if let Some(cache) = &state.cache {
-            let stats = cache.stats();
-            {
-                let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
-                bump(&self.terminated_watchers, stats.terminated_watchers);
-                bump(&self.cache_fallbacks, stats.consistent_fallbacks);
-            }
-            self.registered_watchers.set(to_i64(stats.watchers));
-            self.cache_revision.set(stats.revision);
-            self.cache_capacity.set(to_i64(stats.window_events));
-            self.cache_window_bytes.set(to_i64(stats.window_bytes));
-            self.cache_objects.set(to_i64(stats.objects));
-            self.count_objects(state).await;
-        }
-        if let Some(audit) = &state.audit {
-            use std::sync::atomic::Ordering::Relaxed;
-            let c = &audit.sink.counters;
+    /// Brings the watch cache's metrics up to date (at a scrape).
+    pub fn record_cache(&self, stats: &watchcache::CacheStats) {
+        {
             let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
-            bump(&self.audit_events, c.events.load(Relaxed));
-            bump(
-                &self.audit_errors.with_label_values(&["buffered"]),
-                c.dropped.load(Relaxed),
-            );
-            bump(
-                &self.audit_errors.with_label_values(&["log"]),
-                c.errors.load(Relaxed),
-            );
+            bump(&self.terminated_watchers, stats.terminated_watchers);
+            bump(&self.cache_fallbacks, stats.consistent_fallbacks);
         }
+        self.registered_watchers.set(to_i64(stats.watchers));
+        self.cache_revision.set(stats.revision);
+        self.cache_capacity.set(to_i64(stats.window_events));
+        self.cache_window_bytes.set(to_i64(stats.window_bytes));
+        self.cache_objects.set(to_i64(stats.objects));
+    }
+
+    /// `apiserver_storage_objects`: stored objects per resource (`plural`
+    /// or `plural.group`), as counted at a scrape.
+    pub fn record_stored_objects(&self, counts: HashMap<String, i64>) {
+        for (label, count) in counts {
+            self.storage_objects.with_label_values(&[&label]).set(count);
+        }
+    }
+
+    /// The audit log's totals (at a scrape): events handed to the writer,
+    /// dropped because its queue was full, lost to write errors.
+    pub fn record_audit(&self, events: u64, dropped: u64, errors: u64) {
+        let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+        bump(&self.audit_events, events);
+        bump(&self.audit_errors.with_label_values(&["buffered"]), dropped);
+        bump(&self.audit_errors.with_label_values(&["log"]), errors);
+    }
+
+    /// Renders every metric in the text format (the scrape-time ones
+    /// recorded first through `record_*`).
+    pub fn render(&self) -> String {
+        self.custom_rows.set(crate::crd::live_rows());
         let families = self.registry.gather();
         TextEncoder::new()
             .encode_to_string(&families)
@@ -575,15 +593,24 @@ impl Metrics {
         &self.registry
     }
 
-    /// `apiserver_storage_objects`.
-    async fn count_objects(&self, state: &AppState) {
-        for (label, count) in stored_counts(state).await.unwrap_or_default() {
-            self.storage_objects.with_label_values(&[&label]).set(count);
-        }
+    /// The gauge of the long-running requests of `info`'s labels.
+    pub fn longrunning(&self, info: &RequestInfo) -> IntGauge {
+        self.longrunning.with_label_values(&info.labels())
+    }
+
+    /// The gauge of the requests in flight of `kind`.
+    pub fn inflight(&self, kind: RequestKind) -> IntGauge {
+        self.inflight.with_label_values(&[kind.label()])
     }
 
     /// Records one finished request.
-    fn observe(&self, info: &RequestInfo, code: StatusCode, elapsed: Duration, size: Option<u64>) {
+    pub fn observe(
+        &self,
+        info: &RequestInfo,
+        code: StatusCode,
+        elapsed: Duration,
+        size: Option<u64>,
+    ) {
         let labels = info.labels();
         let code = code.as_u16().to_string();
         let mut with_code = labels.to_vec();
@@ -623,43 +650,6 @@ struct EtcdRequestMetrics {
     durations: HistogramVec,
     requests: IntCounterVec,
     errors: IntCounterVec,
-}
-
-/// Stored objects per resource (`plural` or `plural.group`), a count-only
-/// etcd read each (`None` without a watch cache over etcd, or when etcd
-/// does not answer in time).
-pub async fn stored_counts(state: &AppState) -> Option<HashMap<String, i64>> {
-    let store = state.cache.as_ref()?.store();
-    let (client, telemetry) = (store.client(), store.telemetry());
-    let mut seen = std::collections::HashSet::new();
-    let all = state.registry.all();
-    let counts = all
-        .iter()
-        .filter(|res| seen.insert(crate::storage_format::segment(res)))
-        .map(|res| {
-            let mut client = client.clone();
-            let prefix = state.collection_prefix(&res, None);
-            let label = if res.group.is_empty() {
-                res.plural.to_string()
-            } else {
-                format!("{}.{}", res.plural, res.group)
-            };
-            async move {
-                let opts = etcd_client::GetOptions::new()
-                    .with_prefix()
-                    .with_count_only();
-                let get = client.get(prefix.as_bytes(), Some(opts));
-                let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
-                let count = resp.await.ok()?.count();
-                Some((label, count))
-            }
-        });
-    let all = futures_util::future::join_all(counts);
-    let Ok(results) = tokio::time::timeout(COUNT_TIMEOUT, all).await else {
-        tracing::debug!("counting stored objects timed out");
-        return None;
-    };
-    Some(results.into_iter().flatten().collect())
 }
 
 /// Records every etcd request of a store (`etcd_request_duration_seconds`,
@@ -724,131 +714,6 @@ fn bump(c: &IntCounter, total: u64) {
     if d > 0 {
         c.inc_by(d);
     }
-}
-
-/// Decrements a gauge when dropped (the request, or its stream, ended).
-struct GaugeGuard(Option<IntGauge>);
-
-impl GaugeGuard {
-    fn new(g: Option<IntGauge>) -> Self {
-        if let Some(g) = &g {
-            g.inc();
-        }
-        GaugeGuard(g)
-    }
-}
-
-impl Drop for GaugeGuard {
-    fn drop(&mut self) {
-        if let Some(g) = &self.0 {
-            g.dec();
-        }
-    }
-}
-
-/// `GET /metrics`.
-pub async fn serve(State(state): State<Arc<AppState>>) -> Response {
-    let Some(metrics) = &state.metrics else {
-        return (StatusCode::NOT_FOUND, "metrics are not available\n").into_response();
-    };
-    let body = metrics.render(&state).await;
-    let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    r
-}
-
-/// The middleware around the whole router: classify, admit (in-flight
-/// limits), run under the request timeout, record. Long-running requests
-/// (watches) skip the limits and the timeout; their streams end when the
-/// server shuts down.
-pub async fn instrument(
-    State(state): State<Arc<AppState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let start = Instant::now();
-    let resolved = crate::auth::resolve(&mut req);
-    let route = resolved
-        .as_ref()
-        .as_ref()
-        .ok()
-        .and_then(|ri| ri.route.as_ref());
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    let info = RequestInfo::classify(
-        &state.registry,
-        req.method(),
-        route,
-        req.uri().query(),
-        content_type,
-    );
-    let metrics = state.metrics.as_deref();
-    let response = if info.long_running {
-        let guard =
-            GaugeGuard::new(metrics.map(|m| m.longrunning.with_label_values(&info.labels())));
-        let response = next.run(req).await;
-        let stopping = state.stopping.subscribe();
-        end_with(response, guard, stopping)
-    } else {
-        match state.limits.try_acquire(info.kind) {
-            None => limits::too_many_requests(),
-            Some(slot) => {
-                let guard = GaugeGuard::new(
-                    metrics.map(|m| m.inflight.with_label_values(&[info.kind.label()])),
-                );
-                // The handler runs on as its own task past the timeout (as
-                // kube's timeout filter lets it), still holding its slot,
-                // so a timed-out request keeps counting against the limit
-                // until it really ends.
-                let handler = tokio::spawn(crate::telemetry::in_request(async move {
-                    let r = next.run(req).await;
-                    drop((slot, guard));
-                    r
-                }));
-                match tokio::time::timeout(state.limits.request_timeout, handler).await {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "request handler failed");
-                        crate::error::status_response(&apimachinery::status::Status::internal(
-                            "the request handler failed; see the server log",
-                        ))
-                    }
-                    Err(_) => limits::timed_out(),
-                }
-            }
-        }
-    };
-    let size = response.body().size_hint().exact();
-    if let Some(m) = metrics {
-        m.observe(&info, response.status(), start.elapsed(), size);
-    }
-    response
-}
-
-/// Ties `guard` to the response body (released when the stream ends or the
-/// client goes away) and ends the body cleanly once the server stops.
-fn end_with(
-    response: Response,
-    guard: GaugeGuard,
-    mut stopping: tokio::sync::watch::Receiver<bool>,
-) -> Response {
-    let (parts, body) = response.into_parts();
-    let stop = async move {
-        let _ = stopping.wait_for(|s| *s).await;
-    };
-    let stream = body
-        .into_data_stream()
-        .take_until(Box::pin(stop))
-        .map(move |frame| {
-            let _held = &guard;
-            frame
-        });
-    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 #[cfg(test)]

@@ -45,9 +45,12 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 }
 
 /// The routes behind the filter chain (see `auth`): outermost first,
-/// request id → metrics → (failed-authentication audit) → authenticate →
-/// audit → impersonate → watches per user → priority and fairness →
-/// authorize → compression → handler.
+/// request id → metrics, in-flight limits and timeout → (failed-
+/// authentication audit) → authenticate → audit → impersonate → watches
+/// per user → priority and fairness → authorize → compression → handler.
+/// Each filter gets the part of the state it reads (the authorizer, the
+/// auditor, the watch budget); those that read several go through
+/// `filters`.
 ///
 /// The chain wraps the router as one service, not each route (which
 /// `Router::layer` does). Each `from_fn` layer clones the service below it
@@ -56,45 +59,45 @@ pub fn secure_router(state: Arc<AppState>) -> Router {
 /// request. Now a request clones plain structs (BENCHMARKS.md, "The
 /// filter chain as one service").
 fn filtered(state: Arc<AppState>) -> Router {
+    use crate::filters;
     use axum::middleware::{from_fn, from_fn_with_state};
     let chain = tower::ServiceBuilder::new()
         // Outermost: every response, even a 401, 429 or 504, carries Audit-Id.
         .layer(from_fn(crate::telemetry::middleware))
+        .layer(from_fn_with_state(Arc::clone(&state), filters::instrument))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
-            crate::metrics::instrument,
-        ))
-        .layer(from_fn_with_state(
-            Arc::clone(&state),
+            state.audit.clone(),
             crate::audit::audit_failed_authentication,
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state),
-            crate::auth::authenticate,
+            filters::authenticate,
         ))
-        .layer(from_fn_with_state(Arc::clone(&state), crate::audit::audit))
+        .layer(from_fn_with_state(state.audit.clone(), crate::audit::audit))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
-            crate::auth::impersonate,
+            Arc::clone(&state.authorizer),
+            crate::auth::impersonate::impersonate,
         ))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
+            Arc::clone(&state.watch_budget),
             crate::limits::watchers,
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state),
-            crate::flowcontrol::filter,
+            filters::priority_and_fairness,
         ))
         .layer(from_fn_with_state(
-            Arc::clone(&state),
+            Arc::clone(&state.authorizer),
             crate::auth::authorize,
         ))
         .layer(CompressionLayer::new().compress_when(CompressUnlessStreaming))
-        .service(routes(Arc::clone(&state.openapi)).with_state(state));
+        .service(routes(&state).with_state(state));
     Router::new().fallback_service(chain)
 }
 
-fn routes(openapi: Arc<crate::openapi::OpenApi>) -> Router<Arc<AppState>> {
+fn routes(state: &AppState) -> Router<Arc<AppState>> {
+    let apf = &state.apf;
+    let openapi = Arc::clone(&state.openapi);
     Router::new()
         .route("/version", get(version))
         .route("/version/", get(version))
@@ -104,18 +107,18 @@ fn routes(openapi: Arc<crate::openapi::OpenApi>) -> Router<Arc<AppState>> {
         .route("/livez/{*check}", get(crate::health::livez_check))
         .route("/readyz", get(crate::health::readyz))
         .route("/readyz/{*check}", get(crate::health::readyz_check))
-        .route("/metrics", get(crate::metrics::serve))
+        .route("/metrics", get(crate::filters::metrics))
         .route(
             "/debug/api_priority_and_fairness/dump_priority_levels",
-            get(crate::flowcontrol::dump_priority_levels),
+            get(crate::flowcontrol::dump_priority_levels).with_state(Arc::clone(apf)),
         )
         .route(
             "/debug/api_priority_and_fairness/dump_queues",
-            get(crate::flowcontrol::dump_queues),
+            get(crate::flowcontrol::dump_queues).with_state(Arc::clone(apf)),
         )
         .route(
             "/debug/api_priority_and_fairness/dump_requests",
-            get(crate::flowcontrol::dump_requests),
+            get(crate::flowcontrol::dump_requests).with_state(Arc::clone(apf)),
         )
         .route(
             "/openapi/v2",

@@ -25,7 +25,7 @@ pub struct AppState {
     /// In-flight limits and the request timeout.
     pub limits: crate::limits::Limits,
     /// API Priority and Fairness (off until configured by `run`).
-    pub apf: crate::flowcontrol::Apf,
+    pub apf: Arc<crate::flowcontrol::Apf>,
     /// Open watches per user (`--max-watches-per-user`).
     pub watch_budget: Arc<crate::limits::WatchBudget>,
     /// Set to `true` when the server stops accepting: open watch streams

@@ -14,8 +14,11 @@
 //! exported over OTLP/gRPC (service name `apiserver`, W3C `traceparent`
 //! honoured); without it there is no exporter, no propagator and no
 //! OpenTelemetry layer at all.
+//!
+//! Floor: with the backend, below the filters: it imports no other module
+//! of the crate (`init` takes the flags it reads, not the configuration,
+//! which itself names [`LogFormat`]).
 
-use crate::config::Config;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
@@ -214,18 +217,23 @@ impl Telemetry {
 /// Installs the global log subscriber (format from `--log-format`, filter
 /// from `RUST_LOG`) and, with `--tracing-endpoint`, the OTLP exporter.
 /// Must run inside the tokio runtime (the gRPC channel is spawned on it).
-pub fn init(cfg: &Config) -> Result<Telemetry, TelemetryError> {
+/// `tracing_sampling_rate_per_million` is `--tracing-sampling-rate-per-million`.
+pub fn init(
+    log_format: LogFormat,
+    tracing_endpoint: Option<&str>,
+    tracing_sampling_rate_per_million: u32,
+) -> Result<Telemetry, TelemetryError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let logs = match cfg.log_format {
+    let logs = match log_format {
         LogFormat::Text => fmt.with_filter(filter).boxed(),
         LogFormat::Json => fmt.json().with_filter(filter).boxed(),
     };
-    let provider = match &cfg.tracing_endpoint {
+    let provider = match tracing_endpoint {
         Some(endpoint) => Some(tracer_provider(
             endpoint,
-            cfg.tracing_sampling_rate_per_million,
+            tracing_sampling_rate_per_million,
         )?),
         None => None,
     };

@@ -11,11 +11,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use apimachinery::auth::{RequestInfo, UserInfo, SYSTEM_MASTERS};
+use apimachinery::auth::{RequestInfo, UserInfo};
 use k8s_cel::{AuthzCheck, AuthzDecision, AuthzOracle};
 
 use super::Attributes;
-use crate::auth::{Authorizer, Decision};
+use crate::auth::Authorizer;
 
 /// Evaluations of one expression set before a pending check is an error.
 pub const ROUNDS: usize = 4;
@@ -84,9 +84,11 @@ impl Oracle {
                     ..Default::default()
                 },
             };
-            let decision = match decide(authorizer, &subject, &request).await {
-                Decision::Allow => AuthzDecision::Allowed(String::new()),
-                Decision::Deny(r) | Decision::NoOpinion(r) => AuthzDecision::Denied(r),
+            let decision = match crate::auth::decide(authorizer, &subject, &request).await {
+                crate::auth::Decision::Allow => AuthzDecision::Allowed(String::new()),
+                crate::auth::Decision::Deny(r) | crate::auth::Decision::NoOpinion(r) => {
+                    AuthzDecision::Denied(r)
+                }
             };
             self.known
                 .lock()
@@ -95,21 +97,6 @@ impl Oracle {
         }
         true
     }
-}
-
-/// What the server's authorization filter decides for `user` (as
-/// `auth::decide` does): members of `system:masters` are always allowed,
-/// as kube-apiserver's privileged-group authorizer allows them; anyone
-/// else is up to `authorizer`.
-pub async fn decide(
-    authorizer: &dyn Authorizer,
-    user: &UserInfo,
-    request: &RequestInfo,
-) -> Decision {
-    if user.in_group(SYSTEM_MASTERS) {
-        return Decision::Allow;
-    }
-    authorizer.authorize(user, request).await
 }
 
 /// The `authorizer` variable for a request, answered by `oracle`.

@@ -24,12 +24,17 @@
 //! Writing is [`sink::Sink`]'s: a bounded queue to a writer thread; a
 //! request never waits on the disk, and a full queue drops (and counts)
 //! events.
+//!
+//! Floor: the filters, below the server's state. The two layers take the
+//! auditor (`None`: auditing off), not `AppState`; this module reads the
+//! user and the request's attributes from `auth`, which in turn reports to
+//! it only through [`slot`] (so there is no circle).
 
 pub mod policy;
 pub mod sink;
+pub mod slot;
 
 use crate::auth::Identity;
-use crate::state::AppState;
 use apimachinery::auth::{RequestInfo, UserInfo};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -39,56 +44,19 @@ use axum::response::Response;
 use futures_util::{FutureExt, StreamExt};
 use policy::{Level, Policy, Stage};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use sink::{LogConfig, Sink};
+pub use slot::{AuditSlot, DECISION_ANNOTATION, REASON_ANNOTATION};
 
 /// The response header carrying the request's audit ID.
 pub const AUDIT_ID_HEADER: &str = "audit-id";
-pub const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
-pub const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 
 /// The policy and where events go; one per server.
 #[derive(Debug)]
 pub struct Auditor {
     pub policy: Policy,
     pub sink: Sink,
-}
-
-/// Filled in by the layers after `audit` (authorize, impersonation) for the
-/// request's events.
-#[derive(Debug, Clone, Default)]
-pub struct AuditSlot(Arc<Mutex<SlotData>>);
-
-#[derive(Debug, Default)]
-struct SlotData {
-    annotations: BTreeMap<String, String>,
-    impersonated_user: Option<UserInfo>,
-}
-
-impl AuditSlot {
-    fn with<T>(&self, f: impl FnOnce(&mut SlotData) -> T) -> T {
-        let mut data = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut data)
-    }
-
-    pub fn annotate(&self, key: &str, value: &str) {
-        self.with(|d| d.annotations.insert(key.to_string(), value.to_string()));
-    }
-
-    /// The authorizer's answer: `allow` or `forbid`, and why.
-    pub fn record_decision(&self, allowed: bool, reason: &str) {
-        self.annotate(
-            DECISION_ANNOTATION,
-            if allowed { "allow" } else { "forbid" },
-        );
-        self.annotate(REASON_ANNOTATION, reason);
-    }
-
-    pub fn set_impersonated_user(&self, user: UserInfo) {
-        self.with(|d| d.impersonated_user = Some(user));
-    }
 }
 
 /// Marks a response the audit layer has recorded (so the failed
@@ -373,11 +341,11 @@ fn audited(mut resp: Response) -> Response {
 /// The audit layer (after `authenticate`, before impersonation and
 /// `authorize`).
 pub async fn audit(
-    State(state): State<Arc<AppState>>,
+    State(auditor): State<Option<Arc<Auditor>>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let Some(auditor) = state.audit.clone() else {
+    let Some(auditor) = auditor else {
         return next.run(req).await;
     };
     let received = chrono::Utc::now();
@@ -543,11 +511,11 @@ fn attempted_methods(headers: &HeaderMap) -> String {
 /// authentication; it is recorded as one `ResponseStarted` event with no
 /// user, as kube-apiserver's failed-authentication handler records it.
 pub async fn audit_failed_authentication(
-    State(state): State<Arc<AppState>>,
+    State(auditor): State<Option<Arc<Auditor>>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let Some(auditor) = state.audit.clone() else {
+    let Some(auditor) = auditor else {
         return next.run(req).await;
     };
     let received = chrono::Utc::now();

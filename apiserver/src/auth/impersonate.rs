@@ -6,9 +6,9 @@
 //! (authentication.k8s.io), as kube-apiserver checks it. The request then
 //! runs as the impersonated user.
 
-use super::{decide, Decision, Identity};
+use super::{decide, Authorizer, Decision, Identity};
+use crate::audit::slot::AuditSlot;
 use crate::error::status_response;
-use crate::state::AppState;
 use apimachinery::auth::{
     self as info, RequestInfo, UserInfo, ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS,
 };
@@ -177,7 +177,7 @@ pub fn impersonated_user(targets: &[Target], groups_given: bool) -> UserInfo {
 
 /// The impersonation layer.
 pub async fn impersonate(
-    State(state): State<Arc<AppState>>,
+    State(authorizer): State<Arc<dyn Authorizer>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
@@ -191,7 +191,7 @@ pub async fn impersonate(
     };
     for t in &targets {
         let attrs = t.attributes();
-        match decide(&state, &requester, &attrs).await {
+        match decide(&*authorizer, &requester, &attrs).await {
             Decision::Allow => {}
             Decision::Deny(reason) | Decision::NoOpinion(reason) => {
                 return status_response(&info::forbidden(&requester, &attrs, &reason));
@@ -213,7 +213,7 @@ pub async fn impersonate(
     for k in extras {
         headers.remove(k);
     }
-    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
+    if let Some(slot) = req.extensions().get::<AuditSlot>() {
         slot.set_impersonated_user(user.clone());
     }
     req.extensions_mut().insert(Identity(Arc::new(user)));

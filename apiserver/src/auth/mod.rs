@@ -13,6 +13,13 @@
 //!   ([`apimachinery::auth::request_info`]) and asks the configured
 //!   [`Authorizer`]; members of `system:masters` are always allowed, as
 //!   kube-apiserver's privileged-group authorizer allows them.
+//!
+//! Floor: the filters, below the server's state. Each middleware here takes
+//! what it uses (the authenticator, the authorizer, the failure limiter),
+//! never `AppState`; `filters.rs` and `server.rs` hand them over. Nothing
+//! here imports `state`, `server`, `handlers`, `admission`, the
+//! aggregator or `audit` (the layers report to the audit layer through
+//! `audit::slot`, which imports nothing of the chain).
 
 pub mod der;
 pub mod impersonate;
@@ -24,11 +31,8 @@ pub mod serviceaccount;
 pub mod tls;
 pub mod token_file;
 
-pub use impersonate::impersonate;
-pub use serviceaccount::review_token;
-
+use crate::audit::slot::AuditSlot;
 use crate::error::status_response;
-use crate::state::AppState;
 use apimachinery::auth::{self as info, RequestInfo, UserInfo, SYSTEM_MASTERS};
 use apimachinery::Status;
 use async_trait::async_trait;
@@ -117,31 +121,6 @@ impl Authenticator for Union {
     }
 }
 
-/// Client certificates: the TLS handshake verified the chain against the
-/// client CA (see `tls`); the leaf's CN is the user, its Os the groups.
-/// When the port also accepts another CA's certificates (request-header
-/// authentication), `verify` checks the chain against the client CA alone.
-pub struct ClientCertificates {
-    pub verify: Option<crate::aggregator::requestheader::ChainVerifier>,
-}
-
-#[async_trait]
-impl Authenticator for ClientCertificates {
-    async fn authenticate(&self, request: &Parts) -> Authentication {
-        let Some(tls::PeerCertificates(chain)) = request.extensions.get::<tls::PeerCertificates>()
-        else {
-            return Authentication::NoCredentials;
-        };
-        if self.verify.as_ref().is_some_and(|v| !v.verifies(chain)) {
-            return Authentication::NoCredentials;
-        }
-        match chain.first().and_then(|leaf| tls::certificate_user(leaf)) {
-            Some(u) => Authentication::User(u),
-            None => Authentication::Invalid("client certificate has no common name".into()),
-        }
-    }
-}
-
 /// Paths an anonymous request may reach when anonymous authentication is
 /// on: health, version and discovery (every other path is a 401).
 pub fn anonymous_path(path: &str) -> bool {
@@ -184,11 +163,15 @@ impl Authorizer for AlwaysAllow {
 
 /// Authorization as the chain runs it: the privileged group first, then
 /// the configured authorizer.
-pub async fn decide(state: &AppState, user: &UserInfo, request: &RequestInfo) -> Decision {
+pub async fn decide(
+    authorizer: &dyn Authorizer,
+    user: &UserInfo,
+    request: &RequestInfo,
+) -> Decision {
     if user.in_group(SYSTEM_MASTERS) {
         return Decision::Allow;
     }
-    state.authorizer.authorize(user, request).await
+    authorizer.authorize(user, request).await
 }
 
 /// Outermost layer of the plain-HTTP router: every request there runs as
@@ -202,8 +185,12 @@ pub async fn loopback_identity(mut req: Request<Body>, next: Next) -> Response {
 /// Authentication: keeps an identity the listener set, otherwise asks the
 /// configured authenticator. No credentials: the anonymous user when
 /// anonymous authentication is on, else 401; bad credentials: 401.
+/// `authenticator` is `None` when no credentials are accepted (the secure
+/// port off); `failures` limits failed attempts per client address.
 pub async fn authenticate(
-    State(state): State<Arc<AppState>>,
+    authenticator: Option<&dyn Authenticator>,
+    anonymous_auth: bool,
+    failures: &ratelimit::FailureLimiter,
     req: Request<Body>,
     next: Next,
 ) -> Response {
@@ -217,29 +204,27 @@ pub async fn authenticate(
         .contains_key(axum::http::header::AUTHORIZATION)
         || parts.extensions.get::<tls::PeerCertificates>().is_some();
     if let (Some(ip), true) = (client, presents_credentials) {
-        if let Some(wait) = state.auth_failures.blocked(ip, std::time::Instant::now()) {
+        if let Some(wait) = failures.blocked(ip, std::time::Instant::now()) {
             return status_response(&Status::too_many_requests(
                 "too many failed authentication attempts from this address, please try again later",
                 wait,
             ));
         }
     }
-    let outcome = match &state.authenticator {
+    let outcome = match authenticator {
         Some(a) => a.authenticate(&parts).await,
         None => Authentication::NoCredentials,
     };
     let user = match outcome {
         Authentication::User(user) => user.with_authenticated_group(),
-        Authentication::NoCredentials
-            if state.anonymous_auth && anonymous_path(parts.uri.path()) =>
-        {
+        Authentication::NoCredentials if anonymous_auth && anonymous_path(parts.uri.path()) => {
             UserInfo::anonymous()
         }
         Authentication::NoCredentials => return status_response(&Status::unauthorized()),
         Authentication::Invalid(why) => {
             tracing::info!(reason = %why, path = parts.uri.path(), "authentication failed");
             if let Some(ip) = client {
-                state.auth_failures.failed(ip, std::time::Instant::now());
+                failures.failed(ip, std::time::Instant::now());
             }
             return status_response(&Status::unauthorized());
         }
@@ -250,7 +235,7 @@ pub async fn authenticate(
 
 /// Authorization: 403 unless the authorizer allows the request.
 pub async fn authorize(
-    State(state): State<Arc<AppState>>,
+    State(authorizer): State<Arc<dyn Authorizer>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
@@ -264,8 +249,8 @@ pub async fn authorize(
         Ok(r) => Arc::clone(r),
         Err(why) => return status_response(&Status::bad_request(why.clone())),
     };
-    let decision = decide(&state, &user, &request).await;
-    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
+    let decision = decide(&*authorizer, &user, &request).await;
+    if let Some(slot) = req.extensions().get::<AuditSlot>() {
         match &decision {
             Decision::Allow => slot.record_decision(true, ""),
             Decision::Deny(why) | Decision::NoOpinion(why) => slot.record_decision(false, why),

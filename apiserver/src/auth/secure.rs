@@ -4,12 +4,41 @@
 
 use super::serviceaccount::ServiceAccounts;
 use super::token_file::TokenFile;
-use super::{jwt, pki, tls, Authenticator, ClientCertificates, Union};
+use super::{jwt, pki, tls, Authentication, Authenticator, Union};
 use crate::aggregator::requestheader::{ChainVerifier, RequestHeader};
 use crate::config::Config;
+use async_trait::async_trait;
+use axum::http::request::Parts;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Client certificates: the TLS handshake verified the chain against the
+/// client CA (see `tls`); the leaf's CN is the user, its Os the groups.
+/// When the port also accepts another CA's certificates (request-header
+/// authentication), `verify` checks the chain against the client CA alone.
+/// (Here, beside the request-header authenticator it works with, rather
+/// than in `auth`, which `aggregator::requestheader` itself imports.)
+pub struct ClientCertificates {
+    pub verify: Option<ChainVerifier>,
+}
+
+#[async_trait]
+impl Authenticator for ClientCertificates {
+    async fn authenticate(&self, request: &Parts) -> Authentication {
+        let Some(tls::PeerCertificates(chain)) = request.extensions.get::<tls::PeerCertificates>()
+        else {
+            return Authentication::NoCredentials;
+        };
+        if self.verify.as_ref().is_some_and(|v| !v.verifies(chain)) {
+            return Authentication::NoCredentials;
+        }
+        match chain.first().and_then(|leaf| tls::certificate_user(leaf)) {
+            Some(u) => Authentication::User(u),
+            None => Authentication::Invalid("client certificate has no common name".into()),
+        }
+    }
+}
 
 /// What `setup` made.
 pub struct Secure {

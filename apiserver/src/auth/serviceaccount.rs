@@ -7,7 +7,6 @@
 
 use super::jwt::{self, SigningKey, VerifyingKey};
 use super::{bearer_token, Authentication, Authenticator};
-use crate::state::AppState;
 use apimachinery::auth::UserInfo;
 use apimachinery::read::Freshness;
 use async_trait::async_trait;
@@ -215,13 +214,16 @@ impl Authenticator for ServiceAccounts {
 }
 
 /// What a TokenReview answers: the user and the audiences the token was
-/// accepted for, or `None` when it is not valid.
+/// accepted for, or `None` when it is not valid. `service_accounts` checks
+/// service-account tokens, `authenticator` (the secure port's chain) any
+/// other bearer token.
 pub async fn review_token(
-    state: &AppState,
+    service_accounts: Option<&ServiceAccounts>,
+    authenticator: Option<&dyn Authenticator>,
     token: &str,
     audiences: &[String],
 ) -> Option<(UserInfo, Vec<String>)> {
-    let sa = state.service_accounts.as_ref();
+    let sa = service_accounts;
     if let Some(sa) = sa {
         let requested = (!audiences.is_empty()).then_some(audiences);
         match sa.check(token, requested, unix_now()).await {
@@ -235,7 +237,7 @@ pub async fn review_token(
     }
     // Other bearer tokens (the token file) through the configured chain,
     // which accepts only the API audiences (as kube's static tokens do).
-    let authenticator = state.authenticator.as_ref()?;
+    let authenticator = authenticator?;
     let (mut parts, ()) = axum::http::Request::builder()
         .uri("/")
         .header(header::AUTHORIZATION, format!("Bearer {token}"))

@@ -355,6 +355,17 @@ impl Config {
     }
 }
 
+/// How a request was classified.
+#[derive(Debug, Clone)]
+pub struct Classification {
+    pub schema: String,
+    pub schema_uid: String,
+    pub level: String,
+    pub level_uid: String,
+    pub distinguisher: String,
+    pub exempt: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

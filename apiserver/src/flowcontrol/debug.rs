@@ -1,9 +1,9 @@
 //! `/debug/api_priority_and_fairness/dump_*`: kube's comma-and-tab
 //! separated dumps of the levels, their queues, and the queued requests,
-//! columns aligned as Go's tabwriter aligns them.
+//! columns aligned as Go's tabwriter aligns them. Each handler reads the
+//! APF state alone (the router hands it over).
 
-use super::{Inner, Level};
-use crate::state::AppState;
+use super::{Apf, Inner, Level};
 use axum::extract::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -60,12 +60,12 @@ fn headers(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
-fn with_levels<T>(state: &AppState, f: impl FnOnce(&Inner) -> T) -> T {
-    f(&state.apf.lock())
+fn with_levels<T>(apf: &Apf, f: impl FnOnce(&Inner) -> T) -> T {
+    f(&apf.lock())
 }
 
 /// `GET /debug/api_priority_and_fairness/dump_priority_levels`
-pub async fn dump_priority_levels(State(state): State<Arc<AppState>>) -> Response {
+pub async fn dump_priority_levels(State(apf): State<Arc<Apf>>) -> Response {
     let mut rows = vec![headers(&[
         "PriorityLevelName",
         "ActiveQueues",
@@ -74,7 +74,7 @@ pub async fn dump_priority_levels(State(state): State<Arc<AppState>>) -> Respons
         "WaitingRequests",
         "ExecutingRequests",
     ])];
-    with_levels(&state, |inner| {
+    with_levels(&apf, |inner| {
         for (name, level) in &inner.levels {
             let Some(q) = &level.queues else {
                 rows.push(none_row(name, 6));
@@ -95,7 +95,7 @@ pub async fn dump_priority_levels(State(state): State<Arc<AppState>>) -> Respons
 }
 
 /// `GET /debug/api_priority_and_fairness/dump_queues`
-pub async fn dump_queues(State(state): State<Arc<AppState>>) -> Response {
+pub async fn dump_queues(State(apf): State<Arc<Apf>>) -> Response {
     let mut rows = vec![headers(&[
         "PriorityLevelName",
         "Index",
@@ -107,7 +107,7 @@ pub async fn dump_queues(State(state): State<Arc<AppState>>) -> Response {
         "MaxSeatsSum",
         "TotalWorkSum",
     ])];
-    with_levels(&state, |inner| {
+    with_levels(&apf, |inner| {
         for (name, level) in &inner.levels {
             let Some(qs) = &level.queues else {
                 rows.push(none_row(name, 9));
@@ -135,7 +135,7 @@ pub async fn dump_queues(State(state): State<Arc<AppState>>) -> Response {
 /// `GET /debug/api_priority_and_fairness/dump_requests`
 /// (`?includeRequestDetails=1` adds who and what).
 pub async fn dump_requests(
-    State(state): State<Arc<AppState>>,
+    State(apf): State<Arc<Apf>>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> Response {
     let details = query.unwrap_or_default().split('&').any(|kv| {
@@ -168,7 +168,7 @@ pub async fn dump_requests(
     let mut rows = vec![head];
     let now = Instant::now();
     let wall = chrono::Utc::now();
-    with_levels(&state, |inner| {
+    with_levels(&apf, |inner| {
         for (name, level) in &inner.levels {
             rows.extend(request_rows(name, level, details, now, wall));
         }

@@ -1,8 +1,7 @@
 //! kube's `apiserver_flowcontrol_*` metrics, registered with the server's
 //! other metrics.
 
-use super::config::SeatLimits;
-use super::Classification;
+use super::config::{Classification, SeatLimits};
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };

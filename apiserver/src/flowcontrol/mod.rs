@@ -21,6 +21,13 @@
 //! re-derived from its seat demand, between its minimum (nominal minus
 //! lendable) and maximum (nominal plus borrowing limit), shares of the
 //! server's seats going where the demand is (`rebalance`).
+//!
+//! Floor: the filters, below the server's state. The filter takes the APF
+//! state and the request timeout, the debug dumps the APF state; the
+//! configuration controller runs on a context of its own
+//! ([`Configuration`]: the backend and the APF state), and the maintenance
+//! loop on the same two. Nothing here imports `state`, `server`,
+//! `handlers`, `admission` or a specific controller.
 
 pub mod config;
 mod debug;
@@ -28,14 +35,16 @@ mod metrics;
 pub mod queueset;
 mod retry;
 
-use crate::state::AppState;
+use crate::backend::Backend;
+use crate::controllers::{Context, Controller, Next as Reconciled, Source};
 use apimachinery::auth::{RequestInfo, UserInfo};
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use config::{Config, LevelSpec, SeatLimits};
+use futures_util::FutureExt;
 use queueset::{Arrival, QueueSet, Shape, Ticket};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -43,6 +52,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+pub use config::Classification;
 pub use debug::{dump_priority_levels, dump_queues, dump_requests};
 
 pub const FLOW_SCHEMA_UID: &str = "x-kubernetes-pf-flowschema-uid";
@@ -53,6 +63,8 @@ const MAX_WAIT: Duration = Duration::from_secs(60);
 pub const REBALANCE_PERIOD: Duration = Duration::from_secs(10);
 /// Objects per seat of a LIST (kube's `ObjectsPerSeat`).
 const OBJECTS_PER_SEAT: f64 = 100.0;
+/// Upper bound on one round of per-resource object counts.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A queued request, as the queues hold it.
 #[derive(Debug)]
@@ -180,17 +192,6 @@ impl Default for Apf {
     fn default() -> Self {
         Apf::new(false, 600, None)
     }
-}
-
-/// How a request was classified.
-#[derive(Debug, Clone)]
-pub struct Classification {
-    pub schema: String,
-    pub schema_uid: String,
-    pub level: String,
-    pub level_uid: String,
-    pub distinguisher: String,
-    pub exempt: bool,
 }
 
 impl Apf {
@@ -599,13 +600,14 @@ fn set_headers(response: &mut Response, c: &Classification) {
     }
 }
 
-/// The APF filter (see the module doc).
+/// The APF filter (see the module doc). A request waits in its queue at
+/// most a quarter of `request_timeout` (at most 1 min).
 pub async fn filter(
-    State(state): State<Arc<AppState>>,
+    apf: &Apf,
+    request_timeout: Duration,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let apf = &state.apf;
     if !apf.enabled {
         return next.run(req).await;
     }
@@ -658,9 +660,9 @@ pub async fn filter(
     };
     let id = match arrival {
         Some(Arrival::Queued(id)) => id,
-        Some(Arrival::Rejected(reason)) => return reject(&state, &c, reason, arrived),
+        Some(Arrival::Rejected(reason)) => return reject(apf, &c, reason, arrived),
         // The level vanished between classification and queuing.
-        None => return reject(&state, &c, "concurrency-limit", arrived),
+        None => return reject(apf, &c, "concurrency-limit", arrived),
     };
     let mut queued = Queued {
         apf,
@@ -668,7 +670,7 @@ pub async fn filter(
         id,
         rx: Some(rx),
     };
-    let wait_limit = (state.limits.request_timeout / 4).min(MAX_WAIT);
+    let wait_limit = (request_timeout / 4).min(MAX_WAIT);
     let waiting = apf.metrics.as_ref().map(|m| m.inqueue(&c));
     let woken = match queued.rx.as_mut() {
         Some(rx) => tokio::time::timeout(wait_limit, rx)
@@ -686,7 +688,7 @@ pub async fn filter(
         // The wait is over: out of the queue, unless dispatched meanwhile.
         None => match queued.leave() {
             Some(ticket) => ticket,
-            None => return reject(&state, &c, "time-out", arrived),
+            None => return reject(apf, &c, "time-out", arrived),
         },
     };
     let waited = arrived.elapsed();
@@ -717,8 +719,8 @@ pub async fn filter(
     response
 }
 
-fn reject(state: &AppState, c: &Classification, reason: &str, arrived: Instant) -> Response {
-    if let Some(m) = &state.apf.metrics {
+fn reject(apf: &Apf, c: &Classification, reason: &str, arrived: Instant) -> Response {
+    if let Some(m) = &apf.metrics {
         m.rejected(c, reason);
         m.waited(c, false, arrived.elapsed());
     }
@@ -726,7 +728,7 @@ fn reject(state: &AppState, c: &Classification, reason: &str, arrived: Instant) 
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
-    let retry_after = state.apf.lock().levels.get_mut(&c.level).map_or(1, |l| {
+    let retry_after = apf.lock().levels.get_mut(&c.level).map_or(1, |l| {
         l.drops.record(now);
         l.drops.retry_after()
     });
@@ -739,30 +741,98 @@ fn reject(state: &AppState, c: &Classification, reason: &str, arrived: Instant) 
     response
 }
 
+/// What the configuration controller works with: the backend it watches
+/// and writes the FlowSchemas' status through, and the APF state it
+/// installs the configuration in.
+pub struct Configuration {
+    pub backend: Arc<Backend>,
+    pub apf: Arc<Apf>,
+}
+
+impl Context for Configuration {
+    fn backend(&self) -> &Backend {
+        &self.backend
+    }
+}
+
 /// The loop that follows the stored configuration (every replica) and
-/// keeps the FlowSchemas' `Dangling` condition.
-pub fn controller(state: &AppState) -> Option<crate::controllers::Controller<AppState>> {
-    crate::admission::config_controller(
-        state,
-        "api_priority_and_fairness",
-        crate::flowcontrol_bootstrap::GROUP,
-        ["flowschemas", "prioritylevelconfigurations"],
-        |state, schemas, levels| {
-            state.apf.install(schemas, levels);
-            let names: std::collections::HashSet<&str> = levels
-                .iter()
-                .filter_map(|l| l.pointer("/metadata/name").and_then(Value::as_str))
-                .collect();
-            let updates: Vec<Value> = schemas
-                .iter()
-                .filter_map(|fs| dangling_update(fs, &names))
-                .collect();
-            if !updates.is_empty() {
-                let state = Arc::clone(state);
-                tokio::spawn(async move { write_statuses(&state, updates).await });
+/// keeps the FlowSchemas' `Dangling` condition: one key for both
+/// collections, whose reconcile lists them and installs what it finds
+/// (`None` when the flowcontrol resources are not served).
+pub fn controller(ctx: &Configuration) -> Option<Controller<Configuration>> {
+    let backend = &ctx.backend;
+    let mut prefixes = Vec::with_capacity(2);
+    for plural in ["flowschemas", "prioritylevelconfigurations"] {
+        let res = backend
+            .registry
+            .lookup(crate::flowcontrol_bootstrap::GROUP, "v1", plural)?;
+        prefixes.push(backend.collection_prefix(&res, None));
+    }
+    let sources = prefixes
+        .iter()
+        .map(|prefix| Source {
+            prefix: prefix.clone(),
+            key_of: |_| Some("configuration".into()),
+        })
+        .collect();
+    let prefixes = Arc::new(prefixes);
+    Some(Controller {
+        name: "api_priority_and_fairness",
+        feed: None,
+        sources,
+        reconcile: Arc::new(move |ctx: Arc<Configuration>, _| {
+            let prefixes = Arc::clone(&prefixes);
+            async move {
+                let opts = watchcache::ListOptions {
+                    freshness: apimachinery::read::Freshness::MostRecent,
+                    limit: None,
+                    continue_from: None,
+                    predicate: Default::default(),
+                };
+                let mut lists = Vec::with_capacity(2);
+                for prefix in prefixes.iter() {
+                    let listed = ctx
+                        .backend
+                        .store
+                        .list(prefix, &opts)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    lists.push(
+                        listed
+                            .items
+                            .iter()
+                            .map(|o| o.value().clone())
+                            .collect::<Vec<Value>>(),
+                    );
+                }
+                install(&ctx, &lists[0], &lists[1]);
+                Ok(Reconciled::Done)
             }
-        },
-    )
+            .boxed()
+        }),
+        workers: 1,
+        capacity: 4,
+        backoff: crate::controllers::queue::Backoff::default(),
+        resync: None,
+    })
+}
+
+/// Installs the listed configuration and writes the `Dangling` conditions
+/// that changed.
+fn install(ctx: &Arc<Configuration>, schemas: &[Value], levels: &[Value]) {
+    ctx.apf.install(schemas, levels);
+    let names: std::collections::HashSet<&str> = levels
+        .iter()
+        .filter_map(|l| l.pointer("/metadata/name").and_then(Value::as_str))
+        .collect();
+    let updates: Vec<Value> = schemas
+        .iter()
+        .filter_map(|fs| dangling_update(fs, &names))
+        .collect();
+    if !updates.is_empty() {
+        let backend = Arc::clone(&ctx.backend);
+        tokio::spawn(async move { write_statuses(&backend, updates).await });
+    }
 }
 
 /// The schema with its `Dangling` condition brought up to date, when it
@@ -817,10 +887,11 @@ fn dangling_update(fs: &Value, levels: &std::collections::HashSet<&str>) -> Opti
     Some(fs)
 }
 
-async fn write_statuses(state: &AppState, updates: Vec<Value>) {
-    let Some(res) = state
-        .registry
-        .lookup(crate::flowcontrol_bootstrap::GROUP, "v1", "flowschemas")
+async fn write_statuses(backend: &Backend, updates: Vec<Value>) {
+    let Some(res) =
+        backend
+            .registry
+            .lookup(crate::flowcontrol_bootstrap::GROUP, "v1", "flowschemas")
     else {
         return;
     };
@@ -835,9 +906,9 @@ async fn write_statuses(state: &AppState, updates: Vec<Value>) {
         else {
             continue;
         };
-        let key = state.key(&res, None, name);
+        let key = backend.key(&res, None, name);
         // A conflict means a newer version, whose event runs this again.
-        if let Err(e) = state.store.update(&key, &fs, rv).await {
+        if let Err(e) = backend.store.update(&key, &fs, rv).await {
             tracing::debug!(flowschema = name, error = %e, "Dangling condition not written");
         }
     }
@@ -845,23 +916,61 @@ async fn write_statuses(state: &AppState, updates: Vec<Value>) {
 
 /// Keeps the current limits following demand and the stored object
 /// counts fresh (for LIST estimates), as long as the server runs.
-pub fn spawn_maintenance(state: Arc<AppState>) -> tokio::task::AbortHandle {
+pub fn spawn_maintenance(apf: Arc<Apf>, backend: Arc<Backend>) -> tokio::task::AbortHandle {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(REBALANCE_PERIOD);
         let mut rounds: u64 = 0;
         loop {
             tick.tick().await;
-            state.apf.rebalance();
+            apf.rebalance();
             // Object counts every minute, as kube's tracker refreshes them.
             if rounds % 6 == 0 {
-                if let Some(counts) = crate::metrics::stored_counts(&state).await {
-                    state.apf.set_counts(counts);
+                if let Some(counts) = stored_counts(&backend).await {
+                    apf.set_counts(counts);
                 }
             }
             rounds += 1;
         }
     })
     .abort_handle()
+}
+
+/// Stored objects per resource (`plural` or `plural.group`), a count-only
+/// etcd read each (`None` without a watch cache over etcd, or when etcd
+/// does not answer in time): APF's LIST estimates, and
+/// `apiserver_storage_objects` at a scrape.
+pub async fn stored_counts(backend: &Backend) -> Option<HashMap<String, i64>> {
+    let store = backend.cache.as_ref()?.store();
+    let (client, telemetry) = (store.client(), store.telemetry());
+    let mut seen = std::collections::HashSet::new();
+    let all = backend.registry.all();
+    let counts = all
+        .iter()
+        .filter(|res| seen.insert(crate::storage_format::segment(res)))
+        .map(|res| {
+            let mut client = client.clone();
+            let prefix = backend.collection_prefix(&res, None);
+            let label = if res.group.is_empty() {
+                res.plural.to_string()
+            } else {
+                format!("{}.{}", res.plural, res.group)
+            };
+            async move {
+                let opts = etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only();
+                let get = client.get(prefix.as_bytes(), Some(opts));
+                let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
+                let count = resp.await.ok()?.count();
+                Some((label, count))
+            }
+        });
+    let all = futures_util::future::join_all(counts);
+    let Ok(results) = tokio::time::timeout(COUNT_TIMEOUT, all).await else {
+        tracing::debug!("counting stored objects timed out");
+        return None;
+    };
+    Some(results.into_iter().flatten().collect())
 }
 
 #[cfg(test)]

@@ -32,7 +32,8 @@ pub fn self_subject_review<'a>(
 }
 
 /// `authentication.k8s.io/v1` TokenReview: whom `spec.token` names, for
-/// `spec.audiences` (default: the API's), as `auth::review_token` decides.
+/// `spec.audiences` (default: the API's), as
+/// `auth::serviceaccount::review_token` decides.
 pub fn token_review<'a>(
     scope: &'a Scope,
     mut obj: Value,
@@ -57,7 +58,11 @@ pub fn token_review<'a>(
                     .collect()
             })
             .unwrap_or_default();
-        obj["status"] = match crate::auth::review_token(&scope.state, &token, &audiences).await {
+        let accounts = scope.state.service_accounts.as_deref();
+        let authenticator = scope.state.authenticator.as_deref();
+        let review =
+            crate::auth::serviceaccount::review_token(accounts, authenticator, &token, &audiences);
+        obj["status"] = match review.await {
             Some((user, accepted)) => json!({
                 "authenticated": true,
                 "user": user,
@@ -339,7 +344,7 @@ async fn review(
 ) -> Result<Value> {
     validation.check(&obj).await?;
     let request = attributes(&obj["spec"]);
-    let decision = crate::auth::decide(&scope.state, user, &request).await;
+    let decision = crate::auth::decide(&*scope.state.authorizer, user, &request).await;
     let mut status = Map::new();
     match decision {
         Decision::Allow => {

@@ -44,7 +44,7 @@ async fn authorized_for_signer(scope: &Scope<'_>, verb: &str, signer: &str) -> b
             name,
             ..Default::default()
         };
-        if crate::admission::authz::decide(scope.ctx.authorizer, &scope.user, &request).await
+        if crate::auth::decide(scope.ctx.authorizer, &scope.user, &request).await
             == crate::auth::Decision::Allow
         {
             return true;
