@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use apimachinery::auth::{RequestInfo, UserInfo};
 use k8s_cel::{AuthzCheck, AuthzDecision, AuthzOracle};
 
-use super::Attributes;
+use super::attributes::Attributes;
 use crate::auth::Authorizer;
 
 /// Evaluations of one expression set before a pending check is an error.

@@ -28,8 +28,8 @@
 //! IfNeeded` run once more after the mutating webhooks when those changed
 //! the object.
 
+use super::attributes::{Attributes, Scope};
 use super::policy::{self, match_of, named_exprs, Expr, Match};
-use super::{Attributes, Scope};
 use crate::backend::Backend;
 use crate::controllers::Controller;
 use crate::error::Result;
@@ -40,7 +40,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// The compiled mutating policies and bindings of this replica.
-pub type MutatingPolicies = super::Compiled<MutatingSet>;
+pub type MutatingPolicies = super::attributes::Compiled<MutatingSet>;
 
 #[derive(Default)]
 pub struct MutatingSet {
@@ -158,7 +158,7 @@ fn compile(policies: &[Value], bindings: &[Value]) -> MutatingSet {
 /// installs into `into`; it runs on the backend.
 pub fn controller(backend: &Backend, into: &MutatingPolicies) -> Option<Controller<Backend>> {
     let into = into.clone();
-    super::config_controller(
+    super::attributes::config_controller(
         backend,
         "mutating_admission_policy",
         "admissionregistration.k8s.io",
@@ -392,7 +392,7 @@ pub async fn mutate(
         object: Some(&*obj),
         ..*a
     };
-    let mut s = super::forbidden(&view, "admission request denied by policy");
+    let mut s = super::attributes::forbidden(&view, "admission request denied by policy");
     s.message = errors[0].clone();
     s.reason = "Invalid".into();
     if let Some(d) = s.details.as_mut() {

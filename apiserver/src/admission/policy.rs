@@ -34,7 +34,7 @@
 //! audit annotation (kube's JSON list). A policy's `auditAnnotations`
 //! become `<policy>/<key>` audit annotations (a `null` value adds none).
 
-use super::{Attributes, Context, Decision};
+use super::attributes::{Attributes, Context, Decision};
 use crate::backend::Backend;
 use crate::controllers::Controller;
 use crate::object;
@@ -46,7 +46,7 @@ use std::sync::Arc;
 use watchcache::ListOptions;
 
 /// The compiled policies and bindings of this replica.
-pub type Policies = super::Compiled<PolicySet>;
+pub type Policies = super::attributes::Compiled<PolicySet>;
 
 #[derive(Default)]
 pub struct PolicySet {
@@ -327,7 +327,7 @@ fn compile(policies: &[Value], bindings: &[Value]) -> PolicySet {
 /// `backend` and installs into `into`; it runs on the backend.
 pub fn controller(backend: &Backend, into: &Policies) -> Option<Controller<Backend>> {
     let into = into.clone();
-    super::config_controller(
+    super::attributes::config_controller(
         backend,
         "validating_admission_policy",
         "admissionregistration.k8s.io",
@@ -786,6 +786,71 @@ pub(super) async fn namespace_object(backend: &Backend, ns: &str) -> Option<Arc<
         .map(|o| o.into_value())
 }
 
+/// The ValidatingAdmissionPolicy plugin's validating half: every binding's
+/// decision, its audit annotations and warnings, and the first denial.
+pub async fn admit(
+    scope: &super::attributes::Scope<'_>,
+    a: &Attributes<'_>,
+) -> crate::error::Result<()> {
+    let decisions = validate(&scope.ctx, a).await;
+    let mut denial = None;
+    // Annotations of the same key from several bindings: kube keeps the
+    // distinct values, comma-separated.
+    let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
+    let mut failures = Vec::new();
+    for d in decisions {
+        match d {
+            Decision::Warn(w) => scope.warn(w),
+            Decision::Deny { message, reason } => {
+                denial.get_or_insert((message, reason));
+            }
+            Decision::Annotate { key, value } => {
+                match annotations.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, values)) if values.contains(&value) => {}
+                    Some((_, values)) => values.push(value),
+                    None => annotations.push((key, vec![value])),
+                }
+            }
+            Decision::AuditFailure(v) => failures.push(v),
+        }
+    }
+    for (key, values) in annotations {
+        scope.audit_annotate(&key, &values.join(", "));
+    }
+    if !failures.is_empty() {
+        // kube keeps the first 50.
+        failures.truncate(50);
+        scope.audit_annotate(
+            "validation.policy.admission.k8s.io/validation_failure",
+            &Value::Array(failures).to_string(),
+        );
+    }
+    let Some((message, reason)) = denial else {
+        return Ok(());
+    };
+    let mut s = super::attributes::forbidden(a, &message);
+    s.reason = reason.clone();
+    s.code = reason_code(&reason);
+    if let Some(d) = s.details.as_mut() {
+        d.causes.push(apimachinery::status::StatusCause {
+            reason: String::new(),
+            message,
+            field: String::new(),
+        });
+    }
+    Err(s.into())
+}
+
+/// kube's `reasonToCode` for policy denials.
+fn reason_code(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -806,7 +871,7 @@ mod tests {
                 .iter()
                 .find(|r| r.group == "apps" && r.version == "v1" && r.plural == "deployments")
                 .unwrap(),
-            kind: crate::admission::Kind {
+            kind: crate::admission::attributes::Kind {
                 group: "apps",
                 version: "v1",
                 kind: "Deployment",

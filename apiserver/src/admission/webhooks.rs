@@ -30,8 +30,8 @@
 //! - every call is counted in kube's `apiserver_admission_webhook_*`
 //!   metrics (duration, requests, rejections).
 
+use super::attributes::{Attributes, Scope};
 use super::policy::{named_exprs, namespace_object, request_var, Expr, Match};
-use super::{Attributes, Scope};
 use crate::backend::Backend;
 use crate::controllers::Controller;
 use crate::error::Result;
@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// This replica's compiled webhooks.
-pub type Webhooks = super::Compiled<HookSet>;
+pub type Webhooks = super::attributes::Compiled<HookSet>;
 
 impl Webhooks {
     /// Whether any mutating webhook is configured.
@@ -148,7 +148,7 @@ fn compile_configs(configs: &[Value]) -> Vec<Hook> {
 /// installs into `into`; it runs on the backend.
 pub fn controller(backend: &Backend, into: &Webhooks) -> Option<Controller<Backend>> {
     let into = into.clone();
-    super::config_controller(
+    super::attributes::config_controller(
         backend,
         "admission_webhooks",
         "admissionregistration.k8s.io",

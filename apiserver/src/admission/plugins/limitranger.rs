@@ -9,10 +9,11 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
+use super::chain::{on, Plugin};
 use super::quota::list_namespaced;
-use super::{on, Attributes, Plugin};
-use crate::admission::forbidden;
-use crate::admission::Scope;
+use crate::admission::attributes::forbidden;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::Scope;
 use crate::error::Result;
 use apimachinery::kinds::core::limit_ranger;
 

@@ -5,9 +5,10 @@
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 
-use super::{Attributes, Plugin};
-use crate::admission::forbidden;
-use crate::admission::Scope;
+use super::chain::Plugin;
+use crate::admission::attributes::forbidden;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::Scope;
 use crate::error::Result;
 use crate::object;
 use apimachinery::status::StatusCause;
@@ -48,7 +49,7 @@ fn admit<'a>(scope: &'a Scope<'a>, a: &'a Attributes<'a>) -> BoxFuture<'a, Resul
         // The replica's cached copy, else a quorum read (it may have been
         // created through another replica a moment ago), as kube's plugin
         // falls back to a live lookup.
-        let found = super::lookup(scope, ("", "v1", "namespaces"), None, ns).await?;
+        let found = super::chain::lookup(scope, ("", "v1", "namespaces"), None, ns).await?;
         match found {
             None => Err(Status::not_found(
                 apimachinery::status::GroupResource {

@@ -4,9 +4,10 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::{list_all, on, Attributes, Plugin};
-use crate::admission::forbidden;
-use crate::admission::Scope;
+use super::chain::{list_all, on, Plugin};
+use crate::admission::attributes::forbidden;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::Scope;
 use crate::error::Result;
 
 const INGRESS_CLASSES: (&str, &str, &str) = ("networking.k8s.io", "v1", "ingressclasses");

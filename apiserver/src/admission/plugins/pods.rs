@@ -6,9 +6,10 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{json, Map, Value};
 
-use super::{list_all, lookup, on, writes, Attributes, Plugin};
-use crate::admission::forbidden;
-use crate::admission::Scope;
+use super::chain::{list_all, lookup, on, writes, Plugin};
+use crate::admission::attributes::forbidden;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::Scope;
 use crate::error::Result;
 
 const SERVICE_ACCOUNTS: (&str, &str, &str) = ("", "v1", "serviceaccounts");

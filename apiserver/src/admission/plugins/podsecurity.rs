@@ -22,9 +22,10 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{Map, Value};
 
-use super::{lookup, Attributes, Plugin};
-use crate::admission::forbidden;
-use crate::admission::Scope;
+use super::chain::{lookup, Plugin};
+use crate::admission::attributes::forbidden;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::Scope;
 use crate::error::{ApiError, Result};
 use apimachinery::podsecurity::{
     evaluate, policy_from_labels, Level, LevelVersion, Outcome, PodView, Policy,

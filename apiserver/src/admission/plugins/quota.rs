@@ -29,8 +29,9 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use watchcache::{ListOptions, Object, StorageError};
 
-use super::{Attributes, Plugin};
-use crate::admission::{forbidden, Context, Scope};
+use super::chain::Plugin;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::{forbidden, Context, Scope};
 use crate::backend::Backend;
 use crate::error::{ApiError, Result};
 use crate::registry::{Resource, Row};

@@ -5,9 +5,10 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::{list_all, lookup, on, Attributes, Plugin};
-use crate::admission::forbidden;
-use crate::admission::Scope;
+use super::chain::{list_all, lookup, on, Plugin};
+use crate::admission::attributes::forbidden;
+use crate::admission::attributes::Attributes;
+use crate::admission::attributes::Scope;
 use crate::error::Result;
 
 const STORAGE_CLASSES: (&str, &str, &str) = ("storage.k8s.io", "v1", "storageclasses");

@@ -1,0 +1,299 @@
+//! What every part of admission shares: the [`Context`] a replica lends a
+//! request, the [`Scope`] a plugin sees, the [`Attributes`] of the request
+//! under admission, kube's refusal (`forbidden`), compiled configuration
+//! (`Compiled`) and the controller that keeps it. The chain (`admission`
+//! itself), the plugins, the policies and the webhooks import this file,
+//! never the chain: that keeps admission's own imports one way.
+
+use apimachinery::auth::UserInfo;
+use apimachinery::Status;
+use serde_json::Value;
+
+use crate::backend::Backend;
+use crate::controllers::{Controller, Next, Source};
+use crate::registry::{Resource, Subresource};
+use crate::scope::RequestScope;
+use apimachinery::read::Freshness;
+use futures_util::FutureExt;
+use std::sync::Arc;
+use watchcache::ListOptions;
+
+/// What admission reads of this replica, lent by the server's state for
+/// one request (a few references: the handlers make one per admission
+/// call).
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    /// The store, registry and key layout (lookups of namespaces, params,
+    /// Services; quota's writes) and the metrics.
+    pub backend: &'a Backend,
+    /// The enabled plugins, in kube's order.
+    pub chain: &'a super::plugins::chain::Chain,
+    /// The compiled ValidatingAdmissionPolicies and bindings.
+    pub policies: &'a super::policy::Policies,
+    /// The compiled admission webhooks.
+    pub webhooks: &'a super::webhooks::Webhooks,
+    /// The compiled MutatingAdmissionPolicies and bindings.
+    pub mutating_policies: &'a super::mutating_policy::MutatingPolicies,
+    /// Quota admission's per-namespace turns.
+    pub quota: &'a super::plugins::quota::QuotaState,
+    /// The server's authorizer: the policies' `authorizer` variable and
+    /// the CSR plugins ask it.
+    pub authorizer: &'a dyn crate::auth::Authorizer,
+}
+
+/// A request as admission sees it: what it is about (derefs to the
+/// [`RequestScope`]) and this replica's admission [`Context`].
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub request: &'a RequestScope,
+    pub ctx: Context<'a>,
+}
+
+impl std::ops::Deref for Scope<'_> {
+    type Target = RequestScope;
+
+    fn deref(&self) -> &RequestScope {
+        self.request
+    }
+}
+
+/// A controller that keeps a replica's compiled configuration (admission,
+/// flow control): it follows two `v1` collections of `group` in the
+/// backend of `ctx` (the context it runs on) and, on any change, lists
+/// both and hands them to `install` with that context. Every replica runs
+/// it (not leader-gated: each one enforces). The lists are consistent
+/// reads: the event that woke it may come from a watch ahead of the cache
+/// (served by etcd while the cache fills).
+pub(crate) fn config_controller<C: crate::controllers::Context>(
+    ctx: &C,
+    name: &'static str,
+    group: &str,
+    plurals: [&str; 2],
+    install: impl Fn(&Arc<C>, &[Value], &[Value]) + Send + Sync + 'static,
+) -> Option<Controller<C>> {
+    let backend = ctx.backend();
+    let mut prefixes = Vec::with_capacity(2);
+    for plural in plurals {
+        let res = backend.registry.lookup(group, "v1", plural)?;
+        prefixes.push(backend.collection_prefix(&res, None));
+    }
+    let install = Arc::new(install);
+    let sources = prefixes
+        .iter()
+        .map(|prefix| Source {
+            prefix: prefix.clone(),
+            key_of: |_| Some("configuration".into()),
+        })
+        .collect();
+    let prefixes = Arc::new(prefixes);
+    Some(Controller {
+        name,
+        feed: None,
+        sources,
+        reconcile: Arc::new(move |ctx: Arc<C>, _| {
+            let prefixes = Arc::clone(&prefixes);
+            let install = Arc::clone(&install);
+            async move {
+                let opts = ListOptions {
+                    freshness: Freshness::MostRecent,
+                    limit: None,
+                    continue_from: None,
+                    predicate: Default::default(),
+                };
+                let mut lists = Vec::with_capacity(2);
+                for prefix in prefixes.iter() {
+                    let listed = ctx
+                        .backend()
+                        .store
+                        .list(prefix, &opts)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    lists.push(
+                        listed
+                            .items
+                            .iter()
+                            .map(|o| o.value().clone())
+                            .collect::<Vec<Value>>(),
+                    );
+                }
+                install(&ctx, &lists[0], &lists[1]);
+                Ok(Next::Done)
+            }
+            .boxed()
+        }),
+        workers: 1,
+        capacity: 4,
+        backoff: crate::controllers::queue::Backoff::default(),
+        resync: None,
+    })
+}
+
+/// A replica's compiled admission configuration (policies, webhooks),
+/// swapped in whole by its controller; a request takes an `Arc` of the
+/// current one and never holds the lock longer than that. A clone is a
+/// handle on the same configuration (the controller keeps one).
+pub struct Compiled<T>(Arc<std::sync::RwLock<Arc<T>>>);
+
+impl<T: Default> Default for Compiled<T> {
+    fn default() -> Self {
+        Compiled(Arc::new(std::sync::RwLock::new(Arc::new(T::default()))))
+    }
+}
+
+impl<T> Clone for Compiled<T> {
+    fn clone(&self) -> Self {
+        Compiled(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Compiled<T> {
+    pub fn current(&self) -> Arc<T> {
+        Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(crate) fn replace(&self, set: T) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+    }
+}
+
+/// The kind of the object a request carries (kube's `Attributes.GetKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind<'a> {
+    pub group: &'a str,
+    pub version: &'a str,
+    pub kind: &'a str,
+}
+
+impl<'a> Kind<'a> {
+    /// The kind of a request on `res` (and `sub`): the resource's own, a
+    /// create-only subresource's (`pods/eviction`: policy/v1 Eviction;
+    /// `serviceaccounts/token`: TokenRequest), a connection's options
+    /// (`pods/exec`: PodExecOptions), as kube's installer takes it from
+    /// the subresource's storage. `/scale` keeps the resource's kind: its
+    /// writes are admitted on the parent object here.
+    pub fn of(res: &'a Resource, sub: Option<&'a Subresource>) -> Kind<'a> {
+        match sub {
+            Some(Subresource::Create {
+                group,
+                version,
+                kind,
+                ..
+            }) => Kind {
+                group,
+                version,
+                kind,
+            },
+            Some(Subresource::Connect(c)) => Kind {
+                group: "",
+                version: "v1",
+                kind: c.kind,
+            },
+            _ => Kind {
+                group: &res.group,
+                version: &res.version,
+                kind: &res.kind,
+            },
+        }
+    }
+}
+
+/// What admission sees of a request (kube's `admission.Attributes`).
+#[derive(Clone, Copy)]
+pub struct Attributes<'a> {
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: &'static str,
+    pub res: &'a Resource,
+    /// The kind of `object` (see [`Kind::of`]).
+    pub kind: Kind<'a>,
+    /// `""` for the resource itself.
+    pub subresource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    /// The object as it would be stored (`None` for a delete).
+    pub object: Option<&'a Value>,
+    /// The stored object (`None` for a create).
+    pub old: Option<&'a Value>,
+    pub user: &'a UserInfo,
+    pub dry_run: bool,
+}
+
+impl<'a> Attributes<'a> {
+    /// The schema of the request's object: the resource's (a custom
+    /// resource's own), or the built-in kind a subresource carries.
+    pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'a>> {
+        if self.kind == Kind::of(self.res, None) {
+            self.res.schema()
+        } else {
+            apimachinery::schema::builtin().by_gvk(
+                self.kind.group,
+                self.kind.version,
+                self.kind.kind,
+            )
+        }
+    }
+
+    /// The attributes of a write through `scope`.
+    pub fn of(
+        scope: &'a RequestScope,
+        operation: &'static str,
+        object: Option<&'a Value>,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> Attributes<'a> {
+        let name = scope
+            .name
+            .as_deref()
+            .or_else(|| object.and_then(crate::object::name))
+            .unwrap_or("");
+        Attributes {
+            operation,
+            res: &scope.res,
+            kind: Kind::of(&scope.res, scope.subresource.as_ref()),
+            subresource: scope.subresource_name().unwrap_or(""),
+            namespace: scope.namespace.as_deref(),
+            name,
+            object,
+            old,
+            user: &scope.user,
+            dry_run,
+        }
+    }
+}
+
+/// One validating decision against a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Refuse, with this message and Status reason.
+    Deny { message: String, reason: String },
+    /// Allow, with this warning.
+    Warn(String),
+    /// An audit annotation (`<policy>/<key>`) with its value.
+    Annotate { key: String, value: String },
+    /// A failed validation under the `Audit` action: one item of the
+    /// `validation.policy.admission.k8s.io/validation_failure` annotation.
+    AuditFailure(Value),
+}
+
+/// kube's `admission.NewForbidden`: `<resource> "<name>" is forbidden:
+/// <message>`, named by the request's name, else by the object's name or
+/// generateName, else `Unknown`.
+pub fn forbidden(a: &Attributes<'_>, message: &str) -> Status {
+    let gr = a.res.group_resource();
+    let name = if a.name.is_empty() {
+        a.object
+            .and_then(|o| {
+                crate::object::name(o)
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| crate::object::meta_str(o, "generateName"))
+            })
+            .filter(|g| !g.is_empty())
+            .unwrap_or("Unknown")
+    } else {
+        a.name
+    };
+    Status::forbidden(format!("{gr} {name:?} is forbidden: {message}")).with_details(
+        name,
+        &a.res.group,
+        &a.res.plural,
+    )
+}
