@@ -28,7 +28,7 @@ pub mod names;
 pub mod status;
 
 use crate::object::strings;
-use crate::registry::custom::VersionSchema;
+use crate::registry::custom::{CustomInfo, VersionSchema};
 use crate::registry::{NameRule, Resource, Row, Shared, Str, Subresource};
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
@@ -40,8 +40,9 @@ pub(crate) use apimachinery::version::compare_versions as version_order;
 pub use names::accepted_names;
 // The CRD kind's own row (its finalizer, rules and stored v1beta1 form)
 // and what a CRD says of a version live in the registry, below this
-// module; named here too for the controller and the table writer.
-pub use crate::registry::custom::{live_rows, CustomInfo, PrinterColumn};
+// module; named here too for the controller, the metrics and the table
+// writer (one step: they may name the registry directly).
+pub use crate::registry::custom::{live_rows, PrinterColumn};
 pub use crate::registry::definition::{v1beta1, CLEANUP_FINALIZER, GROUP, PLURAL};
 
 fn name_list(v: &[String]) -> Shared<[Str]> {
