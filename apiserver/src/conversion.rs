@@ -7,14 +7,19 @@
 //! between versions goes through here: the write path (request → storage
 //! version, and the stored object → request version for read-modify-write),
 //! GET, LIST, WATCH and the answers of writes.
+//!
+//! Model floor, at its top: this module owns the dispatch and names
+//! `crd::conversion` for a CRD's own strategy (never the other way), and
+//! the registry and `error` below; nothing above the model floor.
 
 use crate::error::Result;
+use crate::registry::custom::CustomInfo;
 use crate::registry::Resource;
 use serde_json::Value;
 use std::borrow::Cow;
 
 /// Whether `obj` is of `kind` in a version other than `api_version`.
-pub(crate) fn needs(obj: &Value, kind: &str, api_version: &str) -> bool {
+fn needs(obj: &Value, kind: &str, api_version: &str) -> bool {
     other_version(
         obj.get("kind").and_then(Value::as_str).unwrap_or(""),
         obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
@@ -26,6 +31,23 @@ pub(crate) fn needs(obj: &Value, kind: &str, api_version: &str) -> bool {
 /// [`needs`] on an object's kind and apiVersion ("" where absent).
 fn other_version(found_kind: &str, found_api_version: &str, kind: &str, api_version: &str) -> bool {
     found_kind == kind && found_api_version != api_version
+}
+
+/// `objs` in `api_version` as the CRD's strategy converts them (only those
+/// of the resource's kind in another version change).
+async fn convert_custom(
+    res: &Resource,
+    info: &CustomInfo,
+    objs: &mut [Value],
+    api_version: &str,
+) -> Result<()> {
+    let todo: Vec<usize> = (0..objs.len())
+        .filter(|i| needs(&objs[*i], &res.kind, api_version))
+        .collect();
+    if todo.is_empty() {
+        return Ok(());
+    }
+    crate::crd::conversion::convert(res, info, objs, todo, api_version).await
 }
 
 /// `obj` (as stored) as the request sees it: in the version of `res`, and
@@ -51,7 +73,7 @@ pub async fn for_request<'a>(res: &Resource, obj: &'a Value) -> Result<Cow<'a, V
     }
     let mut one = [obj.clone()];
     if convert {
-        crate::crd::conversion::convert_all(res, info, &mut one, &want).await?;
+        convert_custom(res, info, &mut one, &want).await?;
     }
     let [mut v] = one;
     if default {
@@ -73,7 +95,7 @@ pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> 
     let Some(ref info) = res.custom else {
         return Ok(());
     };
-    crate::crd::conversion::convert_all(res, info, objs, &want).await?;
+    convert_custom(res, info, objs, &want).await?;
     for o in objs.iter_mut() {
         if info.would_default(o) {
             info.apply_defaults(o);
@@ -122,7 +144,7 @@ pub async fn for_storage(res: &Resource, obj: &mut Value) -> Result<()> {
         return Ok(());
     }
     let mut one = [std::mem::take(obj)];
-    crate::crd::conversion::convert_all(res, info, &mut one, &want).await?;
+    convert_custom(res, info, &mut one, &want).await?;
     let [v] = one;
     *obj = v;
     Ok(())

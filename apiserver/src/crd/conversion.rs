@@ -1,12 +1,15 @@
-//! How custom resources move between versions (the paths that call this go
-//! through [`crate::conversion`], which serves built-in kinds too).
-//! Strategy `None` changes only `apiVersion`; strategy `Webhook` sends a
-//! `ConversionReview` (apiextensions.k8s.io/v1) to the CRD's webhook over
-//! HTTPS and checks its answer as kube does.
+//! How custom resources move between versions: the CRD-specific half.
+//! [`crate::conversion`] dispatches (it serves built-in kinds too, and
+//! picks the objects that need converting); this converts them as the
+//! CRD's strategy says. Strategy `None` changes only `apiVersion`;
+//! strategy `Webhook` sends a `ConversionReview` (apiextensions.k8s.io/v1)
+//! to the CRD's webhook over HTTPS and checks its answer as kube does.
+//!
+//! Model floor: imports the registry, `error` and the webhook client,
+//! never `crate::conversion` (which calls this).
 
-use super::CustomInfo;
-use crate::conversion::needs;
 use crate::error::{ApiError, Result};
+use crate::registry::custom::CustomInfo;
 use crate::registry::Resource;
 use crate::webhook::Webhook;
 use apimachinery::Status;
@@ -52,20 +55,15 @@ fn set_api_version(obj: &mut Value, api_version: &str) {
     }
 }
 
-/// `objs` in `api_version` (only those of the resource's kind in another
-/// version change).
-pub(crate) async fn convert_all(
+/// The objects of `objs` at the indices `todo` (not empty: those of the
+/// resource's kind in another version) in `api_version`.
+pub(crate) async fn convert(
     res: &Resource,
     info: &CustomInfo,
     objs: &mut [Value],
+    todo: Vec<usize>,
     api_version: &str,
 ) -> Result<()> {
-    let todo: Vec<usize> = (0..objs.len())
-        .filter(|i| needs(&objs[*i], &res.kind, api_version))
-        .collect();
-    if todo.is_empty() {
-        return Ok(());
-    }
     let failed = |msg: String| -> ApiError {
         Status::internal(format!(
             "conversion webhook for {}, Kind={} failed: {msg}",

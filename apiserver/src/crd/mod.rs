@@ -15,267 +15,35 @@
 //! it. While any holder lives, the same CRD definition yields the same
 //! rows ([`rows`] keeps a weak reference to what it built), so an
 //! unchanged CRD does not move the registry's generation.
+//!
+//! Model floor, above the registry, `object` and `error`: row building
+//! ([`rows`]), names ([`names`]), status ([`status`]) and the webhook half
+//! of conversion ([`conversion`]) import nothing above them. The
+//! [`controller`] alone runs on the top floor (it follows and writes CRDs
+//! through the backend).
 
 pub mod controller;
 pub mod conversion;
 pub mod names;
-pub mod rules;
 pub mod status;
-pub mod v1beta1;
 
 use crate::object::strings;
+use crate::registry::custom::{CustomInfo, VersionSchema};
 use crate::registry::{NameRule, Resource, Row, Shared, Str, Subresource};
-use apimachinery::crd::{SchemaValidator, Structural};
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
-use apimachinery::status::StatusCause;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 pub(crate) use apimachinery::version::compare_versions as version_order;
 pub use names::accepted_names;
-
-/// Held by a CRD being deleted until every custom resource it defined is gone.
-pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
-
-/// The CRD API's group and plural.
-pub const GROUP: &str = "apiextensions.k8s.io";
-pub const PLURAL: &str = "customresourcedefinitions";
-
-/// One `additionalPrinterColumns` entry, its path parsed.
-#[derive(Debug)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
-    pub format: String,
-    pub description: String,
-    pub priority: i64,
-    pub path: jsonpath::Path,
-}
-
-/// How many [`CustomInfo`]s (one per served version of a CRD, with its
-/// schema, validators and CEL programs) are alive in this process: the
-/// registry's, and those still held by requests, watches and controllers
-/// after the registry dropped them (`apiserver_custom_resource_rows`).
-static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
-/// The number of custom resource rows alive (see [`LIVE`]).
-pub fn live_rows() -> i64 {
-    LIVE.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-impl Drop for CustomInfo {
-    fn drop(&mut self) {
-        LIVE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// What a CRD says of one served version.
-#[derive(Debug)]
-pub struct CustomInfo {
-    /// The CRD's name (`<plural>.<group>`).
-    pub crd: String,
-    /// The version objects are stored in.
-    pub storage_version: String,
-    /// `deprecationWarning` (or kube's default text) when the version is
-    /// deprecated.
-    pub deprecation: Option<String>,
-    pub columns: Vec<PrinterColumn>,
-    /// The version's schema as a one-kind definitions set (the CR kind plus
-    /// the ObjectMeta family it refers to).
-    schema: apimachinery::schema::Schema,
-    definition: String,
-    /// Its structural form (`None` if it is not structural: only a CRD
-    /// stored before validation could have that), defaults pruned.
-    /// Boxed: the compiled rules know schema nodes by address, so the
-    /// schema must not move once they are compiled.
-    structural: Option<Box<SchemaValidator>>,
-    /// Its `x-kubernetes-validations`, compiled.
-    rules: rules::Rules,
-    /// The conversion webhook (strategy `Webhook`; `Err`: unusable
-    /// configuration); `None` for strategy `None`.
-    conversion: Option<Result<crate::webhook::Webhook, String>>,
-    /// Whether the CRD is being deleted: its resources may be read and
-    /// deleted, not created.
-    pub terminating: bool,
-    /// Whether the schema has any `default`.
-    has_defaults: bool,
-}
-
-fn has_defaults(s: &Structural) -> bool {
-    s.default.is_some()
-        || s.properties.values().any(has_defaults)
-        || s.items.as_deref().is_some_and(has_defaults)
-        || s.additional_properties
-            .as_ref()
-            .and_then(|a| a.schema())
-            .is_some_and(has_defaults)
-}
-
-/// Whether `apimachinery::crd::default` would change `v` (the same walk,
-/// reading only, so that reads copy an object only when they must).
-fn would_default(s: &Structural, v: &Value) -> bool {
-    let null_defaulted =
-        |v: &Value, s: &Structural| v.is_null() && !s.nullable && s.default.is_some();
-    match v {
-        Value::Object(m) => {
-            for (k, ps) in &s.properties {
-                if ps.default.is_some() && m.get(k).is_none_or(|x| x.is_null() && !ps.nullable) {
-                    return true;
-                }
-            }
-            let ap = s.additional_properties.as_ref().and_then(|a| a.schema());
-            m.iter().any(|(k, x)| match (s.properties.get(k), ap) {
-                (Some(ps), _) => would_default(ps, x),
-                (None, Some(ap)) => null_defaulted(x, ap) || would_default(ap, x),
-                (None, None) => false,
-            })
-        }
-        Value::Array(a) => s.items.as_deref().is_some_and(|it| {
-            a.iter()
-                .any(|x| null_defaulted(x, it) || would_default(it, x))
-        }),
-        _ => false,
-    }
-}
-
-impl CustomInfo {
-    pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'_>> {
-        self.schema.by_name(&self.definition)
-    }
-
-    /// Whether the schema has any `default` at all.
-    pub fn has_defaults(&self) -> bool {
-        self.has_defaults
-    }
-
-    /// Whether applying the schema's defaults would change `obj`.
-    pub fn would_default(&self, obj: &Value) -> bool {
-        self.has_defaults
-            && self
-                .structural
-                .as_ref()
-                .is_some_and(|s| would_default(s.schema(), obj))
-    }
-
-    /// `obj` with the schema's defaults applied.
-    pub fn apply_defaults(&self, obj: &mut Value) {
-        if let Some(s) = &self.structural {
-            apimachinery::crd::default(s.schema(), obj);
-        }
-    }
-
-    /// What kube does to a custom resource on its way in: nulls where the
-    /// schema does not allow them and unknown fields pruned, then defaults
-    /// applied.
-    pub fn prepare(&self, obj: &mut Value) {
-        if let Some(v) = &self.structural {
-            let s = v.schema();
-            apimachinery::crd::prune_nulls(s, obj);
-            apimachinery::crd::prune(s, obj);
-            apimachinery::crd::default(s, obj);
-        }
-    }
-
-    /// The schema's value validations, then (when those pass) its CEL
-    /// rules; `old` is the stored object on update.
-    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
-        let Some(v) = &self.structural else {
-            return Vec::new();
-        };
-        // On update, values that did not change are not held to rules
-        // they already broke (kube's ratcheting). The validator converts
-        // the schema once, not per write.
-        let mut errs = match old {
-            Some(old) => v.validate_update(obj, old),
-            None => v.validate(obj),
-        };
-        if self.rules.is_empty() {
-            return errs;
-        }
-        // As kube: type errors block the rules (they would see values of
-        // the wrong type); other schema errors do not.
-        if errs
-            .iter()
-            .any(|c| c.reason == apimachinery::status::cause::FIELD_VALUE_TYPE_INVALID)
-        {
-            errs.push(StatusCause::new(
-                apimachinery::status::cause::FIELD_VALUE_INVALID,
-                "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-                "<nil>",
-            ));
-            return errs;
-        }
-        errs.extend(self.rules.evaluate(v.schema(), obj, old));
-        errs
-    }
-}
-
-/// The CRD kind's defaults (kube's v1 SetDefaults): the singular name and
-/// list kind from the kind, conversion strategy `None`, port 443 for a
-/// conversion webhook's service.
-/// What a CustomResourceDefinition does beyond its schema.
-pub static DEFINITION_RULES: apimachinery::kinds::KindRules = apimachinery::kinds::KindRules {
-    defaults: Some(default_definition),
-    validate: Some(validate_definition),
-    validate_status: Some(validate_definition),
-    ..apimachinery::kinds::KindRules::NONE
-};
-
-pub fn default_definition(crd: &mut Value) {
-    let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
-        let kind = names
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
-        if empty(names.get("singular")) {
-            names.insert("singular".into(), Value::String(kind.to_lowercase()));
-        }
-        if empty(names.get("listKind")) && !kind.is_empty() {
-            names.insert("listKind".into(), Value::String(format!("{kind}List")));
-        }
-    }
-    let conversion = spec
-        .entry("conversion")
-        .or_insert_with(|| json!({"strategy": "None"}));
-    if let Some(port) = conversion.pointer_mut("/webhook/clientConfig/service") {
-        if let Some(svc) = port.as_object_mut() {
-            svc.entry("port").or_insert(json!(443));
-        }
-    }
-}
-
-/// The CRD kind's validation (its registry row's rule): kube's CRD rules,
-/// then each version's CEL rules must compile and fit the cost limit.
-pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause> {
-    let mut causes = apimachinery::crd::validate_crd(crd, old);
-    if !causes.is_empty() {
-        return causes;
-    }
-    let versions = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for (i, v) in versions.iter().enumerate() {
-        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
-            continue;
-        };
-        if let Ok(st) = Structural::from_json(schema) {
-            // Where kube reports this version's schema (`spec.validation`
-            // when every version has the same one).
-            let base = apimachinery::crd::schema_field_path(crd, i);
-            causes.extend(rules::definition_errors(&base, &st));
-        }
-    }
-    causes
-}
+// The CRD kind's own row (its finalizer, rules and stored v1beta1 form)
+// and what a CRD says of a version live in the registry, below this
+// module; named here too for the controller, the metrics and the table
+// writer (one step: they may name the registry directly).
+pub use crate::registry::custom::{live_rows, PrinterColumn};
+pub use crate::registry::definition::{v1beta1, CLEANUP_FINALIZER, GROUP, PLURAL};
 
 fn name_list(v: &[String]) -> Shared<[Str]> {
     Shared::owned_slice(v.iter().map(|s| Str::owned(s)).collect())
@@ -462,19 +230,6 @@ fn field_attrs(v: &Value) -> Shared<[FieldAttr]> {
     Shared::owned_slice(attrs)
 }
 
-fn drop_descriptions(s: &mut Structural) {
-    s.description = String::new();
-    s.properties.values_mut().for_each(drop_descriptions);
-    if let Some(items) = s.items.as_deref_mut() {
-        drop_descriptions(items);
-    }
-    if let Some(apimachinery::crd::types::AdditionalProperties::Schema(ap)) =
-        s.additional_properties.as_mut()
-    {
-        drop_descriptions(ap);
-    }
-}
-
 /// The registry rows of a CRD: one per served version, in kube's version
 /// priority order. While the rows built for the same spec and accepted
 /// names are alive, the same rows are returned.
@@ -585,20 +340,6 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                     || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
                 );
             let (definition, defs) = version_schema(&group, &version, &kind, &openapi);
-            let structural = Structural::from_json(&openapi).ok().map(|mut st| {
-                apimachinery::crd::prune_defaults(&mut st);
-                // Validation never reads descriptions; OpenAPI has them.
-                drop_descriptions(&mut st);
-                Box::new(SchemaValidator::new(st))
-            });
-            // Compiled against the boxed schema, whose nodes stay put.
-            let rules = structural
-                .as_ref()
-                .map(|v| rules::Rules::compile(v.schema()))
-                .unwrap_or_default();
-            let defaults = structural
-                .as_ref()
-                .is_some_and(|v| has_defaults(v.schema()));
             let deprecation =
                 (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
                     match v.get("deprecationWarning").and_then(Value::as_str) {
@@ -606,19 +347,14 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                         None => format!("{group}/{version} {kind} is deprecated"),
                     }
                 });
-            LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let info = Arc::new(CustomInfo {
                 crd: crd_name.to_string(),
                 storage_version: storage_version.clone(),
                 deprecation,
                 columns: columns(v),
-                schema: apimachinery::schema::Schema::new(defs),
-                definition,
-                structural,
-                rules,
+                compiled: VersionSchema::new(definition, defs, &openapi),
                 conversion: conversion::webhook_of(spec),
                 terminating,
-                has_defaults: defaults,
             });
             Shared::Owned(Arc::new(Resource {
                 group: group_s.clone(),

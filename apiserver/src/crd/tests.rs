@@ -1,5 +1,6 @@
 use super::names::requested_names;
 use super::*;
+use crate::registry::cel as rules;
 use serde_json::json;
 use std::cmp::Ordering;
 

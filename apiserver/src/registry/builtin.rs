@@ -1044,9 +1044,9 @@ pub static RESOURCES: LazyLock<Vec<Resource>> = LazyLock::new(|| {
             categories: strs!["api-extensions"],
             subresources: Shared::Static(STATUS),
             generation: true,
-            delete_finalizer: Some(crate::crd::CLEANUP_FINALIZER),
-            rules: &crate::crd::DEFINITION_RULES,
-            conversion: Some(&crate::crd::v1beta1::STORED_V1BETA1),
+            delete_finalizer: Some(super::definition::CLEANUP_FINALIZER),
+            rules: &super::definition::DEFINITION_RULES,
+            conversion: Some(&super::definition::v1beta1::STORED_V1BETA1),
             ..res(
                 "apiextensions.k8s.io",
                 "v1",

@@ -11,8 +11,17 @@
 //! list, which storage hooks run) as data ([`CreateAnswer`],
 //! [`ConnectTarget`], [`ComputedSource`], [`Hooks`]), so this floor imports
 //! nothing of the handlers or the server.
+//!
+//! The bottom of the model floor: the registry and its children import
+//! nothing of `crd`, `conversion`, `error` or `object` (they import the
+//! registry). What a CRD says of a served version ([`custom`]), its CEL
+//! rules ([`cel`]) and the CRD kind's own rules ([`definition`]) are parts
+//! of rows, so they live here; `crate::crd` builds a CRD's rows from them.
 
 mod builtin;
+pub mod cel;
+pub mod custom;
+pub mod definition;
 pub use builtin::RESOURCES;
 
 use apimachinery::kinds::{self, KindRules};
@@ -229,7 +238,7 @@ pub struct Resource {
     pub keep_status_on_create: bool,
     /// What a CustomResourceDefinition says of a resource it defines
     /// (schema, printer columns, versions); `None` for built-in kinds.
-    pub custom: Option<Arc<crate::crd::CustomInfo>>,
+    pub custom: Option<Arc<custom::CustomInfo>>,
     /// A built-in kind served in several versions: its storage version and
     /// the conversion between them (`crate::conversion`). Every row of the
     /// kind names the same one and shares the storage segment.

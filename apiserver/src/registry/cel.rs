@@ -3,6 +3,10 @@
 //! engine (`k8s-cel`), checked for cost when the CRD is written
 //! ([`definition_errors`]), and evaluated against every write of a custom
 //! resource ([`Rules::evaluate`]) with kube's runtime budget and wording.
+//!
+//! Model floor, under the registry: a custom resource's row holds its
+//! compiled rules ([`super::custom::CustomInfo`]) and the CRD kind's own
+//! row checks them ([`super::definition`]). Imports nothing of this crate.
 
 use apimachinery::crd::{validation_rules, Structural, ValidationRule};
 use apimachinery::status::{cause, StatusCause};
