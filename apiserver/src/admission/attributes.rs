@@ -10,13 +10,9 @@ use apimachinery::Status;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::controllers::{Controller, Next, Source};
 use crate::registry::{Resource, Subresource};
 use crate::scope::RequestScope;
-use apimachinery::read::Freshness;
-use futures_util::FutureExt;
 use std::sync::Arc;
-use watchcache::ListOptions;
 
 /// What admission reads of this replica, lent by the server's state for
 /// one request (a few references: the handlers make one per admission
@@ -55,77 +51,6 @@ impl std::ops::Deref for Scope<'_> {
     fn deref(&self) -> &RequestScope {
         self.request
     }
-}
-
-/// A controller that keeps a replica's compiled configuration (admission,
-/// flow control): it follows two `v1` collections of `group` in the
-/// backend of `ctx` (the context it runs on) and, on any change, lists
-/// both and hands them to `install` with that context. Every replica runs
-/// it (not leader-gated: each one enforces). The lists are consistent
-/// reads: the event that woke it may come from a watch ahead of the cache
-/// (served by etcd while the cache fills).
-pub(crate) fn config_controller<C: crate::controllers::Context>(
-    ctx: &C,
-    name: &'static str,
-    group: &str,
-    plurals: [&str; 2],
-    install: impl Fn(&Arc<C>, &[Value], &[Value]) + Send + Sync + 'static,
-) -> Option<Controller<C>> {
-    let backend = ctx.backend();
-    let mut prefixes = Vec::with_capacity(2);
-    for plural in plurals {
-        let res = backend.registry.lookup(group, "v1", plural)?;
-        prefixes.push(backend.collection_prefix(&res, None));
-    }
-    let install = Arc::new(install);
-    let sources = prefixes
-        .iter()
-        .map(|prefix| Source {
-            prefix: prefix.clone(),
-            key_of: |_| Some("configuration".into()),
-        })
-        .collect();
-    let prefixes = Arc::new(prefixes);
-    Some(Controller {
-        name,
-        feed: None,
-        sources,
-        reconcile: Arc::new(move |ctx: Arc<C>, _| {
-            let prefixes = Arc::clone(&prefixes);
-            let install = Arc::clone(&install);
-            async move {
-                let opts = ListOptions {
-                    freshness: Freshness::MostRecent,
-                    limit: None,
-                    continue_from: None,
-                    predicate: Default::default(),
-                };
-                let mut lists = Vec::with_capacity(2);
-                for prefix in prefixes.iter() {
-                    let listed = ctx
-                        .backend()
-                        .store
-                        .list(prefix, &opts)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    lists.push(
-                        listed
-                            .items
-                            .iter()
-                            .map(|o| o.value().clone())
-                            .collect::<Vec<Value>>(),
-                    );
-                }
-                install(&ctx, &lists[0], &lists[1]);
-                Ok(Next::Done)
-            }
-            .boxed()
-        }),
-        workers: 1,
-        capacity: 4,
-        backoff: crate::controllers::queue::Backoff::default(),
-        resync: None,
-    })
 }
 
 /// A replica's compiled admission configuration (policies, webhooks),

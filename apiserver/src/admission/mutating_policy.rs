@@ -158,7 +158,7 @@ fn compile(policies: &[Value], bindings: &[Value]) -> MutatingSet {
 /// installs into `into`; it runs on the backend.
 pub fn controller(backend: &Backend, into: &MutatingPolicies) -> Option<Controller<Backend>> {
     let into = into.clone();
-    super::attributes::config_controller(
+    crate::controllers::config_controller(
         backend,
         "mutating_admission_policy",
         "admissionregistration.k8s.io",

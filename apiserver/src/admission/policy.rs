@@ -327,7 +327,7 @@ fn compile(policies: &[Value], bindings: &[Value]) -> PolicySet {
 /// `backend` and installs into `into`; it runs on the backend.
 pub fn controller(backend: &Backend, into: &Policies) -> Option<Controller<Backend>> {
     let into = into.clone();
-    super::attributes::config_controller(
+    crate::controllers::config_controller(
         backend,
         "validating_admission_policy",
         "admissionregistration.k8s.io",

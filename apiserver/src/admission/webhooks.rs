@@ -148,7 +148,7 @@ fn compile_configs(configs: &[Value]) -> Vec<Hook> {
 /// installs into `into`; it runs on the backend.
 pub fn controller(backend: &Backend, into: &Webhooks) -> Option<Controller<Backend>> {
     let into = into.clone();
-    super::attributes::config_controller(
+    crate::controllers::config_controller(
         backend,
         "admission_webhooks",
         "admissionregistration.k8s.io",

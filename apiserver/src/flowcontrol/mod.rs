@@ -36,7 +36,7 @@ pub mod queueset;
 mod retry;
 
 use crate::backend::Backend;
-use crate::controllers::{Context, Controller, Next as Reconciled, Source};
+use crate::controllers::{Context, Controller};
 use apimachinery::auth::{RequestInfo, UserInfo};
 use axum::body::Body;
 use axum::extract::Request;
@@ -44,7 +44,6 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use config::{Config, LevelSpec, SeatLimits};
-use futures_util::FutureExt;
 use queueset::{Arrival, QueueSet, Shape, Ticket};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -760,61 +759,13 @@ impl Context for Configuration {
 /// collections, whose reconcile lists them and installs what it finds
 /// (`None` when the flowcontrol resources are not served).
 pub fn controller(ctx: &Configuration) -> Option<Controller<Configuration>> {
-    let backend = &ctx.backend;
-    let mut prefixes = Vec::with_capacity(2);
-    for plural in ["flowschemas", "prioritylevelconfigurations"] {
-        let res = backend
-            .registry
-            .lookup(crate::flowcontrol_bootstrap::GROUP, "v1", plural)?;
-        prefixes.push(backend.collection_prefix(&res, None));
-    }
-    let sources = prefixes
-        .iter()
-        .map(|prefix| Source {
-            prefix: prefix.clone(),
-            key_of: |_| Some("configuration".into()),
-        })
-        .collect();
-    let prefixes = Arc::new(prefixes);
-    Some(Controller {
-        name: "api_priority_and_fairness",
-        feed: None,
-        sources,
-        reconcile: Arc::new(move |ctx: Arc<Configuration>, _| {
-            let prefixes = Arc::clone(&prefixes);
-            async move {
-                let opts = watchcache::ListOptions {
-                    freshness: apimachinery::read::Freshness::MostRecent,
-                    limit: None,
-                    continue_from: None,
-                    predicate: Default::default(),
-                };
-                let mut lists = Vec::with_capacity(2);
-                for prefix in prefixes.iter() {
-                    let listed = ctx
-                        .backend
-                        .store
-                        .list(prefix, &opts)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    lists.push(
-                        listed
-                            .items
-                            .iter()
-                            .map(|o| o.value().clone())
-                            .collect::<Vec<Value>>(),
-                    );
-                }
-                install(&ctx, &lists[0], &lists[1]);
-                Ok(Reconciled::Done)
-            }
-            .boxed()
-        }),
-        workers: 1,
-        capacity: 4,
-        backoff: crate::controllers::queue::Backoff::default(),
-        resync: None,
-    })
+    crate::controllers::config_controller(
+        ctx,
+        "api_priority_and_fairness",
+        crate::flowcontrol_bootstrap::GROUP,
+        ["flowschemas", "prioritylevelconfigurations"],
+        install,
+    )
 }
 
 /// Installs the listed configuration and writes the `Dangling` conditions
