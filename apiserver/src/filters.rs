@@ -64,7 +64,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     };
     if let Some(cache) = &state.cache {
         metrics.record_cache(&cache.stats());
-        let counts = crate::flowcontrol::stored_counts(&state.backend).await;
+        let counts = state.backend.stored_counts().await;
         metrics.record_stored_objects(counts.unwrap_or_default());
     }
     if let Some(audit) = &state.audit {

@@ -62,8 +62,6 @@ const MAX_WAIT: Duration = Duration::from_secs(60);
 pub const REBALANCE_PERIOD: Duration = Duration::from_secs(10);
 /// Objects per seat of a LIST (kube's `ObjectsPerSeat`).
 const OBJECTS_PER_SEAT: f64 = 100.0;
-/// Upper bound on one round of per-resource object counts.
-const COUNT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A queued request, as the queues hold it.
 #[derive(Debug)]
@@ -876,7 +874,7 @@ pub fn spawn_maintenance(apf: Arc<Apf>, backend: Arc<Backend>) -> tokio::task::A
             apf.rebalance();
             // Object counts every minute, as kube's tracker refreshes them.
             if rounds % 6 == 0 {
-                if let Some(counts) = stored_counts(&backend).await {
+                if let Some(counts) = backend.stored_counts().await {
                     apf.set_counts(counts);
                 }
             }
@@ -884,44 +882,6 @@ pub fn spawn_maintenance(apf: Arc<Apf>, backend: Arc<Backend>) -> tokio::task::A
         }
     })
     .abort_handle()
-}
-
-/// Stored objects per resource (`plural` or `plural.group`), a count-only
-/// etcd read each (`None` without a watch cache over etcd, or when etcd
-/// does not answer in time): APF's LIST estimates, and
-/// `apiserver_storage_objects` at a scrape.
-pub async fn stored_counts(backend: &Backend) -> Option<HashMap<String, i64>> {
-    let store = backend.cache.as_ref()?.store();
-    let (client, telemetry) = (store.client(), store.telemetry());
-    let mut seen = std::collections::HashSet::new();
-    let all = backend.registry.all();
-    let counts = all
-        .iter()
-        .filter(|res| seen.insert(crate::storage_format::segment(res)))
-        .map(|res| {
-            let mut client = client.clone();
-            let prefix = backend.collection_prefix(&res, None);
-            let label = if res.group.is_empty() {
-                res.plural.to_string()
-            } else {
-                format!("{}.{}", res.plural, res.group)
-            };
-            async move {
-                let opts = etcd_client::GetOptions::new()
-                    .with_prefix()
-                    .with_count_only();
-                let get = client.get(prefix.as_bytes(), Some(opts));
-                let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
-                let count = resp.await.ok()?.count();
-                Some((label, count))
-            }
-        });
-    let all = futures_util::future::join_all(counts);
-    let Ok(results) = tokio::time::timeout(COUNT_TIMEOUT, all).await else {
-        tracing::debug!("counting stored objects timed out");
-        return None;
-    };
-    Some(results.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
