@@ -242,13 +242,14 @@ async fn a_leaked_node_port_is_released_and_a_lost_one_is_put_back() {
         },
     )
     .await;
-    assert!(s.log().contains("the node port 30003 may have leaked"));
-    assert!(s
-        .log()
-        .contains("the node port 30003 appears to have leaked: cleaning up"));
-    assert!(s
-        .log()
-        .contains("the node port 30001 for service default/np is not allocated; repairing"));
+    // The pass writes the bitmap before it logs what it found.
+    for line in [
+        "the node port 30003 may have leaked",
+        "the node port 30003 appears to have leaked: cleaning up",
+        "the node port 30001 for service default/np is not allocated; repairing",
+    ] {
+        eventually(line, SETTLE, || s.log().contains(line).then_some(())).await;
+    }
     eventually("the repair's event", SETTLE, || {
         event_reasons(&s, "Service", "np")
             .contains(&"PortNotAllocated".to_string())
