@@ -6,11 +6,12 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::{http1, http2};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub mod trust;
 
 /// The most a webhook may answer (kube reads at most its request limit).
 const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
@@ -91,23 +92,15 @@ impl Webhook {
             .trim_end_matches(']')
             .to_string();
         let port = uri.port_u16().unwrap_or(443);
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(pem) = ca_bundle {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert =
-                    cert.map_err(|e| WebhookError::Config(format!("invalid caBundle: {e}")))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| WebhookError::Config(format!("invalid caBundle: {e}")))?;
-            }
-        }
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| WebhookError::Config(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let trust = trust::ServerTrust::new(ca_bundle, Arc::clone(&provider))
+            .map_err(|e| WebhookError::Config(e.to_string()))?;
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| WebhookError::Config(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(trust))
+            .with_no_client_auth();
         let mut tls = tls;
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Webhook {
@@ -285,5 +278,113 @@ impl Webhook {
             .map_err(|e| self.transport(e))?
             .to_bytes();
         Ok((status, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    /// Self-signed (`CA:TRUE`) certificates made by `openssl req -x509`
+    /// for webhook.default.svc, localhost and 127.0.0.1 (testdata/README.md).
+    const CERT: &str = include_str!("webhook/testdata/selfsigned.pem");
+    const KEY: &str = include_str!("webhook/testdata/selfsigned-key.pem");
+    const OTHER_CERT: &str = include_str!("webhook/testdata/other-selfsigned.pem");
+
+    /// An HTTPS server on 127.0.0.1 serving `cert` that answers every POST
+    /// with `{"echo": <the body>}`; it stops when the task is dropped.
+    async fn serve(cert: &str, key: &str) -> (String, tokio::task::JoinHandle<()>) {
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
+            PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/validate", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(
+                        |req: hyper::Request<hyper::body::Incoming>| async move {
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let seen: Value = serde_json::from_slice(&body).unwrap_or_default();
+                            let answer = serde_json::to_vec(&serde_json::json!({"echo": seen}))
+                                .unwrap_or_default();
+                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
+                                answer,
+                            ))))
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (url, task)
+    }
+
+    fn hook(url: &str, bundle: &str) -> Webhook {
+        Webhook::new(url, Some(bundle.as_bytes()), Duration::from_secs(10)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_openssl_self_signed_certificate_that_is_the_ca_bundle_is_trusted() {
+        let (url, _server) = serve(CERT, KEY).await;
+        let body = serde_json::json!({"kind": "AdmissionReview"});
+        // Dialled by address, as a URL webhook is.
+        let answer = hook(&url, CERT).post_json(&body).await.unwrap();
+        assert_eq!(answer["echo"], body);
+        // Checked for the Service's name, as a Service webhook is.
+        let svc = hook(&url, CERT).with_server_name("webhook.default.svc");
+        assert_eq!(svc.post_json(&body).await.unwrap()["echo"], body);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_name_or_another_certificate_still_fails() {
+        let (url, _server) = serve(CERT, KEY).await;
+        let body = serde_json::json!({});
+        let err = hook(&url, CERT)
+            .with_server_name("other.default.svc")
+            .post_json(&body)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("Post \"{url}\": tls: "))
+                && text.contains("certificate not valid for name \"other.default.svc\""),
+            "{text}"
+        );
+        // Another self-signed certificate with the same names and subject:
+        // its signature does not verify under the trusted one's key.
+        let err = hook(&url, OTHER_CERT).post_json(&body).await.unwrap_err();
+        assert!(
+            matches!(err, WebhookError::Transport { ref message, .. } if message.starts_with("tls: ")),
+            "{err}"
+        );
+        // No bundle: nothing is trusted.
+        let err = Webhook::new(&url, None, Duration::from_secs(10))
+            .unwrap()
+            .post_json(&body)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("invalid peer certificate: UnknownIssuer"),
+            "{err}"
+        );
     }
 }

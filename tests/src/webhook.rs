@@ -76,16 +76,51 @@ impl WebhookServer {
         ])
         .expect("server params");
         let cert = params.signed_by(&key, &issuer).expect("server cert");
+        Self::serve(
+            ip,
+            CertificateDer::from(cert.der().to_vec()),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            ca.pem(),
+            handler,
+        )
+        .await
+    }
+
+    /// [`WebhookServer::start`] serving a certificate of the test's own
+    /// (PEM), e.g. a self-signed one made by `openssl req -x509`; `ca_pem`
+    /// is then that certificate.
+    pub async fn start_with_identity<F>(cert_pem: &str, key_pem: &str, handler: F) -> WebhookServer
+    where
+        F: Fn(Value) -> Answer + Send + Sync + 'static,
+    {
+        use rustls::pki_types::pem::PemObject;
+        Self::serve(
+            std::net::Ipv4Addr::LOCALHOST.into(),
+            CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("certificate PEM"),
+            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM"),
+            cert_pem.to_string(),
+            handler,
+        )
+        .await
+    }
+
+    async fn serve<F>(
+        ip: std::net::IpAddr,
+        cert: CertificateDer<'static>,
+        key: PrivateKeyDer<'static>,
+        ca_pem: String,
+        handler: F,
+    ) -> WebhookServer
+    where
+        F: Fn(Value) -> Answer + Send + Sync + 'static,
+    {
         let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .expect("tls versions")
         .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(cert.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
+        .with_single_cert(vec![cert], key)
         .expect("tls config");
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = tokio::net::TcpListener::bind((ip, 0)).await.expect("bind");
@@ -146,7 +181,7 @@ impl WebhookServer {
         });
         WebhookServer {
             addr,
-            ca_pem: ca.pem(),
+            ca_pem,
             calls,
             task,
         }

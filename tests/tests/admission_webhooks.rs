@@ -289,3 +289,79 @@ fn rand_suffix() -> u32 {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0)
 }
+
+/// A webhook serving a self-signed certificate made by `openssl req -x509`
+/// (so `CA:TRUE`) that is itself the caBundle works, as it does with
+/// kube-apiserver; a caBundle of another self-signed certificate for the
+/// same names still fails the call (issue #34).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_signed_openssl_certificate_as_its_own_ca_bundle() {
+    const CERT: &str = include_str!("../../apiserver/src/webhook/testdata/selfsigned.pem");
+    const KEY: &str = include_str!("../../apiserver/src/webhook/testdata/selfsigned-key.pem");
+    const OTHER: &str = include_str!("../../apiserver/src/webhook/testdata/other-selfsigned.pem");
+    let s = Server::start().await;
+    let webhook = WebhookServer::start_with_identity(CERT, KEY, |req| {
+        if req["request"]["object"]["data"].get("bad").is_some() {
+            return Answer::Json(
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": {"uid": req["request"]["uid"], "allowed": false,
+                             "status": {"code": 403, "message": "openssl webhook says no"}}}),
+            );
+        }
+        allow(&req, json!({}))
+    })
+    .await;
+    let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem.as_bytes());
+    s.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: openssl}}
+webhooks:
+- name: openssl.example.com
+  clientConfig: {{url: "{url}", caBundle: {ca}}}
+  rules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}]
+  objectSelector: {{matchLabels: {{hook: openssl}}}}
+  sideEffects: None
+  failurePolicy: Fail
+  admissionReviewVersions: [v1]
+- name: other.example.com
+  clientConfig: {{url: "{url}", caBundle: {other}}}
+  rules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}]
+  objectSelector: {{matchLabels: {{hook: other}}}}
+  sideEffects: None
+  failurePolicy: Fail
+  admissionReviewVersions: [v1]
+"#,
+            url = webhook.url("/validate"),
+            ca = b64(CERT),
+            other = b64(OTHER),
+        ),
+    );
+    let cm = |label: &str, data: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{generateName: cm-, labels: {{hook: {label}}}}}\ndata: {{{data}: x}}\n"
+        )
+    };
+    // The webhook is reached over TLS and its denial comes back.
+    let denied = eventually("the openssl webhook's denial", SETTLE, || {
+        let out = s.kubectl_stdin(&["create", "-f", "-"], &cm("openssl", "bad"));
+        (!out.status.success()).then(|| stderr(&out))
+    })
+    .await;
+    assert!(denied.contains("openssl webhook says no"), "{denied}");
+    s.kubectl_stdin_ok(&["create", "-f", "-"], &cm("openssl", "good"));
+    // Trusting another self-signed certificate: the call fails.
+    let failed = eventually("the untrusted webhook's failure", SETTLE, || {
+        let out = s.kubectl_stdin(&["create", "-f", "-"], &cm("other", "good"));
+        (!out.status.success()).then(|| stderr(&out))
+    })
+    .await;
+    assert!(
+        failed.contains("failed calling webhook \"other.example.com\""),
+        "{failed}"
+    );
+    assert!(failed.contains("tls: invalid peer certificate"), "{failed}");
+}

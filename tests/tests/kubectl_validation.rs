@@ -140,3 +140,114 @@ async fn create_builtin_kinds_with_validation() {
         "{err}"
     );
 }
+
+/// `kubectl apply` of an APIService, a FlowSchema and a
+/// PriorityLevelConfiguration kube refuses: 422 with kube's causes, and
+/// nothing stored (issue #34).
+#[tokio::test]
+async fn apply_refuses_what_kube_refuses_for_apiservices_and_apf() {
+    let s = Server::start().await;
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "apiservices",
+            "wrong.metrics.example.com",
+            r#"apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: wrong.metrics.example.com}
+spec:
+  group: metrics.example.com
+  version: v1beta1
+  groupPriorityMinimum: 0
+  versionPriority: 100
+  caBundle: AAAA
+  insecureSkipTLSVerify: true
+  service: {namespace: default, name: metrics}
+"#,
+            &[
+                "The APIService \"wrong.metrics.example.com\" is invalid",
+                "metadata.name: Invalid value: \"wrong.metrics.example.com\": must be `spec.version+\".\"+spec.group`: \"v1beta1.metrics.example.com\"",
+                "spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000",
+                "spec.insecureSkipTLSVerify: Invalid value: true: may not be true if caBundle is present",
+            ],
+        ),
+        (
+            "prioritylevelconfigurations",
+            "too-wide",
+            r#"apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: too-wide}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 10
+    lendablePercent: 150
+    borrowingLimitPercent: -1
+    limitResponse:
+      type: Queue
+      queuing: {queues: 4, handSize: 8, queueLengthLimit: 50}
+"#,
+            &[
+                "The PriorityLevelConfiguration \"too-wide\" is invalid",
+                "spec.limited.limitResponse.queuing.handSize: Invalid value: 8: should not be greater than queues (4)",
+                "spec.limited.lendablePercent: Invalid value: 150: must be between 0 and 100, inclusive",
+                "spec.limited.borrowingLimitPercent: Invalid value: -1: if specified, must be a non-negative integer",
+            ],
+        ),
+        (
+            "flowschemas",
+            "first",
+            r#"apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: first}
+spec:
+  priorityLevelConfiguration: {name: global-default}
+  matchingPrecedence: 1
+  rules:
+  - subjects: [{kind: Robot}]
+    nonResourceRules: [{verbs: [get], nonResourceURLs: [healthz]}]
+"#,
+            &[
+                "The FlowSchema \"first\" is invalid",
+                "spec.matchingPrecedence: Invalid value: 1: only the schema named 'exempt' may have matchingPrecedence 1",
+                "spec.rules[0].subjects[0].kind: Unsupported value: \"Robot\": supported values: \"Group\", \"ServiceAccount\", \"User\"",
+                "spec.rules[0].nonResourceRules[0].nonResourceURLs[0]: Invalid value: \"healthz\": must start with slash",
+            ],
+        ),
+    ];
+    for (plural, name, manifest, want) in cases {
+        let (_, err) = s.kubectl_stdin_err(&["apply", "-f", "-"], manifest);
+        for w in *want {
+            assert!(err.contains(w), "{plural}: {w}\n{err}");
+        }
+        let (_, missing) = s.kubectl_err(&["get", plural, name]);
+        assert!(missing.contains("NotFound"), "{plural}: {missing}");
+        // The same object as a plain POST: 422 Invalid.
+        let obj: Value = serde_yaml_ng::from_str(manifest).unwrap();
+        let group_version = obj["apiVersion"].as_str().unwrap();
+        let r = e2e::http_request(
+            s.addr(),
+            "POST",
+            &format!("/apis/{group_version}/{plural}"),
+            &[("Content-Type", "application/json")],
+            &serde_json::to_vec(&obj).unwrap(),
+        )
+        .await
+        .unwrap();
+        let status: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(r.status, 422, "{plural}: {status}");
+        assert_eq!(status["reason"], "Invalid", "{status}");
+    }
+    // A mandatory object keeps its fixed spec.
+    let (_, err) = s.kubectl_err(&[
+        "patch",
+        "prioritylevelconfiguration",
+        "catch-all",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"limited":{"nominalConcurrencyShares":50}}}"#,
+    ]);
+    assert!(
+        err.contains("spec of 'catch-all' must equal the fixed value"),
+        "{err}"
+    );
+}

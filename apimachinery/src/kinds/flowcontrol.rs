@@ -1,6 +1,6 @@
 //! flowcontrol.apiserver.k8s.io/v1 FlowSchemas and
-//! PriorityLevelConfigurations: kube's Table columns (what `kubectl get`
-//! prints). The column descriptions are this project's own wording. kube's
+//! PriorityLevelConfigurations: kube's defaults and validation
+//! (`validation.rs`) and its Table columns (what `kubectl get` prints). The column descriptions are this project's own wording. kube's
 //! printer also orders a FlowSchema list by matching precedence; rows here
 //! come in the list's (name) order.
 
@@ -9,12 +9,20 @@ use serde_json::{json, Value};
 use crate::kinds::print::{self, column, Column, AGE, NAME};
 use crate::kinds::KindRules;
 
+mod validation;
+
 pub static FLOW_SCHEMA: KindRules = KindRules {
+    defaults: Some(validation::flow_schema_defaults),
+    validate: Some(validation::validate_flow_schema),
+    validate_status: Some(validation::validate_status),
     columns: FLOW_SCHEMA_COLUMNS,
     ..KindRules::NONE
 };
 
 pub static PRIORITY_LEVEL_CONFIGURATION: KindRules = KindRules {
+    defaults: Some(validation::priority_level_defaults),
+    validate: Some(validation::validate_priority_level),
+    validate_status: Some(validation::validate_status),
     columns: PRIORITY_LEVEL_COLUMNS,
     ..KindRules::NONE
 };

@@ -256,14 +256,12 @@ pub fn client_tls(
                 provider,
             )))
     } else {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_bundle.unwrap_or_default()) {
-            let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("invalid caBundle: {e}"))?;
-        }
-        builder.with_root_certificates(roots)
+        // Go's trust rules: a self-signed serving certificate may be the bundle.
+        let trust = crate::webhook::trust::ServerTrust::new(ca_bundle, provider)
+            .map_err(|e| e.to_string())?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(trust))
     };
     let mut config = match identity {
         Some(id) => {

@@ -516,6 +516,8 @@ pub static RESOURCES: LazyLock<Vec<Resource>> = LazyLock::new(|| {
             categories: strs!["api-extensions"],
             subresources: Shared::Static(STATUS),
             rules: &kinds::apiregistration::API_SERVICE,
+            // kube's rule is a path segment ("v1." names the core group).
+            name_rule: NameRule::PathSegment,
             ..res(
                 "apiregistration.k8s.io",
                 "v1",
