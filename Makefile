@@ -19,11 +19,14 @@ build: deps
 	$(CARGO) build --workspace --all-targets
 
 ## test: every unit, integration and end-to-end test (real etcd, real kubectl),
-## then the deployment tests (chart render + lint, hadolint, compose)
+## then the deployment tests (chart render + lint, hadolint, compose).
+## tools/test.sh runs the test binaries TEST_LANES at a time (they mostly wait
+## on servers); `cargo test --workspace` runs the same tests one binary at a time.
+TEST_LANES ?= 3
 test: deps
 	./tools/install-test-deps.sh
 	$(CARGO) build --bin apiserver
-	CRD_MEMORY_CRDS=300 $(CARGO) test --workspace --no-fail-fast
+	CRD_MEMORY_CRDS=300 TEST_LANES=$(TEST_LANES) CARGO=$(CARGO) ./tools/test.sh
 	$(MAKE) test-deploy
 
 test-deploy:

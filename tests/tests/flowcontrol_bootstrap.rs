@@ -222,7 +222,7 @@ async fn replicas_and_restarts_keep_the_objects_and_follow_kubes_ensurer() {
 
     // Operator changes: a suggested level edited and annotated false (to be
     // kept), a suggested level edited with the annotation left true and a
-    // mandatory level edited and annotated false (both to be restored), a
+    // mandatory level annotated false (both to be restored), a
     // suggested schema deleted (to be recreated).
     let path = |plural: &str, name: &str| format!("{BASE}/{plural}/{name}");
     let shares = |n: i64| json!({"spec": {"limited": {"nominalConcurrencyShares": n}}});
@@ -234,8 +234,18 @@ async fn replicas_and_restarts_keep_the_objects_and_follow_kubes_ensurer() {
     let (status, v) = request(&second, "PATCH", &path(pl, "system"), Some(&shares(8))).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["metadata"]["generation"], 2);
-    let mut mandatory = shares(9);
-    mandatory["metadata"] = json!({"annotations": {ANNOTATION: "false"}});
+    // A mandatory level's spec is fixed (kube's validation refuses an
+    // edit); its annotation can be set false, and is restored.
+    let (status, v) = request(&second, "PATCH", &path(pl, "catch-all"), Some(&shares(9))).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("spec of 'catch-all' must equal the fixed value"),
+        "{v}"
+    );
+    let mandatory = json!({"metadata": {"annotations": {ANNOTATION: "false"}}});
     let (status, v) = request(&second, "PATCH", &path(pl, "catch-all"), Some(&mandatory)).await;
     assert_eq!(status, 200, "{v}");
     let (status, v) = request(&second, "DELETE", &path("flowschemas", "probes"), None).await;
