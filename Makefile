@@ -31,7 +31,16 @@ test: deps
 
 test-deploy:
 	./tools/install-test-deps.sh
+	$(CARGO) build --bin apiserver
 	python3 -m pytest -q -p no:cacheprovider tests/deploy
+
+## monitor: etcd, two replicas and Prometheus with kube-prometheus's rules (README "Monitoring");
+## prints the Prometheus URL; Ctrl-C stops everything
+.PHONY: monitor
+monitor: deps
+	./tools/install-test-deps.sh
+	$(CARGO) build --bin apiserver
+	python3 tools/monitor.py
 
 ## lint: formatting, clippy, and the apiserver's import graph: no import circle
 ## larger than IMPORT_CIRCLE_MAX files (tools/import_graph.py; ARCHITECTURE.md "Floors")

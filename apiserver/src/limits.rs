@@ -25,7 +25,7 @@ use crate::registry::Registry;
 use apimachinery::status::Status;
 use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -219,25 +219,31 @@ pub async fn instrument(
         req.uri().query(),
         content_type,
     );
+    let sli = crate::metrics::SliTracker::default();
     let response = if info.long_running {
         let guard = GaugeGuard::new(metrics.map(|m| m.longrunning(&info)));
-        let response = next.run(req).await;
+        let response = sli.scope(next.run(req)).await;
         let stopping = stopping.subscribe();
         end_with(response, guard, stopping)
     } else {
         match limits.try_acquire(info.kind) {
-            None => too_many_requests(),
+            None => {
+                if let Some(m) = metrics {
+                    m.terminated(&info, StatusCode::TOO_MANY_REQUESTS);
+                }
+                too_many_requests()
+            }
             Some(slot) => {
                 let guard = GaugeGuard::new(metrics.map(|m| m.inflight(info.kind)));
                 // The handler runs on as its own task past the timeout (as
                 // kube's timeout filter lets it), still holding its slot,
                 // so a timed-out request keeps counting against the limit
                 // until it really ends.
-                let handler = tokio::spawn(crate::telemetry::in_request(async move {
+                let handler = tokio::spawn(crate::telemetry::in_request(sli.scope(async move {
                     let r = next.run(req).await;
                     drop((slot, guard));
                     r
-                }));
+                })));
                 match tokio::time::timeout(limits.request_timeout, handler).await {
                     Ok(Ok(r)) => r,
                     Ok(Err(e)) => {
@@ -246,14 +252,25 @@ pub async fn instrument(
                             "the request handler failed; see the server log",
                         ))
                     }
-                    Err(_) => timed_out(),
+                    Err(_) => {
+                        if let Some(m) = metrics {
+                            m.terminated(&info, StatusCode::GATEWAY_TIMEOUT);
+                        }
+                        timed_out()
+                    }
                 }
             }
         }
     };
     let size = response.body().size_hint().exact();
     if let Some(m) = metrics {
-        m.observe(&info, response.status(), start.elapsed(), size);
+        m.observe(
+            &info,
+            response.status(),
+            start.elapsed(),
+            sli.excluded(),
+            size,
+        );
     }
     response
 }

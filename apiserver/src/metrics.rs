@@ -25,6 +25,18 @@
 //! the storage crate stays free of any metrics library.
 //! Request durations of watches are taken when the response starts, not when
 //! the stream ends.
+//!
+//! `apiserver_request_sli_duration_seconds` is the same duration less the
+//! time the request spent in admission webhooks and in a priority-and-
+//! fairness queue (kube's SLI, which kube-prometheus's burn-rate and
+//! availability rules read): the request's task carries a [`SliTracker`]
+//! that the webhook phases and APF's queue add their time to
+//! ([`exclude_from_sli`]). The process figures (`process_*`, and
+//! `go_goroutines` as the runtime's live tasks) are read at each scrape
+//! (`process.rs`); the health checks' results are served apart, at
+//! `/metrics/slis`, as kube serves them ([`Metrics::render_slis`]).
+
+mod process;
 
 use crate::registry::Registry as Resources;
 use apimachinery::request::ApiPath;
@@ -35,6 +47,9 @@ use prometheus::{
     Registry, TextEncoder,
 };
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use watchcache::etcd::EtcdObserver;
 
@@ -53,6 +68,24 @@ const REQUEST_LABELS: &[&str] = &[
 const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
     10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+/// kube-apiserver's buckets of `apiserver_request_sli_duration_seconds`
+/// (the SLO thresholds of kube-prometheus's rules, 1, 5 and 30 s, among
+/// them).
+const SLI_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0,
+    30.0, 45.0, 60.0,
+];
+/// kube's labels of the request metrics that also carry the code.
+const CODE_LABELS: &[&str] = &[
+    "verb",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+    "code",
 ];
 /// kube-apiserver's labels of the watch event metrics.
 const WATCH_LABELS: &[&str] = &["group", "version", "resource"];
@@ -91,6 +124,8 @@ pub struct RequestInfo {
     pub scope: &'static str,
     pub long_running: bool,
     pub kind: RequestKind,
+    /// `?dryRun=` was given: kube leaves such requests out of the SLI.
+    pub dry_run: bool,
 }
 
 impl RequestInfo {
@@ -115,6 +150,7 @@ impl RequestInfo {
             scope: "",
             long_running: false,
             kind,
+            dry_run: query_has(query, "dryRun", |v| !v.is_empty()),
         };
         let Some(ApiPath::Resource(r)) = route else {
             return info;
@@ -173,10 +209,53 @@ impl RequestInfo {
 }
 
 fn wants_watch(query: Option<&str>) -> bool {
+    query_has(query, "watch", |v| v != "false" && v != "0")
+}
+
+/// Whether the query has `key` with a value `wanted` accepts.
+fn query_has(query: Option<&str>, key: &str, wanted: impl Fn(&str) -> bool) -> bool {
     query.unwrap_or("").split('&').any(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        k == "watch" && v != "false" && v != "0"
+        k == key && wanted(v)
     })
+}
+
+tokio::task_local! {
+    static SLI_EXCLUDED: SliTracker;
+}
+
+/// The time one request spent where kube's SLI does not count it
+/// (admission webhooks, APF queue), in nanoseconds; shared by the
+/// request's task and whoever records into it.
+#[derive(Debug, Clone, Default)]
+pub struct SliTracker(Arc<AtomicU64>);
+
+impl SliTracker {
+    /// Runs `fut` with this tracker as the current task's.
+    pub fn scope<F: Future>(&self, fut: F) -> impl Future<Output = F::Output> {
+        SLI_EXCLUDED.scope(self.clone(), fut)
+    }
+
+    /// The time excluded so far.
+    pub fn excluded(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// Leaves `d` out of the current request's SLI duration (no-op outside a
+/// request).
+pub fn exclude_from_sli(d: Duration) {
+    let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let _ = SLI_EXCLUDED.try_with(|t| t.0.fetch_add(nanos, Ordering::Relaxed));
+}
+
+/// Runs `fut` and leaves the time it took out of the current request's
+/// SLI duration (kube's webhook latency trackers).
+pub async fn excluded_from_sli<F: Future>(fut: F) -> F::Output {
+    let started = std::time::Instant::now();
+    let out = fut.await;
+    exclude_from_sli(started.elapsed());
+    out
 }
 
 /// One controller's work queue metrics.
@@ -185,6 +264,8 @@ pub struct QueueMetrics {
     pub depth: IntGauge,
     pub adds: IntCounter,
     pub retries: IntCounter,
+    /// Seconds a key waited in the queue before a worker took it.
+    pub latency: Histogram,
 }
 
 /// The server's metrics.
@@ -192,6 +273,8 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     durations: HistogramVec,
+    sli_durations: HistogramVec,
+    terminations: IntCounterVec,
     sizes: HistogramVec,
     inflight: IntGaugeVec,
     longrunning: IntGaugeVec,
@@ -212,6 +295,15 @@ pub struct Metrics {
     workqueue_depth: IntGaugeVec,
     workqueue_adds: IntCounterVec,
     workqueue_retries: IntCounterVec,
+    workqueue_latency: HistogramVec,
+    auth_attempts: IntCounterVec,
+    auth_durations: HistogramVec,
+    auth_users: IntCounterVec,
+    process: process::ProcessMetrics,
+    /// `/metrics/slis`: the health checks' results, a registry of its own.
+    slis: Registry,
+    healthcheck: IntGaugeVec,
+    healthchecks: IntCounterVec,
     webhook_durations: HistogramVec,
     webhook_requests: IntCounterVec,
     webhook_rejections: IntCounterVec,
@@ -269,6 +361,7 @@ impl Metrics {
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let r = Registry::new();
         let with_code: Vec<&str> = REQUEST_LABELS.iter().copied().chain(["code"]).collect();
+        let slis = Registry::new();
         Ok(Metrics {
             requests: counter_vec(
                 &r,
@@ -283,12 +376,25 @@ impl Metrics {
                 REQUEST_LABELS,
                 DURATION_BUCKETS.to_vec(),
             )?,
+            sli_durations: histogram_vec(
+                &r,
+                "apiserver_request_sli_duration_seconds",
+                "Response latency distribution (not counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, version, resource, subresource, scope and component.",
+                REQUEST_LABELS,
+                SLI_BUCKETS.to_vec(),
+            )?,
+            terminations: counter_vec(
+                &r,
+                "apiserver_request_terminations_total",
+                "Number of requests which apiserver terminated in self-defense.",
+                CODE_LABELS,
+            )?,
             sizes: histogram_vec(
                 &r,
                 "apiserver_response_sizes",
                 "Response size distribution in bytes for each group, version, verb, resource, subresource, scope and component.",
                 REQUEST_LABELS,
-                prometheus::exponential_buckets(1000.0, 10.0, 8)?,
+                prometheus::exponential_buckets(1000.0, 10.0, 7)?,
             )?,
             inflight: gauge_vec(
                 &r,
@@ -411,6 +517,46 @@ impl Metrics {
                 "Keys a controller's work queue took back for a rate-limited retry.",
                 &["name"],
             )?,
+            workqueue_latency: histogram_vec(
+                &r,
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested.",
+                &["name"],
+                prometheus::exponential_buckets(10e-9, 10.0, 10)?,
+            )?,
+            auth_attempts: counter_vec(
+                &r,
+                "authentication_attempts",
+                "Counter of authenticated attempts.",
+                &["result"],
+            )?,
+            auth_durations: histogram_vec(
+                &r,
+                "authentication_duration_seconds",
+                "Authentication duration in seconds broken out by result.",
+                &["result"],
+                prometheus::exponential_buckets(0.001, 2.0, 15)?,
+            )?,
+            auth_users: counter_vec(
+                &r,
+                "authenticated_user_requests",
+                "Counter of authenticated requests broken out by username.",
+                &["username"],
+            )?,
+            process: process::ProcessMetrics::new(&r)?,
+            healthcheck: gauge_vec(
+                &slis,
+                "kubernetes_healthcheck",
+                "This metric records the result of a single healthcheck.",
+                &["name", "type"],
+            )?,
+            healthchecks: counter_vec(
+                &slis,
+                "kubernetes_healthchecks_total",
+                "This metric records the results of all healthcheck.",
+                &["name", "status", "type"],
+            )?,
+            slis,
             webhook_durations: histogram_vec(
                 &r,
                 "apiserver_admission_webhook_admission_duration_seconds",
@@ -507,7 +653,51 @@ impl Metrics {
             depth: self.workqueue_depth.with_label_values(&[name]),
             adds: self.workqueue_adds.with_label_values(&[name]),
             retries: self.workqueue_retries.with_label_values(&[name]),
+            latency: self.workqueue_latency.with_label_values(&[name]),
         }
+    }
+
+    /// One authentication attempt (kube's `authentication_attempts`,
+    /// `authentication_duration_seconds`): `user` is who the request
+    /// turned out to be (`None`: the credentials were refused, or there
+    /// were none and anonymous requests are not allowed there).
+    pub fn authentication(&self, user: Option<&str>, elapsed: Duration) {
+        let result = if user.is_some() { "success" } else { "failure" };
+        self.auth_attempts.with_label_values(&[result]).inc();
+        self.auth_durations
+            .with_label_values(&[result])
+            .observe(elapsed.as_secs_f64());
+        if let Some(user) = user {
+            self.auth_users
+                .with_label_values(&[compress_username(user)])
+                .inc();
+        }
+    }
+
+    /// The result of one health check run by `/livez`, `/readyz` or
+    /// `/healthz` (`kind`), for `/metrics/slis`.
+    pub fn healthcheck(&self, name: &str, kind: &str, ok: bool) {
+        let status = if ok { "success" } else { "error" };
+        self.healthcheck
+            .with_label_values(&[name, kind])
+            .set(i64::from(ok));
+        self.healthchecks
+            .with_label_values(&[name, status, kind])
+            .inc();
+    }
+
+    /// `/metrics/slis` in the text format.
+    pub fn render_slis(&self) -> String {
+        encode(&self.slis)
+    }
+
+    /// A request the server ended in self-defense (in-flight limit,
+    /// timeout) with `code`.
+    pub fn terminated(&self, info: &RequestInfo, code: StatusCode) {
+        let code = code.as_u16().to_string();
+        let mut labels = info.labels().to_vec();
+        labels.push(&code);
+        self.terminations.with_label_values(&labels).inc();
     }
 
     /// Counts the events one watch response sends (kube's labels: the
@@ -579,13 +769,8 @@ impl Metrics {
     /// recorded first through `record_*`).
     pub fn render(&self) -> String {
         self.custom_rows.set(crate::crd::live_rows());
-        let families = self.registry.gather();
-        TextEncoder::new()
-            .encode_to_string(&families)
-            .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "cannot encode metrics");
-                String::new()
-            })
+        self.process.refresh();
+        encode(&self.registry)
     }
 
     /// The registry, for metrics defined elsewhere (flow control).
@@ -603,12 +788,14 @@ impl Metrics {
         self.inflight.with_label_values(&[kind.label()])
     }
 
-    /// Records one finished request.
+    /// Records one finished request; `excluded` is its time in webhooks
+    /// and APF's queue, which its SLI duration leaves out.
     pub fn observe(
         &self,
         info: &RequestInfo,
         code: StatusCode,
         elapsed: Duration,
+        excluded: Duration,
         size: Option<u64>,
     ) {
         let labels = info.labels();
@@ -619,6 +806,11 @@ impl Metrics {
         self.durations
             .with_label_values(&labels)
             .observe(elapsed.as_secs_f64());
+        if !info.dry_run {
+            self.sli_durations
+                .with_label_values(&labels)
+                .observe(elapsed.saturating_sub(excluded).as_secs_f64());
+        }
         if let Some(size) = size {
             // Sizes are far below 2^52: exact as f64.
             #[allow(clippy::cast_precision_loss)]
@@ -704,6 +896,29 @@ impl EtcdObserver for EtcdMetrics {
     }
 }
 
+fn encode(registry: &Registry) -> String {
+    TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot encode metrics");
+            String::new()
+        })
+}
+
+/// kube's few categories of user names for `authenticated_user_requests`
+/// (bounded cardinality, no real names in the metrics).
+fn compress_username(name: &str) -> &str {
+    match name {
+        "admin"
+        | "client"
+        | "kube_proxy"
+        | "kubelet"
+        | "system:serviceaccount:kube-system:default" => name,
+        n if n.contains('@') => "email_id",
+        _ => "other",
+    }
+}
+
 fn to_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -767,6 +982,50 @@ mod tests {
         assert_eq!((health.verb.as_str(), health.scope), ("GET", ""));
         let unknown = verb(Method::GET, "/api/v1/nonsense", None);
         assert_eq!(unknown.resource, "");
+    }
+
+    #[tokio::test]
+    async fn the_sli_leaves_out_webhooks_and_queue_waits_and_dry_runs() {
+        let m = Metrics::new().expect("metric definitions");
+        let sli = SliTracker::default();
+        exclude_from_sli(Duration::from_secs(9)); // outside a request: no-op
+        sli.scope(async {
+            exclude_from_sli(Duration::from_millis(700));
+            excluded_from_sli(async {}).await;
+        })
+        .await;
+        assert!(sli.excluded() >= Duration::from_millis(700));
+        assert!(sli.excluded() < Duration::from_secs(1));
+        let info = verb(Method::GET, "/api/v1/namespaces/a/configmaps/x", None);
+        m.observe(
+            &info,
+            StatusCode::OK,
+            Duration::from_millis(800),
+            sli.excluded(),
+            None,
+        );
+        let dry = verb(
+            Method::POST,
+            "/api/v1/namespaces/a/configmaps",
+            Some("dryRun=All"),
+        );
+        assert!(dry.dry_run);
+        m.observe(
+            &dry,
+            StatusCode::CREATED,
+            Duration::from_millis(10),
+            Duration::ZERO,
+            None,
+        );
+        let text = m.render();
+        // 0.8 s in all, 0.1 s of it the server's own: under the 0.2 bucket.
+        assert!(text.contains(
+            "apiserver_request_sli_duration_seconds_bucket{component=\"apiserver\",group=\"\",resource=\"configmaps\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\",le=\"0.2\"} 1"
+        ), "{text}");
+        assert!(!text.contains("apiserver_request_sli_duration_seconds_count{component=\"apiserver\",group=\"\",resource=\"configmaps\",scope=\"resource\",subresource=\"\",verb=\"POST\""));
+        assert!(text.contains("verb=\"POST\",version=\"v1\",le=\"0.025\"} 1"));
+        assert!(text.contains("process_resident_memory_bytes"));
+        assert!(text.contains("go_goroutines"));
     }
 
     #[test]

@@ -108,6 +108,7 @@ fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .route("/readyz", get(crate::health::readyz))
         .route("/readyz/{*check}", get(crate::health::readyz_check))
         .route("/metrics", get(crate::filters::metrics))
+        .route("/metrics/slis", get(crate::filters::metrics_slis))
         .route(
             "/debug/api_priority_and_fairness/dump_priority_levels",
             get(crate::flowcontrol::dump_priority_levels).with_state(Arc::clone(apf)),

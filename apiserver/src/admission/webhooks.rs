@@ -414,8 +414,13 @@ fn take_warnings(scope: &RequestScope, webhook: &str, response: &Value) {
 
 /// Runs the mutating webhooks on `obj` (create and update; a connection's
 /// options; nothing for a delete, which has no object), in order, with
-/// one reinvocation round for `IfNeeded` webhooks.
+/// one reinvocation round for `IfNeeded` webhooks. Their time is not the
+/// server's: kube's SLI duration leaves it out.
 pub async fn mutating(scope: &Scope<'_>, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
+    crate::metrics::excluded_from_sli(mutating_phase(scope, a, obj)).await
+}
+
+async fn mutating_phase(scope: &Scope<'_>, a: &Attributes<'_>, obj: &mut Value) -> Result<()> {
     let set = scope.ctx.webhooks.current();
     if set.mutating.is_empty() {
         return Ok(());
@@ -512,8 +517,13 @@ async fn run_mutating(
     Ok(true)
 }
 
-/// Runs the validating webhooks, concurrently.
+/// Runs the validating webhooks, concurrently (their time, as the
+/// mutating webhooks', is left out of the SLI duration).
 pub async fn validating(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
+    crate::metrics::excluded_from_sli(validating_phase(scope, a)).await
+}
+
+async fn validating_phase(scope: &Scope<'_>, a: &Attributes<'_>) -> Result<()> {
     let set = scope.ctx.webhooks.current();
     if set.validating.is_empty() {
         return Ok(());

@@ -191,12 +191,19 @@ pub async fn authenticate(
     authenticator: Option<&dyn Authenticator>,
     anonymous_auth: bool,
     failures: &ratelimit::FailureLimiter,
+    metrics: Option<&crate::metrics::Metrics>,
     req: Request<Body>,
     next: Next,
 ) -> Response {
     if req.extensions().get::<Identity>().is_some() {
         return next.run(req).await;
     }
+    let started = std::time::Instant::now();
+    let record = |user: Option<&str>| {
+        if let Some(m) = metrics {
+            m.authentication(user, started.elapsed());
+        }
+    };
     let (mut parts, body) = req.into_parts();
     let client = parts.extensions.get::<tls::ClientAddr>().map(|a| a.0.ip());
     let presents_credentials = parts
@@ -220,8 +227,12 @@ pub async fn authenticate(
         Authentication::NoCredentials if anonymous_auth && anonymous_path(parts.uri.path()) => {
             UserInfo::anonymous()
         }
-        Authentication::NoCredentials => return status_response(&Status::unauthorized()),
+        Authentication::NoCredentials => {
+            record(None);
+            return status_response(&Status::unauthorized());
+        }
         Authentication::Invalid(why) => {
+            record(None);
             tracing::info!(reason = %why, path = parts.uri.path(), "authentication failed");
             if let Some(ip) = client {
                 failures.failed(ip, std::time::Instant::now());
@@ -229,6 +240,7 @@ pub async fn authenticate(
             return status_response(&Status::unauthorized());
         }
     };
+    record(Some(&user.username));
     parts.extensions.insert(Identity(Arc::new(user)));
     next.run(Request::from_parts(parts, body)).await
 }

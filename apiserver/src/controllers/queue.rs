@@ -48,8 +48,9 @@ impl Backoff {
 struct Inner {
     queue: VecDeque<String>,
     /// Keys waiting to be processed (in `queue`, or held by a worker and
-    /// added again meanwhile).
-    dirty: HashSet<String>,
+    /// added again meanwhile), with when each was added (the queue
+    /// latency metric).
+    dirty: HashMap<String, Instant>,
     processing: HashSet<String>,
     /// Delayed adds by due time; `delayed_at` holds each key's entry.
     delayed: BTreeMap<(Instant, u64), String>,
@@ -66,7 +67,7 @@ impl Inner {
     /// Marks `key` dirty and queues it unless a worker holds it; false when
     /// it already waited.
     fn insert(&mut self, key: String) -> bool {
-        if self.dirty.contains(&key) {
+        if self.dirty.contains_key(&key) {
             return false;
         }
         if let Some(at) = self.delayed_at.remove(&key) {
@@ -75,7 +76,7 @@ impl Inner {
         if !self.processing.contains(&key) {
             self.queue.push_back(key.clone());
         }
-        self.dirty.insert(key);
+        self.dirty.insert(key, Instant::now());
         true
     }
 
@@ -147,7 +148,7 @@ impl WorkQueue {
             room.as_mut().enable();
             {
                 let mut inner = self.lock();
-                if inner.dirty.contains(key) {
+                if inner.dirty.contains_key(key) {
                     return;
                 }
                 if inner.held() < self.capacity {
@@ -163,7 +164,7 @@ impl WorkQueue {
     /// full (the caller decides: drop it, or resync later).
     pub fn try_add(&self, key: &str) -> bool {
         let mut inner = self.lock();
-        if inner.dirty.contains(key) {
+        if inner.dirty.contains_key(key) {
             return true;
         }
         if inner.held() >= self.capacity {
@@ -192,7 +193,7 @@ impl WorkQueue {
         }
         let at = Instant::now() + delay;
         let mut inner = self.lock();
-        if inner.dirty.contains(key) {
+        if inner.dirty.contains_key(key) {
             return;
         }
         if let Some(&(old, _)) = inner.delayed_at.get(key) {
@@ -246,7 +247,10 @@ impl WorkQueue {
                 let mut inner = self.lock();
                 let due = inner.promote(Instant::now());
                 if let Some(key) = inner.queue.pop_front() {
-                    inner.dirty.remove(&key);
+                    let added = inner.dirty.remove(&key);
+                    if let (Some(m), Some(added)) = (&self.metrics, added) {
+                        m.latency.observe(added.elapsed().as_secs_f64());
+                    }
                     inner.processing.insert(key.clone());
                     self.report(&inner);
                     drop(inner);
@@ -272,7 +276,7 @@ impl WorkQueue {
     pub fn done(&self, key: &str) {
         let mut inner = self.lock();
         inner.processing.remove(key);
-        if inner.dirty.contains(key) {
+        if inner.dirty.contains_key(key) {
             inner.queue.push_back(key.to_string());
             self.report(&inner);
             self.ready.notify_one();

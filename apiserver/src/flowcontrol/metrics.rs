@@ -180,6 +180,8 @@ impl ApfMetrics {
     }
 
     pub fn waited(&self, c: &Classification, executed: bool, d: Duration) {
+        // kube's SLI duration leaves the queue wait out.
+        crate::metrics::exclude_from_sli(d);
         let execute = if executed { "true" } else { "false" };
         self.wait
             .with_label_values(&[execute, c.schema.as_str(), c.level.as_str()])
