@@ -7,6 +7,7 @@ use crate::cluster::Cluster;
 use crate::{http_request, Server};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// Writes a kubeconfig whose server is the cluster's load balancer into
 /// `dir` and returns its path.
@@ -69,28 +70,61 @@ impl Drop for Process {
     }
 }
 
-/// LISTs of `resource` (any group, any code) that `server` has served
-/// since it started, from `apiserver_request_total` on its `/metrics`.
-pub async fn served_lists(server: &Server, resource: &str) -> u64 {
+/// The `/metrics` page of `server`.
+async fn metrics_page(server: &Server) -> String {
     let resp = http_request(server.addr(), "GET", "/metrics", &[], b"")
         .await
         .unwrap_or_else(|e| panic!("GET /metrics: {e}"));
     assert_eq!(resp.status, 200, "GET /metrics: {}", resp.text());
-    count_lists(&resp.text(), resource)
+    resp.text()
 }
 
-/// Sums the `apiserver_request_total` series of a Prometheus text page
-/// whose `verb` is LIST and `resource` is `resource`.
-pub fn count_lists(page: &str, resource: &str) -> u64 {
-    let verb = "verb=\"LIST\"";
+/// LISTs of `resource` (any group, any code) that `server` has served
+/// since it started, from `apiserver_request_total` on its `/metrics`.
+pub async fn served_lists(server: &Server, resource: &str) -> u64 {
+    sum_series(
+        &metrics_page(server).await,
+        "apiserver_request_total",
+        "LIST",
+        resource,
+    )
+}
+
+/// Watches of `resource` that `server` serves now
+/// (`apiserver_longrunning_requests`).
+pub async fn open_watches(server: &Server, resource: &str) -> u64 {
+    let page = metrics_page(server).await;
+    sum_series(&page, "apiserver_longrunning_requests", "WATCH", resource)
+}
+
+/// Waits until the replicas together serve at least one watch of
+/// `resource`: after every replica restarted, the proof that a client
+/// watches again (so that counting its LISTs means something).
+pub async fn wait_watched(replicas: &[Server], resource: &str, timeout: Duration) {
+    let what = format!("a watch of {resource} on the restarted replicas");
+    crate::eventually_async(&what, timeout, || async {
+        let mut open = 0;
+        for r in replicas {
+            open += open_watches(r, resource).await;
+        }
+        (open > 0).then_some(())
+    })
+    .await;
+}
+
+/// Sums the series of `metric` on a Prometheus text page whose `verb` and
+/// `resource` labels are these.
+pub fn sum_series(page: &str, metric: &str, verb: &str, resource: &str) -> u64 {
+    let verb = format!("verb=\"{verb}\"");
     let res = format!("resource=\"{resource}\"");
+    let prefix = format!("{metric}{{");
     page.lines()
-        .filter_map(|l| l.strip_prefix("apiserver_request_total{"))
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
         .filter_map(|l| l.split_once('}'))
         .filter(|(labels, _)| {
             labels.split(',').any(|p| p == verb) && labels.split(',').any(|p| p == res)
         })
-        .map(|(_, value)| value.trim().parse::<f64>().expect("counter value") as u64)
+        .map(|(_, value)| value.trim().parse::<f64>().expect("sample value") as u64)
         .sum()
 }
 
@@ -144,14 +178,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_only_lists_of_the_resource() {
+    fn sums_only_the_series_of_the_verb_and_resource() {
         let page = r#"# HELP apiserver_request_total Counter
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 3
 apiserver_request_total{code="410",component="apiserver",dry_run="",group="",resource="configmaps",scope="cluster",subresource="",verb="LIST",version="v1"} 2
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="WATCH",version="v1"} 7
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmapsx",scope="namespace",subresource="",verb="LIST",version="v1"} 9
 "#;
-        assert_eq!(count_lists(page, "configmaps"), 5);
-        assert_eq!(count_lists(page, "secrets"), 0);
+        let lists = |resource| sum_series(page, "apiserver_request_total", "LIST", resource);
+        assert_eq!(lists("configmaps"), 5);
+        assert_eq!(lists("secrets"), 0);
     }
 }

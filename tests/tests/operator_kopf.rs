@@ -17,7 +17,7 @@
 //! Every outcome is read with kubectl.
 
 use e2e::cluster::Cluster;
-use e2e::operator::{lb_kubeconfig, ListCounter, Process};
+use e2e::operator::{lb_kubeconfig, wait_watched, ListCounter, Process};
 use e2e::{eventually, Server};
 use serde_json::Value;
 use std::path::Path;
@@ -312,6 +312,9 @@ async fn kopf_operator_reconciles_peers_and_survives_a_replica_restart() {
         c.replicas[i].restart().await;
         c.replicas[1 - i].kubectl_stdin_ok(&["apply", "-f", "-"], &widget(name, 7));
         handled(&c.replicas[1 - i], &op, name).await;
+    }
+    for resource in resources {
+        wait_watched(&c.replicas, resource, SETTLE).await;
     }
     for (resource, n) in lists.since(&c.replicas, &[0, 1]).await {
         eprintln!("{n} LISTs of {resource} across the restarts");
