@@ -10,11 +10,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Writes a kubeconfig whose server is the cluster's load balancer into
-/// `dir` and returns its path.
+/// `dir` and returns its path. It says `insecure-skip-tls-verify`, which
+/// @kubernetes/client-node 1.x demands before it talks plain HTTP (kubectl
+/// and the Python client ignore it there).
 pub fn lb_kubeconfig(cluster: &Cluster, dir: &Path) -> PathBuf {
     let path = dir.join("lb.kubeconfig");
     let cfg = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: lb\n  cluster:\n    server: http://{}\ncontexts:\n- name: lb\n  context:\n    cluster: lb\n    user: lb\n    namespace: default\nusers:\n- name: lb\n  user: {{}}\ncurrent-context: lb\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lb\n  cluster:\n    server: http://{}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: lb\n  context:\n    cluster: lb\n    user: lb\n    namespace: default\nusers:\n- name: lb\n  user: {{}}\ncurrent-context: lb\n",
         cluster.addr()
     );
     std::fs::write(&path, cfg).expect("kubeconfig");
@@ -97,17 +99,17 @@ pub async fn open_watches(server: &Server, resource: &str) -> u64 {
     sum_series(&page, "apiserver_longrunning_requests", "WATCH", resource)
 }
 
-/// Waits until the replicas together serve at least one watch of
-/// `resource`: after every replica restarted, the proof that a client
-/// watches again (so that counting its LISTs means something).
-pub async fn wait_watched(replicas: &[Server], resource: &str, timeout: Duration) {
-    let what = format!("a watch of {resource} on the restarted replicas");
+/// Waits until the replicas together serve at least `watchers` watches of
+/// `resource`: after every replica restarted, the proof that the clients
+/// watch again (so that counting their LISTs means something).
+pub async fn wait_watched(replicas: &[Server], resource: &str, watchers: u64, timeout: Duration) {
+    let what = format!("{watchers} watches of {resource} on the restarted replicas");
     crate::eventually_async(&what, timeout, || async {
         let mut open = 0;
         for r in replicas {
             open += open_watches(r, resource).await;
         }
-        (open > 0).then_some(())
+        (open >= watchers).then_some(())
     })
     .await;
 }
@@ -129,7 +131,8 @@ pub fn sum_series(page: &str, metric: &str, verb: &str, resource: &str) -> u64 {
 }
 
 /// Counts LISTs of some resources across restarts of replicas: take
-/// [`ListCounter::snapshot`] right before the restarts, then
+/// [`ListCounter::snapshot`] right before the restarts (after the clients'
+/// first LISTs, which it checks were counted), then
 /// [`ListCounter::since`] (a restarted replica counts from zero again, so
 /// all it reports is new).
 pub struct ListCounter {
@@ -146,6 +149,14 @@ impl ListCounter {
                 counts.push(served_lists(r, resource).await);
             }
             before.push(counts);
+        }
+        // The clients' first LISTs are there: the count can see a relist.
+        for (k, resource) in resources.iter().enumerate() {
+            let total: u64 = before.iter().map(|counts| counts[k]).sum();
+            assert!(
+                total > 0,
+                "no LIST of {resource} counted before the restarts: the count could not see a relist"
+            );
         }
         ListCounter {
             resources: resources.iter().map(|r| r.to_string()).collect(),

@@ -314,7 +314,7 @@ async fn kopf_operator_reconciles_peers_and_survives_a_replica_restart() {
         handled(&c.replicas[1 - i], &op, name).await;
     }
     for resource in resources {
-        wait_watched(&c.replicas, resource, SETTLE).await;
+        wait_watched(&c.replicas, resource, 1, SETTLE).await;
     }
     for (resource, n) in lists.since(&c.replicas, &[0, 1]).await {
         eprintln!("{n} LISTs of {resource} across the restarts");

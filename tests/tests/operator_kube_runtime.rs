@@ -293,7 +293,7 @@ async fn kube_runtime_controller_reconciles_through_replica_restarts() {
         reconciled(&c.replicas[1 - i], name, "").await;
     }
     for resource in resources {
-        wait_watched(&c.replicas, resource, SETTLE).await;
+        wait_watched(&c.replicas, resource, 1, SETTLE).await;
     }
     for (resource, n) in lists.since(&c.replicas, &[0, 1]).await {
         eprintln!("{n} LISTs of {resource} across the restarts");
