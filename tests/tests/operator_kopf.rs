@@ -181,7 +181,7 @@ async fn handled(k: &Server, op: &Process, name: &str) -> Value {
     assert_eq!(cm["data"]["owner"], name, "{cm}");
     let status = eventually(&format!("status of widget {name}"), SETTLE, || {
         let w = get(k, &["widget", name])?;
-        (w["status"]["phase"] == "Ready").then(|| w)
+        (w["status"]["phase"] == "Ready").then_some(w)
     })
     .await;
     assert_eq!(status["status"]["configMap"], cm_name.as_str(), "{status}");
