@@ -79,6 +79,7 @@
 //!
 //! Not provided: the `ext.Math` and encoders extensions, and type checking.
 
+pub mod check;
 pub mod cost;
 pub mod estimate;
 mod instrument;
