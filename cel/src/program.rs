@@ -190,8 +190,7 @@ impl Program {
     /// `exists`, `exists_one`, `map`, `filter`) and the lists extension's
     /// `sortBy`.
     ///
-    /// There is no type checker: a call to an unknown function, or a
-    /// reference to an undeclared variable, is only reported when evaluated.
+    /// Types are not checked here: see [`Program::check`].
     pub fn compile(expression: &str) -> Result<Program, CompileError> {
         if expression.len() > MAX_EXPRESSION_LENGTH {
             return Err(CompileError {

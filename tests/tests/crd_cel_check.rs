@@ -85,11 +85,17 @@ async fn crd_rules_are_type_checked_when_written() {
     refused(
         &server,
         &crd("self.replicas + 1"),
-        &format!("{FIELD}: Invalid value: {}: cel expression must evaluate to a bool", value("self.replicas + 1")),
+        &format!(
+            "{FIELD}: Invalid value: {}: cel expression must evaluate to a bool",
+            value("self.replicas + 1")
+        ),
     );
     // Nothing was stored.
     let (_, err) = server.kubectl_err(&["get", "crd", "checkeds.example.com"]);
-    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
 
     // A rule that checks (kube's libraries, macros, cross-type numeric
     // comparison) is created and served.

@@ -401,7 +401,10 @@ fn schema_json(s: &Structural, depth: usize) -> Value {
             "x-kubernetes-preserve-unknown-fields",
             s.extensions.preserve_unknown_fields,
         ),
-        ("x-kubernetes-embedded-resource", s.extensions.embedded_resource),
+        (
+            "x-kubernetes-embedded-resource",
+            s.extensions.embedded_resource,
+        ),
     ] {
         if set {
             m.insert(flag.into(), Value::Bool(true));

@@ -75,9 +75,7 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
         .unwrap_or_default();
     // kube's ratcheting: expressions the CRD already had are compiled
     // again, not type-checked again.
-    let preexisting = old
-        .map(cel::preexisting_expressions)
-        .unwrap_or_default();
+    let preexisting = old.map(cel::preexisting_expressions).unwrap_or_default();
     for (i, v) in versions.iter().enumerate() {
         let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
             continue;

@@ -62,9 +62,7 @@ const NAMED: &[&str] = &[
 fn ty(s: &str) -> Type {
     fn parse(s: &str) -> (Type, &str) {
         let s = s.trim_start();
-        let end = s
-            .find(|c: char| c == '(' || c == ')' || c == ',')
-            .unwrap_or(s.len());
+        let end = s.find(['(', ')', ',']).unwrap_or(s.len());
         let (name, rest) = (s[..end].trim(), &s[end..]);
         if let Some(mut rest) = rest.strip_prefix('(') {
             let mut args = Vec::new();
@@ -259,7 +257,7 @@ fn standard(t: &mut Table) {
     ];
     for (name, froms) in conversions {
         for from in *froms {
-            t.g(name, &[from], if *name == "bool" { "bool" } else { name });
+            t.g(name, &[from], name);
         }
     }
     for n in ["contains", "endsWith", "startsWith"] {
