@@ -30,10 +30,11 @@
 //!
 //! * [`Program::compile`] parses; its [`CompileError`] prints as Kubernetes
 //!   reports it: `compilation failed: ERROR: <input>:1:6: Syntax error: ...`.
-//!   There is no type checker: unknown functions and variables, and type
-//!   mismatches, are runtime errors. So Kubernetes' compile-time "must
-//!   evaluate to a bool" is the caller's check of the result
-//!   ([`Program::eval_bool`] fails with [`EvalError::WrongType`]).
+//! * [`Program::check`] type-checks against declared variables
+//!   ([`check::Env`], e.g. `self` typed from a CRD's schema) and reports as
+//!   kube does (`compilation failed: ERROR: <input>:1:5: undefined field
+//!   'x'`); see [`check`] for what it checks and what it leaves `dyn`.
+//!   Without it, type mismatches are runtime errors.
 //! * [`Bindings`] holds the variables (`self`, `oldSelf`, `object`,
 //!   `oldObject`, `request`, `params`, ...) converted from JSON once
 //!   ([`json_to_cel`]: integers become `int`, other numbers `double`,
@@ -77,8 +78,9 @@
 //! is here, answered by an oracle the API server supplies
 //! ([`authorizer`], [`AuthzOracle`]).
 //!
-//! Not provided: the `ext.Math` and encoders extensions, and type checking.
+//! Not provided: the `ext.Math` and encoders extensions.
 
+pub mod check;
 pub mod cost;
 pub mod estimate;
 mod instrument;

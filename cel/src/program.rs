@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use cel::common::ast::IdedExpr;
+use cel::common::ast::{IdedExpr, SourceInfo};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{Context, Env, ExecutionError, Value};
@@ -180,6 +180,9 @@ pub struct Program {
     metered: IdedExpr,
     /// The cost of the nodes evaluated at most once.
     base_cost: u64,
+    /// Where each node of `parsed` is in the source, for the checker's
+    /// errors.
+    info: Arc<SourceInfo>,
 }
 
 impl Program {
@@ -187,8 +190,7 @@ impl Program {
     /// `exists`, `exists_one`, `map`, `filter`) and the lists extension's
     /// `sortBy`.
     ///
-    /// There is no type checker: a call to an unknown function, or a
-    /// reference to an undeclared variable, is only reported when evaluated.
+    /// Types are not checked here: see [`Program::check`].
     pub fn compile(expression: &str) -> Result<Program, CompileError> {
         if expression.len() > MAX_EXPRESSION_LENGTH {
             return Err(CompileError {
@@ -205,7 +207,7 @@ impl Program {
                 ),
             });
         }
-        let mut parsed = parse_on_big_stack(expression)?;
+        let (mut parsed, info) = parse_on_big_stack(expression)?;
         if ast_depth(&parsed) > MAX_AST_DEPTH {
             return Err(CompileError {
                 detail: format!(
@@ -223,7 +225,17 @@ impl Program {
             parsed,
             metered,
             base_cost,
+            info: Arc::new(info),
         })
+    }
+
+    /// Type-checks the program against the variables of `env` (see
+    /// [`crate::check`]): its type, or the errors as Kubernetes reports
+    /// them (`compilation failed: ERROR: <input>:1:5: undefined field
+    /// 'x'` and the source line with a caret).
+    pub fn check(&self, env: &crate::check::Env) -> Result<crate::check::Type, CompileError> {
+        crate::check::check(&self.parsed, &self.info, &self.source, env)
+            .map_err(|detail| CompileError { detail })
     }
 
     /// The expression this was compiled from.
@@ -354,11 +366,14 @@ impl Program {
 
 /// Parses on a thread of its own, with a stack the parser cannot exhaust
 /// within [`MAX_NESTING_DEPTH`].
-fn parse_on_big_stack(expression: &str) -> Result<IdedExpr, CompileError> {
+fn parse_on_big_stack(expression: &str) -> Result<(IdedExpr, SourceInfo), CompileError> {
     let parse = || {
-        env().parser().parse(expression).map_err(|e| CompileError {
-            detail: e.to_string(),
-        })
+        env()
+            .parser()
+            .parse_with_source_info(expression)
+            .map_err(|e| CompileError {
+                detail: syntax_errors(expression, &e),
+            })
     };
     std::thread::scope(|scope| {
         match std::thread::Builder::new()
@@ -375,6 +390,23 @@ fn parse_on_big_stack(expression: &str) -> Result<IdedExpr, CompileError> {
             Err(_) => parse(),
         }
     })
+}
+
+/// The parser's errors as cel-go prints them (`| ` lines indented by a
+/// space, wide dots under wide characters).
+fn syntax_errors(source: &str, errors: &cel::ParseErrors) -> String {
+    errors
+        .errors
+        .iter()
+        .map(|e| {
+            let (line, col) = e.pos;
+            if line < 1 || col < 1 {
+                return format!("ERROR: <input>:{line}:{col}: {}", e.msg);
+            }
+            crate::check::display(source, line as usize, col as usize - 1, &e.msg)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn wrong_type(want: &'static str, got: &Value) -> EvalError {

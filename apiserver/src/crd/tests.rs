@@ -211,7 +211,11 @@ fn rules_that_cost_too_much_or_do_not_compile_are_refused() {
         .unwrap()
     };
     let nested = "self.list.all(x, self.list.all(y, x == y))";
-    let errs = rules::definition_errors("spec.validation.openAPIV3Schema", &schema(nested, None));
+    let errs = rules::definition_errors(
+        "spec.validation.openAPIV3Schema",
+        &schema(nested, None),
+        &Default::default(),
+    );
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!(
         errs[0].field,
@@ -225,8 +229,14 @@ fn rules_that_cost_too_much_or_do_not_compile_are_refused() {
         errs[0].message
     );
     // Bounded by the schema, the same rule fits.
-    assert!(rules::definition_errors("s", &schema(nested, Some(10))).is_empty());
-    let errs = rules::definition_errors("s", &schema("self.list.size( > 1", None));
+    assert!(
+        rules::definition_errors("s", &schema(nested, Some(10)), &Default::default()).is_empty()
+    );
+    let errs = rules::definition_errors(
+        "s",
+        &schema("self.list.size( > 1", None),
+        &Default::default(),
+    );
     assert!(errs[0].message.contains("compilation failed"), "{errs:?}");
 }
 

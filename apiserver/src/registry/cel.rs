@@ -10,9 +10,10 @@
 
 use apimachinery::crd::{validation_rules, Structural, ValidationRule};
 use apimachinery::status::{cause, StatusCause};
+use k8s_cel::check::{Env as TypeEnv, Type as CelType};
 use k8s_cel::{Bindings, Budget, EvalError, Program, SizeHints};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// One rule with its compiled programs.
 struct Compiled {
@@ -257,56 +258,204 @@ fn failure(field: &str, type_name: &str, msg: &str, reason: Option<&str>) -> Sta
 }
 
 /// What is wrong with the rules of one version's schema when a CRD is
-/// written: rules that do not compile, and rules whose estimated cost is
-/// over kube's limit. `base` is the schema's field path
-/// (`spec.versions[0].schema.openAPIV3Schema`).
-pub fn definition_errors(base: &str, schema: &Structural) -> Vec<StatusCause> {
+/// written: rules that do not compile or type-check against the schema
+/// (kube's `compilation failed: ERROR: <input>:1:5: undefined field 'x'`),
+/// rules that are not `bool` (message expressions not `string`), and rules
+/// whose estimated cost is over kube's limit. `base` is the schema's field
+/// path (`spec.versions[0].schema.openAPIV3Schema`). Expressions in
+/// `preexisting` (every rule and message expression of the CRD before an
+/// update) are not type-checked again, so a CRD stored before the checker
+/// existed can still be updated.
+pub fn definition_errors(
+    base: &str,
+    schema: &Structural,
+    preexisting: &HashSet<String>,
+) -> Vec<StatusCause> {
     let mut out = Vec::new();
     for node in validation_rules(schema) {
         let hints = hints_for(node.schema);
+        let node_json = schema_json(node.schema, 0);
         for (i, r) in node.rules.iter().enumerate() {
             let at = if node.schema_path.is_empty() {
                 format!("{base}.x-kubernetes-validations[{i}]")
             } else {
                 format!("{base}.{}.x-kubernetes-validations[{i}]", node.schema_path)
             };
-            match Program::compile(&r.rule) {
-                Err(e) => out.push(StatusCause::new(
+            let env = (!preexisting.contains(&r.rule)
+                || !preexisting.contains(&r.message_expression))
+            .then(|| {
+                TypeEnv::for_schema_rule(
+                    &node_json,
+                    node.schema_path.is_empty(),
+                    r.optional_old_self == Some(true),
+                )
+            })
+            .flatten();
+            let invalid = |detail: &dyn std::fmt::Display| {
+                StatusCause::new(
                     cause::FIELD_VALUE_INVALID,
-                    format!(
-                        "Invalid value: {}: {e}",
-                        apimachinery::validation::go_quote(&r.rule)
-                    ),
+                    format!("Invalid value: {}: {detail}", go_rule(r)),
                     format!("{at}.rule"),
-                )),
+                )
+            };
+            match Program::compile(&r.rule) {
+                Err(e) => out.push(invalid(&e)),
                 Ok(p) => {
-                    if let Err(e) = p
-                        .estimate_cost(&hints)
-                        .check(k8s_cel::STATIC_ESTIMATED_COST_LIMIT)
-                    {
-                        out.push(StatusCause::new(
-                            cause::FIELD_VALUE_FORBIDDEN,
-                            format!(
-                                "Forbidden: {e} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
-                            ),
-                            format!("{at}.rule"),
-                        ));
+                    let checked = match env.as_ref().filter(|_| !preexisting.contains(&r.rule)) {
+                        Some(env) => p.check(env).map(Some),
+                        None => Ok(None),
+                    };
+                    match checked {
+                        Err(e) => out.push(invalid(&e)),
+                        Ok(Some(t)) if !t.may_be(&CelType::Bool) => {
+                            out.push(invalid(&"cel expression must evaluate to a bool"))
+                        }
+                        Ok(_) => {
+                            if let Err(e) = p
+                                .estimate_cost(&hints)
+                                .check(k8s_cel::STATIC_ESTIMATED_COST_LIMIT)
+                            {
+                                out.push(StatusCause::new(
+                                    cause::FIELD_VALUE_FORBIDDEN,
+                                    format!(
+                                        "Forbidden: {e} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+                                    ),
+                                    format!("{at}.rule"),
+                                ));
+                            }
+                        }
                     }
                 }
             }
             if !r.message_expression.is_empty() {
-                if let Err(e) = Program::compile(&r.message_expression) {
-                    out.push(StatusCause::new(
+                let invalid = |detail: &dyn std::fmt::Display| {
+                    StatusCause::new(
                         cause::FIELD_VALUE_INVALID,
-                        format!(
-                            "Invalid value: {}: messageExpression {e}",
-                            apimachinery::validation::go_quote(&r.message_expression)
-                        ),
+                        format!("Invalid value: {}: {detail}", go_rule(r)),
                         format!("{at}.messageExpression"),
-                    ));
+                    )
+                };
+                match Program::compile(&r.message_expression) {
+                    Err(e) => out.push(invalid(&format_args!("messageExpression {e}"))),
+                    Ok(p) => {
+                        let env = env
+                            .as_ref()
+                            .filter(|_| !preexisting.contains(&r.message_expression));
+                        match env.map(|env| p.check(env)) {
+                            Some(Err(e)) => {
+                                out.push(invalid(&format_args!("messageExpression {e}")))
+                            }
+                            Some(Ok(t)) if !t.may_be(&CelType::String) => {
+                                out.push(invalid(&"messageExpression must evaluate to a string"))
+                            }
+                            _ => {}
+                        }
+                    }
                 }
             }
         }
+    }
+    out
+}
+
+/// A rule as kube prints the value of its field errors: Go's `%#v` of the
+/// internal `apiextensions.ValidationRule` (a set pointer prints as an
+/// address in Go; a fixed one stands for it here).
+fn go_rule(r: &ValidationRule) -> String {
+    use apimachinery::validation::go_quote;
+    let pointer = |ty: &str, set: bool| {
+        if set {
+            format!("(*{ty})(0xc000000000)")
+        } else {
+            format!("(*{ty})(nil)")
+        }
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
+        go_quote(&r.rule),
+        go_quote(&r.message),
+        go_quote(&r.message_expression),
+        pointer("apiextensions.FieldValueErrorReason", r.reason.is_some()),
+        go_quote(&r.field_path),
+        pointer("bool", r.optional_old_self.is_some()),
+    )
+}
+
+/// The parts of a structural schema the CEL checker reads, as JSON:
+/// types, formats, properties, items, additionalProperties and the
+/// int-or-string, preserve-unknown-fields and embedded-resource marks.
+fn schema_json(s: &Structural, depth: usize) -> Value {
+    let mut m = serde_json::Map::new();
+    if depth > 64 {
+        return Value::Object(m);
+    }
+    if !s.type_.is_empty() {
+        m.insert("type".into(), Value::String(s.type_.clone()));
+    }
+    if let Some(v) = s.value_validation.as_ref().filter(|v| !v.format.is_empty()) {
+        m.insert("format".into(), Value::String(v.format.clone()));
+    }
+    for (flag, set) in [
+        ("x-kubernetes-int-or-string", s.extensions.int_or_string),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            s.extensions.preserve_unknown_fields,
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            s.extensions.embedded_resource,
+        ),
+    ] {
+        if set {
+            m.insert(flag.into(), Value::Bool(true));
+        }
+    }
+    if !s.properties.is_empty() {
+        let props = s
+            .properties
+            .iter()
+            .map(|(k, p)| (k.clone(), schema_json(p, depth + 1)))
+            .collect();
+        m.insert("properties".into(), Value::Object(props));
+    }
+    if let Some(items) = &s.items {
+        m.insert("items".into(), schema_json(items, depth + 1));
+    }
+    if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
+        m.insert("additionalProperties".into(), schema_json(ap, depth + 1));
+    }
+    Value::Object(m)
+}
+
+/// Every rule and message expression anywhere in a CRD's schemas (kube's
+/// `findPreexistingExpressions`).
+pub fn preexisting_expressions(crd: &Value) -> HashSet<String> {
+    fn walk(v: &Value, out: &mut HashSet<String>, depth: usize) {
+        if depth > 128 {
+            return;
+        }
+        match v {
+            Value::Object(m) => {
+                if let Some(rules) = m.get("x-kubernetes-validations").and_then(Value::as_array) {
+                    for r in rules {
+                        for key in ["rule", "messageExpression"] {
+                            if let Some(e) = r.get(key).and_then(Value::as_str) {
+                                out.insert(e.to_owned());
+                            }
+                        }
+                    }
+                }
+                for x in m.values() {
+                    walk(x, out, depth + 1);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out, depth + 1)),
+            _ => {}
+        }
+    }
+    let mut out = HashSet::new();
+    if let Some(spec) = crd.get("spec") {
+        walk(spec, &mut out, 0);
     }
     out
 }

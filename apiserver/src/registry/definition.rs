@@ -73,6 +73,9 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // kube's ratcheting: expressions the CRD already had are compiled
+    // again, not type-checked again.
+    let preexisting = old.map(cel::preexisting_expressions).unwrap_or_default();
     for (i, v) in versions.iter().enumerate() {
         let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
             continue;
@@ -81,7 +84,7 @@ pub fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<StatusCause>
             // Where kube reports this version's schema (`spec.validation`
             // when every version has the same one).
             let base = apimachinery::crd::schema_field_path(crd, i);
-            causes.extend(cel::definition_errors(&base, &st));
+            causes.extend(cel::definition_errors(&base, &st, &preexisting));
         }
     }
     causes
