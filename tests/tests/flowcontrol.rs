@@ -503,3 +503,56 @@ fn assert_retry_after(r: &e2e::HttpResponse) {
     let v: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
     assert_eq!(v["details"]["retryAfterSeconds"], secs, "{v}");
 }
+
+/// flowcontrol/v1 takes `nominalConcurrencyShares: 0` as given (only an
+/// absent value is defaulted to 30, as in kube 1.29 and later): such a
+/// level has no seats of its own and lives on what it borrows.
+#[tokio::test]
+async fn zero_nominal_shares_are_kept() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: borrower
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 0
+    limitResponse:
+      type: Reject
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: defaulted
+spec:
+  type: Limited
+  limited:
+    limitResponse:
+      type: Reject
+"#,
+    );
+    let zero = s.get_json(&["prioritylevelconfiguration", "borrower"]);
+    assert_eq!(zero["spec"]["limited"]["nominalConcurrencyShares"], 0, "{zero}");
+    let thirty = s.get_json(&["prioritylevelconfiguration", "defaulted"]);
+    assert_eq!(
+        thirty["spec"]["limited"]["nominalConcurrencyShares"], 30,
+        "{thirty}"
+    );
+    // A negative count is refused with kube's words.
+    let (_, err) = s.kubectl_err(&[
+        "patch",
+        "prioritylevelconfiguration",
+        "borrower",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"limited":{"nominalConcurrencyShares":-1}}}"#,
+    ]);
+    assert!(
+        err.contains("spec.limited.nominalConcurrencyShares: Invalid value: -1: must be a non-negative integer"),
+        "{err}"
+    );
+}
