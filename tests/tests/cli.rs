@@ -313,7 +313,11 @@ async fn logs_to_a_file_are_plain_text() {
         if let Ok(Some(status)) = p.child.try_wait() {
             panic!("apiserver exited ({status}); stderr:\n{}", p.stderr());
         }
-        assert!(Instant::now() < deadline, "not ready; stderr:\n{}", p.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "not ready; stderr:\n{}",
+            p.stderr()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let killed = Command::new("kill")

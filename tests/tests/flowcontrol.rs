@@ -536,7 +536,10 @@ spec:
 "#,
     );
     let zero = s.get_json(&["prioritylevelconfiguration", "borrower"]);
-    assert_eq!(zero["spec"]["limited"]["nominalConcurrencyShares"], 0, "{zero}");
+    assert_eq!(
+        zero["spec"]["limited"]["nominalConcurrencyShares"], 0,
+        "{zero}"
+    );
     let thirty = s.get_json(&["prioritylevelconfiguration", "defaulted"]);
     assert_eq!(
         thirty["spec"]["limited"]["nominalConcurrencyShares"], 30,

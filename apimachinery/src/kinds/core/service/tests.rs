@@ -187,7 +187,10 @@ fn updates_keep_allocated_values_and_refuse_ip_changes() {
     );
     // `clusterIPs` left out with `clusterIP` unchanged: the old list stays.
     let mut old_client = old.clone();
-    old_client["spec"].as_object_mut().unwrap().remove("clusterIPs");
+    old_client["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("clusterIPs");
     prepare_update(&mut old_client, &old);
     assert_eq!(old_client["spec"]["clusterIPs"], json!(["10.0.0.5"]));
     // Switching to ExternalName drops the unchanged type-dependent fields.
