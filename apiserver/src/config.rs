@@ -186,8 +186,9 @@ pub struct Config {
     pub enable_priority_and_fairness: bool,
 
     /// Most watches one user may have open at once; one more is answered
-    /// 429. `0`: no bound.
-    #[arg(long, default_value_t = 2000)]
+    /// 429. `0` (the default): no bound, as kube-apiserver has none, so
+    /// one identity running many informers is never refused.
+    #[arg(long, default_value_t = 0)]
     pub max_watches_per_user: usize,
 
     /// Most non-mutating requests served at once (long-running ones such as
@@ -425,7 +426,7 @@ mod tests {
         assert_eq!(c.max_requests_inflight, 400);
         assert_eq!(c.max_mutating_requests_inflight, 200);
         assert!(c.enable_priority_and_fairness);
-        assert_eq!(c.max_watches_per_user, 2000);
+        assert_eq!(c.max_watches_per_user, 0);
         assert_eq!(c.request_timeout, Duration::from_secs(60));
         assert_eq!(c.shutdown_delay_duration, Duration::ZERO);
         assert_eq!(c.log_format, crate::telemetry::LogFormat::Text);

@@ -7,9 +7,10 @@
 //! With API Priority and Fairness on (the default), `flowcontrol` takes
 //! the place of the two budgets (they are then unlimited here).
 //!
-//! Also the bound on open watches per user (`--max-watches-per-user`):
-//! one more is answered 429 at once, so a client that leaks watches
-//! cannot hold the server's memory.
+//! Also the optional bound on open watches per user
+//! (`--max-watches-per-user`, none by default as in kube): when set, one
+//! more is answered 429 at once, so a client that leaks watches cannot
+//! hold the server's memory.
 //!
 //! [`instrument`], the outermost filter after the request id, applies the
 //! budgets and the timeout and records every request in the metrics.
@@ -158,12 +159,16 @@ impl Drop for WatchSlot {
 
 /// The filter bounding open watches per user (after authentication and
 /// impersonation: the user a watch runs as). The slot lives as long as
-/// the response body, i.e. the watch stream.
+/// the response body, i.e. the watch stream. Without a bound (the
+/// default) nothing is counted.
 pub async fn watchers(
     State(budget): State<Arc<WatchBudget>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
+    if budget.max == 0 {
+        return next.run(req).await;
+    }
     let watching = matches!(&*crate::auth::resolve(&mut req), Ok(ri) if ri.verb == "watch");
     let user = req
         .extensions()

@@ -1,6 +1,6 @@
 //! The `apiserver` binary's command line and process lifecycle: an
-//! unreachable etcd, a missing etcd binary, and the embedded etcd it starts
-//! and stops itself.
+//! unreachable etcd, a missing etcd binary, the embedded etcd it starts
+//! and stops itself, and plain-text logs when stderr is not a terminal.
 
 use e2e::{free_port, http_get, server_binary};
 use std::path::Path;
@@ -288,5 +288,52 @@ async fn unknown_authorization_mode_exits_naming_it() {
     assert!(
         l[0].contains("authorization-mode \"Webhook\" is not a valid mode"),
         "{err}"
+    );
+}
+
+/// Logs to a file (as to a pipe or journald) are plain text: no ANSI
+/// colour codes, which only a terminal renders.
+#[tokio::test]
+async fn logs_to_a_file_are_plain_text() {
+    let etcd = watchcache::testing::TestEtcd::shared().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut p = Proc::spawn(
+        &[
+            format!("--etcd-servers={}", etcd.endpoint()),
+            format!("--etcd-prefix=/cli-logs-{port}"),
+            format!("--listen={addr}"),
+        ],
+        None,
+        dir.path(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get(&addr, "/readyz").await.ok().as_deref() != Some("ok") {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            panic!("apiserver exited ({status}); stderr:\n{}", p.stderr());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not ready; stderr:\n{}",
+            p.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let killed = Command::new("kill")
+        .arg("-TERM")
+        .arg(p.child.id().to_string())
+        .status()
+        .expect("kill -TERM");
+    assert!(killed.success());
+    p.exit_within(Duration::from_secs(20)).await;
+    let err = p.stderr();
+    // Something was logged at info (startup, shutdown), and none of it
+    // carries an escape sequence.
+    assert!(lines(&err).iter().any(|l| l.contains("INFO")), "{err}");
+    assert!(
+        !err.contains('\x1b'),
+        "ANSI escapes in a log file:\n{}",
+        err.escape_debug()
     );
 }

@@ -121,13 +121,79 @@ async fn headers_name_the_flow_schema_and_level() {
         "--raw",
         "/debug/api_priority_and_fairness/dump_priority_levels",
     ]);
-    assert!(out.starts_with("PriorityLevelName, "), "{out}");
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .collect();
+    assert_eq!(header, LEVEL_COLUMNS, "{out}");
     for level in ["exempt", "catch-all", "global-default", "workload-low"] {
         assert!(
             out.lines().any(|l| l.starts_with(&format!("{level},"))),
             "{level}: {out}"
         );
     }
+    // kube's exempt queue set: no queues, and it counts what it runs.
+    let exempt = level_row(&s, "exempt").await;
+    assert_eq!(exempt["ActiveQueues"], "0", "{exempt:?}");
+    assert_eq!(exempt["WaitingRequests"], "0", "{exempt:?}");
+    assert!(count(&exempt, "DispatchedRequests") > 0, "{exempt:?}");
+    // One request of alice's: global-default's dispatched count moves.
+    let before = count(&level_row(&s, "global-default").await, "DispatchedRequests");
+    let got = classified_as(&s, Some("alice"), "/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(got.0, 200);
+    let after = level_row(&s, "global-default").await;
+    assert!(
+        count(&after, "DispatchedRequests") > before,
+        "{before} -> {after:?}"
+    );
+    assert_eq!(after["RejectedRequests"], "0", "{after:?}");
+}
+
+/// kube's `dump_priority_levels` columns, in its order.
+const LEVEL_COLUMNS: [&str; 10] = [
+    "PriorityLevelName",
+    "ActiveQueues",
+    "IsIdle",
+    "IsQuiescing",
+    "WaitingRequests",
+    "ExecutingRequests",
+    "DispatchedRequests",
+    "RejectedRequests",
+    "TimedoutRequests",
+    "CancelledRequests",
+];
+
+/// One level's row of `dump_priority_levels`, by column name.
+async fn level_row(s: &Server, level: &str) -> std::collections::HashMap<String, String> {
+    let dump = s
+        .request(
+            "GET",
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+            &[],
+            b"",
+        )
+        .await
+        .text();
+    let row = dump
+        .lines()
+        .find(|l| l.split(',').next() == Some(level))
+        .unwrap_or_else(|| panic!("no row for {level}: {dump}"));
+    let cells: Vec<&str> = row.split(',').map(str::trim).collect();
+    assert_eq!(cells.len(), LEVEL_COLUMNS.len(), "{row}");
+    LEVEL_COLUMNS
+        .iter()
+        .zip(cells)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn count(row: &std::collections::HashMap<String, String>, column: &str) -> u64 {
+    row[column]
+        .parse()
+        .unwrap_or_else(|_| panic!("{column}: {row:?}"))
 }
 
 #[tokio::test]
@@ -177,8 +243,8 @@ async fn a_flooding_user_is_held_back_and_others_are_not() {
         assert_eq!(status, 200, "{who:?} was held back");
         worst = worst.max(started.elapsed());
     }
-    let mut rejected = 0;
-    let mut served = 0;
+    let mut rejected: u64 = 0;
+    let mut served: u64 = 0;
     for f in flood {
         let Some(r) = f.await.expect("flood task") else {
             continue;
@@ -200,6 +266,12 @@ async fn a_flooding_user_is_held_back_and_others_are_not() {
     assert!(rejected > 0, "no 429 among {served} served");
     assert!(served > 0, "nothing of the flood was served");
     assert!(worst < Duration::from_secs(5), "others waited {worst:?}");
+    // The level's totals count what the clients saw (a queued request
+    // the flood's end left waiting may still be counted as cancelled).
+    let level = level_row(&s, "flood-level").await;
+    assert!(count(&level, "DispatchedRequests") >= served, "{level:?}");
+    assert!(count(&level, "RejectedRequests") >= rejected, "{level:?}");
+    assert_eq!(level["TimedoutRequests"], "0", "{level:?}");
     // The metrics and the dumps show the level and its rejections.
     let metrics = s.request("GET", "/metrics", &[], b"").await.text();
     let has = |needle: &str| metrics.lines().any(|l| l.starts_with(needle));
@@ -399,6 +471,14 @@ webhooks:
         codes.iter().filter(|c| **c == 429).count() >= 4,
         "{codes:?}"
     );
+    // A wait past the limit is, as kube counts it, a request rejected and
+    // cancelled (kube never counts into TimedoutRequests).
+    let timed_out = codes.iter().filter(|c| **c == 429).count() as u64;
+    let level = level_row(&s, "flood-level").await;
+    assert!(count(&level, "CancelledRequests") >= timed_out, "{level:?}");
+    assert!(count(&level, "RejectedRequests") >= timed_out, "{level:?}");
+    assert_eq!(level["TimedoutRequests"], "0", "{level:?}");
+    assert!(count(&level, "DispatchedRequests") >= 3, "{level:?}");
     let metrics = s.request("GET", "/metrics", &[], b"").await.text();
     assert!(
         metrics.lines().any(|l| l.starts_with(
@@ -422,4 +502,60 @@ fn assert_retry_after(r: &e2e::HttpResponse) {
     assert!((1..=32).contains(&secs), "Retry-After {secs}");
     let v: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
     assert_eq!(v["details"]["retryAfterSeconds"], secs, "{v}");
+}
+
+/// flowcontrol/v1 takes `nominalConcurrencyShares: 0` as given (only an
+/// absent value is defaulted to 30, as in kube 1.29 and later): such a
+/// level has no seats of its own and lives on what it borrows.
+#[tokio::test]
+async fn zero_nominal_shares_are_kept() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: borrower
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 0
+    limitResponse:
+      type: Reject
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: defaulted
+spec:
+  type: Limited
+  limited:
+    limitResponse:
+      type: Reject
+"#,
+    );
+    let zero = s.get_json(&["prioritylevelconfiguration", "borrower"]);
+    assert_eq!(
+        zero["spec"]["limited"]["nominalConcurrencyShares"], 0,
+        "{zero}"
+    );
+    let thirty = s.get_json(&["prioritylevelconfiguration", "defaulted"]);
+    assert_eq!(
+        thirty["spec"]["limited"]["nominalConcurrencyShares"], 30,
+        "{thirty}"
+    );
+    // A negative count is refused with kube's words.
+    let (_, err) = s.kubectl_err(&[
+        "patch",
+        "prioritylevelconfiguration",
+        "borrower",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"limited":{"nominalConcurrencyShares":-1}}}"#,
+    ]);
+    assert!(
+        err.contains("spec.limited.nominalConcurrencyShares: Invalid value: -1: must be a non-negative integer"),
+        "{err}"
+    );
 }

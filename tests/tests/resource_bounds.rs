@@ -3,7 +3,7 @@
 //! the buffer) quickly, and the server stays up: bodies over 3 MiB (JSON
 //! and YAML), JSON nested past the decoder's depth, YAML alias bombs,
 //! huge headers, and more open watches for one user than
-//! `--max-watches-per-user`.
+//! `--max-watches-per-user` (a bound only when set, as kube has none).
 
 use e2e::{eventually_async, Server};
 use serde_json::Value;
@@ -200,4 +200,44 @@ async fn watches_per_user_are_bounded() {
         (r.status == 200).then_some(())
     })
     .await;
+}
+
+/// Without `--max-watches-per-user` there is no bound, as in kube: one
+/// user holds more watches at once than the old default (2,000) allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn watches_per_user_are_unbounded_by_default() {
+    let etcd = watchcache::testing::TestEtcd::shared().await;
+    let s = std::sync::Arc::new(Server::start_on(&etcd.endpoint(), &[]).await);
+    s.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "w",
+        "--clusterrole=view",
+        "--user=informers",
+    ]);
+    eventually_async("the user may watch", Duration::from_secs(20), || async {
+        let path = format!("{CONFIGMAPS}?watch=true&timeoutSeconds=1");
+        let r = s
+            .request("GET", &path, &[("Impersonate-User", "informers")], b"")
+            .await;
+        (r.status == 200).then_some(())
+    })
+    .await;
+    let started = Instant::now();
+    let mut open = Vec::new();
+    for _ in 0..21 {
+        let batch: Vec<_> = (0..100)
+            .map(|_| {
+                let s = std::sync::Arc::clone(&s);
+                tokio::spawn(async move { open_watch(&s, "informers").await })
+            })
+            .collect();
+        for w in batch {
+            let (code, tcp) = w.await.expect("watch task");
+            assert_eq!(code, 200, "watch {} refused", open.len() + 1);
+            open.push(tcp);
+        }
+    }
+    eprintln!("{} watches open in {:?}", open.len(), started.elapsed());
+    still_serving(&s).await;
 }

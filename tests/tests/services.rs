@@ -365,3 +365,69 @@ async fn events_expire_after_the_event_ttl() {
     })
     .await;
 }
+
+/// Changing `spec.clusterIP` alone (a patch, or a PUT of the object read
+/// back): `clusterIPs` follows it first, as kube's update does, so the
+/// answer is kube's immutability error on `spec.clusterIPs[0]`, and
+/// nothing changes.
+#[tokio::test]
+async fn changing_the_cluster_ip_is_refused_as_immutable() {
+    let s = Server::start().await;
+    let (code, svc) = create(&s, "fixed", json!({"clusterIP": "10.96.5.5"})).await;
+    assert_eq!(code, 201, "{svc}");
+    let want = r#"spec.clusterIPs[0]: Invalid value: ["10.96.0.99"]: may not change once set"#;
+
+    // kubectl patch (strategic merge): kube's words on stderr.
+    let (_, err) = s.kubectl_err(&[
+        "patch",
+        "service",
+        "fixed",
+        "-p",
+        r#"{"spec":{"clusterIP":"10.96.0.99"}}"#,
+    ]);
+    assert!(
+        err.contains(&format!(r#"The Service "fixed" is invalid: {want}"#)),
+        "{err}"
+    );
+
+    // A PUT of the object read back with only clusterIP changed.
+    let path = "/api/v1/namespaces/default/services/fixed";
+    let (_, mut current) = get(&s, path).await;
+    current["spec"]["clusterIP"] = json!("10.96.0.99");
+    let r = s
+        .http(
+            "PUT",
+            path,
+            &[("Content-Type", "application/json")],
+            &serde_json::to_vec(&current).unwrap(),
+        )
+        .await
+        .expect("request");
+    let st: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+    assert_eq!(r.status, 422, "{st}");
+    assert_eq!(st["reason"], "Invalid", "{st}");
+    assert_eq!(
+        message(&st),
+        format!(r#"Service "fixed" is invalid: {want}"#)
+    );
+    assert_eq!(
+        st["details"]["causes"],
+        json!([{
+            "reason": "FieldValueInvalid",
+            "message": r#"Invalid value: ["10.96.0.99"]: may not change once set"#,
+            "field": "spec.clusterIPs[0]",
+        }]),
+        "{st}"
+    );
+
+    // Nothing changed, nothing was allocated.
+    let (_, after) = get(&s, path).await;
+    assert_eq!(after["spec"]["clusterIP"], "10.96.5.5");
+    assert_eq!(after["spec"]["clusterIPs"], json!(["10.96.5.5"]));
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        svc["metadata"]["resourceVersion"]
+    );
+    let (code, _) = get(&s, "/apis/networking.k8s.io/v1/ipaddresses/10.96.0.99").await;
+    assert_eq!(code, 404);
+}

@@ -50,12 +50,6 @@ fn text(body: String) -> Response {
     r
 }
 
-fn none_row(name: &str, columns: usize) -> Vec<String> {
-    std::iter::once(name.to_string())
-        .chain(std::iter::repeat_n("<none>".to_string(), columns - 1))
-        .collect()
-}
-
 fn headers(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
@@ -64,7 +58,9 @@ fn with_levels<T>(apf: &Apf, f: impl FnOnce(&Inner) -> T) -> T {
     f(&apf.lock())
 }
 
-/// `GET /debug/api_priority_and_fairness/dump_priority_levels`
+/// `GET /debug/api_priority_and_fairness/dump_priority_levels`: kube's ten
+/// columns, levels by name. An exempt level has no queues (none active,
+/// nothing waiting) and counts what it runs, as kube's exempt queue set.
 pub async fn dump_priority_levels(State(apf): State<Arc<Apf>>) -> Response {
     let mut rows = vec![headers(&[
         "PriorityLevelName",
@@ -73,28 +69,42 @@ pub async fn dump_priority_levels(State(apf): State<Arc<Apf>>) -> Response {
         "IsQuiescing",
         "WaitingRequests",
         "ExecutingRequests",
+        "DispatchedRequests",
+        "RejectedRequests",
+        "TimedoutRequests",
+        "CancelledRequests",
     ])];
     with_levels(&apf, |inner| {
         for (name, level) in &inner.levels {
-            let Some(q) = &level.queues else {
-                rows.push(none_row(name, 6));
-                continue;
+            let (active, waiting, executing) = match &level.queues {
+                Some(q) => (
+                    q.queues.iter().filter(|q| !q.waiting.is_empty()).count(),
+                    q.waiting(),
+                    q.executing,
+                ),
+                None => (0, 0, level.exempt_executing),
             };
-            let active = q.queues.iter().filter(|q| !q.waiting.is_empty()).count();
+            let t = &level.tally;
             rows.push(vec![
                 name.clone(),
                 active.to_string(),
-                q.is_idle().to_string(),
+                level.idle().to_string(),
                 level.quiescing.to_string(),
-                q.waiting().to_string(),
-                q.executing.to_string(),
+                waiting.to_string(),
+                executing.to_string(),
+                t.dispatched.to_string(),
+                t.rejected.to_string(),
+                // kube keeps this column but never counts into it.
+                "0".to_string(),
+                t.cancelled.to_string(),
             ]);
         }
     });
     text(table(&rows))
 }
 
-/// `GET /debug/api_priority_and_fairness/dump_queues`
+/// `GET /debug/api_priority_and_fairness/dump_queues` (an exempt level
+/// has no queues, so no rows).
 pub async fn dump_queues(State(apf): State<Arc<Apf>>) -> Response {
     let mut rows = vec![headers(&[
         "PriorityLevelName",
@@ -110,7 +120,6 @@ pub async fn dump_queues(State(apf): State<Arc<Apf>>) -> Response {
     with_levels(&apf, |inner| {
         for (name, level) in &inner.levels {
             let Some(qs) = &level.queues else {
-                rows.push(none_row(name, 9));
                 continue;
             };
             for (i, q) in qs.queues.iter().enumerate() {

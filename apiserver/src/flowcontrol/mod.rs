@@ -95,6 +95,21 @@ impl Demand {
     }
 }
 
+/// A level's request totals since it was made, as kube's queue set keeps
+/// them for `dump_priority_levels`. kube has a timed-out total too but
+/// never adds to it: a wait past the limit is counted as rejected and
+/// cancelled, as is a queued request whose client went away.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Tally {
+    /// Requests that started executing (exempt ones included).
+    dispatched: u64,
+    /// Refused at arrival (queue full, no seat) or taken out of the queue.
+    rejected: u64,
+    /// Taken out of the queue before dispatch (waited too long, or the
+    /// client went away).
+    cancelled: u64,
+}
+
 pub(crate) struct Level {
     spec: LevelSpec,
     limits: SeatLimits,
@@ -108,6 +123,7 @@ pub(crate) struct Level {
     demand: Demand,
     window_start: Instant,
     drops: retry::Drops,
+    tally: Tally,
 }
 
 impl Level {
@@ -124,6 +140,7 @@ impl Level {
             demand: Demand::default(),
             window_start: now,
             drops: retry::Drops::default(),
+            tally: Tally::default(),
         }
     }
 
@@ -524,6 +541,7 @@ impl<'a> Exempt<'a> {
         let now = Instant::now();
         if let Some(l) = apf.lock().levels.get_mut(level) {
             l.exempt_executing += 1;
+            l.tally.dispatched += 1;
             l.note_demand(now);
         }
         Exempt {
@@ -558,11 +576,13 @@ impl Queued<'_> {
         let mut rx = self.rx.take()?;
         let waiting = {
             let mut inner = self.apf.lock();
-            inner
-                .levels
-                .get_mut(&self.level)
-                .and_then(|l| l.queues.as_mut())
-                .and_then(|q| q.cancel(Instant::now(), self.id))
+            inner.levels.get_mut(&self.level).and_then(|l| {
+                let w = l.queues.as_mut()?.cancel(Instant::now(), self.id)?;
+                // kube's ejection from the queue: rejected and cancelled.
+                l.tally.rejected += 1;
+                l.tally.cancelled += 1;
+                Some(w)
+            })
         };
         if waiting.is_some() {
             return None;
@@ -646,6 +666,9 @@ pub async fn filter(
         let mut inner = apf.lock();
         let level = inner.levels.get_mut(&c.level).and_then(|l| {
             let (arrival, started) = l.queues.as_mut()?.arrive(arrived, hash, seats, waiter);
+            if matches!(arrival, Arrival::Rejected(_)) {
+                l.tally.rejected += 1;
+            }
             l.note_demand(arrived);
             Some((arrival, started))
         });
@@ -689,6 +712,10 @@ pub async fn filter(
         },
     };
     let waited = arrived.elapsed();
+    // Counted where it starts, as kube's `OnRequestDispatched` does.
+    if let Some(l) = apf.lock().levels.get_mut(&c.level) {
+        l.tally.dispatched += 1;
+    }
     let running = Running {
         apf,
         level: c.level.clone(),

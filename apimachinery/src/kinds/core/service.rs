@@ -215,6 +215,7 @@ fn prepare_update(obj: &mut Value, old: &Value) {
             }
         }
     }
+    follow_cluster_ip(spec, old_spec);
     sync_cluster_ips(spec);
     if needs_node_ports(old_spec) && needs_node_ports(spec) {
         carry_node_ports(spec, old_spec);
@@ -231,6 +232,36 @@ fn prepare_update(obj: &mut Value, old: &Value) {
         );
     }
     drop_type_dependent(spec, old_spec);
+}
+
+/// kube's `normalizeClusterIPs` on update: `clusterIPs` follows a changed
+/// `clusterIP` when the client left `clusterIPs` as it was (so changing
+/// the address answers kube's "may not change once set" on
+/// `spec.clusterIPs[0]`, not a mismatch of the two fields); a cleared
+/// `clusterIP` clears an unchanged `clusterIPs`; `clusterIPs` left out
+/// with `clusterIP` unchanged keeps the old list.
+fn follow_cluster_ip(spec: &mut Map<String, Value>, old: &Map<String, Value>) {
+    let ips_of = |m: &Map<String, Value>| {
+        m.get("clusterIPs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old_ip, new_ip) = (str_of(old, "clusterIP"), str_of(spec, "clusterIP"));
+    let (old_ips, new_ips) = (ips_of(old), ips_of(spec));
+    if !old_ips.is_empty() && new_ips.is_empty() && old_ip == new_ip {
+        spec.insert("clusterIPs".into(), Value::Array(old_ips));
+        return;
+    }
+    if old_ip == new_ip || old_ips != new_ips {
+        return;
+    }
+    if new_ip.is_empty() {
+        spec.remove("clusterIPs");
+    } else {
+        let ip = Value::from(new_ip);
+        spec.insert("clusterIPs".into(), Value::Array(vec![ip]));
+    }
 }
 
 /// A port without nodePort gets the one of the old port of the same name,

@@ -161,6 +161,38 @@ fn updates_keep_allocated_values_and_refuse_ip_changes() {
         messages(&moved, Some(&old)),
         vec!["spec.clusterIPs[0]: Invalid value: [\"10.0.0.6\"]: may not change once set"]
     );
+    // Only `clusterIP` changed (a patch of it): `clusterIPs` follows it
+    // first, so the answer is kube's immutability error, not a mismatch.
+    let mut patched = old.clone();
+    patched["spec"]["clusterIP"] = json!("10.0.0.7");
+    prepare_update(&mut patched, &old);
+    assert_eq!(patched["spec"]["clusterIPs"], json!(["10.0.0.7"]));
+    assert_eq!(
+        messages(&patched, Some(&old)),
+        vec!["spec.clusterIPs[0]: Invalid value: [\"10.0.0.7\"]: may not change once set"]
+    );
+    // Both changed, to different addresses: left as given, so validation
+    // names the mismatch as kube does.
+    let mut both = old.clone();
+    both["spec"]["clusterIP"] = json!("10.0.0.7");
+    both["spec"]["clusterIPs"] = json!(["10.0.0.8"]);
+    prepare_update(&mut both, &old);
+    assert_eq!(both["spec"]["clusterIPs"], json!(["10.0.0.8"]));
+    assert!(
+        messages(&both, Some(&old))
+            .iter()
+            .any(|m| m.contains("first value must match `clusterIP`")),
+        "{:?}",
+        messages(&both, Some(&old))
+    );
+    // `clusterIPs` left out with `clusterIP` unchanged: the old list stays.
+    let mut old_client = old.clone();
+    old_client["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("clusterIPs");
+    prepare_update(&mut old_client, &old);
+    assert_eq!(old_client["spec"]["clusterIPs"], json!(["10.0.0.5"]));
     // Switching to ExternalName drops the unchanged type-dependent fields.
     let mut ext = old.clone();
     ext["spec"]["type"] = json!("ExternalName");
