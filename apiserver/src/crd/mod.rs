@@ -371,7 +371,10 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                 immutable: &[],
                 generation: true,
                 create_on_update: false,
-                delete_returns_object: true,
+                // kube's custom resource store leaves ReturnDeletedObject
+                // unset: an immediate DELETE answers a Success Status
+                // (apiextensions-apiserver pkg/registry/customresource).
+                delete_returns_object: false,
                 virtual_create: None,
                 computed: None,
                 delete_finalizer: None,
