@@ -349,6 +349,27 @@ impl Resource {
         self.custom.is_some() || self.conversion.is_some()
     }
 
+    /// The group, version and kind objects are stored as (kube's storage
+    /// version: a CRD's `storage` version, a built-in kind's storage
+    /// override), or `None` for a kind that is never stored (reviews,
+    /// bindings, component statuses).
+    pub fn storage_gvk(&self) -> Option<(&str, &str, &str)> {
+        if self.virtual_create.is_some() || self.computed.is_some() {
+            return None;
+        }
+        if let Some(c) = &self.custom {
+            return Some((&self.group, &c.storage_version, &self.kind));
+        }
+        if let Some(c) = self.conversion {
+            let (group, version) = c
+                .storage_version
+                .rsplit_once('/')
+                .unwrap_or(("", c.storage_version));
+            return Some((group, version, &self.kind));
+        }
+        Some((&self.group, &self.version, &self.kind))
+    }
+
     pub fn has_status(&self) -> bool {
         self.subresource("status").is_some()
     }
