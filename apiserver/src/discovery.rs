@@ -1144,16 +1144,46 @@ mod tests {
             ("", "v1", "services", "0/CO1lhkEBI="),
             ("", "v1", "replicationcontrollers", "Jond2If31h0="),
             ("events.k8s.io", "v1", "events", "r2yiGXH7wu8="),
-            ("autoscaling", "v1", "horizontalpodautoscalers", "qwQve8ut294="),
-            ("autoscaling", "v2", "horizontalpodautoscalers", "qwQve8ut294="),
+            (
+                "autoscaling",
+                "v1",
+                "horizontalpodautoscalers",
+                "qwQve8ut294=",
+            ),
+            (
+                "autoscaling",
+                "v2",
+                "horizontalpodautoscalers",
+                "qwQve8ut294=",
+            ),
             ("apps", "v1", "deployments", "8aSe+NMegvE="),
             ("apps", "v1", "controllerrevisions", "85nkx63pcBU="),
             ("batch", "v1", "cronjobs", "sd5LIXh4Fjs="),
-            ("rbac.authorization.k8s.io", "v1", "clusterroles", "bYE5ZWDrJ44="),
-            ("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "GJVAJZSZBIw="),
+            (
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterroles",
+                "bYE5ZWDrJ44=",
+            ),
+            (
+                "flowcontrol.apiserver.k8s.io",
+                "v1",
+                "flowschemas",
+                "GJVAJZSZBIw=",
+            ),
             ("networking.k8s.io", "v1", "ingresses", "39NQlfNR+bo="),
-            ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "6OxvlMmQ6is="),
-            ("apiregistration.k8s.io", "v1", "apiservices", "InPBPD7+PqM="),
+            (
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicies",
+                "6OxvlMmQ6is=",
+            ),
+            (
+                "apiregistration.k8s.io",
+                "v1",
+                "apiservices",
+                "InPBPD7+PqM=",
+            ),
         ];
         for (group, version, plural, hash) in kube {
             let (code, _, doc) = get(rl(group, version), None, None).await;

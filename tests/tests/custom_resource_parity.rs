@@ -74,17 +74,13 @@ spec:
 
 async fn install(server: &Server, crd: &str, plural: &str) {
     server.kubectl_stdin_ok(&["apply", "-f", "-"], crd);
-    eventually(
-        &format!("{plural} served"),
-        Duration::from_secs(20),
-        || {
-            server
-                .kubectl(&["get", plural])
-                .status
-                .success()
-                .then_some(())
-        },
-    )
+    eventually(&format!("{plural} served"), Duration::from_secs(20), || {
+        server
+            .kubectl(&["get", plural])
+            .status
+            .success()
+            .then_some(())
+    })
     .await;
 }
 
@@ -130,13 +126,23 @@ async fn deleting_a_custom_resource_answers_as_kubes_custom_resource_store() {
 
     // A dry run answers the same and keeps the object.
     json_of(&server, "POST", THINGS_PATH, &thing("b")).await;
-    let (code, body) =
-        json_of(&server, "DELETE", &format!("{THINGS_PATH}/b?dryRun=All"), "").await;
+    let (code, body) = json_of(
+        &server,
+        "DELETE",
+        &format!("{THINGS_PATH}/b?dryRun=All"),
+        "",
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["kind"], "Status");
     assert_eq!(body["status"], "Success");
     assert_eq!(body["details"]["name"], "b");
-    assert_eq!(json_of(&server, "GET", &format!("{THINGS_PATH}/b"), "").await.0, 200);
+    assert_eq!(
+        json_of(&server, "GET", &format!("{THINGS_PATH}/b"), "")
+            .await
+            .0,
+        200
+    );
 
     // kubectl reads either answer.
     let out = server.kubectl_ok(&["delete", "thing", "b"]);
@@ -220,13 +226,7 @@ async fn scale_of_a_custom_resource_shows_the_selector_at_label_selector_path() 
     let out = server.kubectl_ok(&["scale", "thing", "web", "--replicas=4"]);
     assert_eq!(out.trim(), "thing.parity.example.com/web scaled");
     assert_eq!(server.get_json(&["thing", "web"])["spec"]["replicas"], 4);
-    let (code, scale) = json_of(
-        &server,
-        "PATCH",
-        &scale_path,
-        r#"{"spec":{"replicas":5}}"#,
-    )
-    .await;
+    let (code, scale) = json_of(&server, "PATCH", &scale_path, r#"{"spec":{"replicas":5}}"#).await;
     assert_eq!(code, 200, "{scale}");
     assert_eq!(scale["spec"]["replicas"], 5);
     assert_eq!(scale["status"]["selector"], "app=web,tier in (front)");
@@ -236,7 +236,8 @@ async fn scale_of_a_custom_resource_shows_the_selector_at_label_selector_path() 
 async fn discovery_names_storage_version_hashes() {
     let server = Server::start().await;
     install(&server, THINGS, "things").await;
-    let core: Value = serde_json::from_str(&server.kubectl_ok(&["get", "--raw", "/api/v1"])).unwrap();
+    let core: Value =
+        serde_json::from_str(&server.kubectl_ok(&["get", "--raw", "/api/v1"])).unwrap();
     let find = |doc: &Value, name: &str| -> Value {
         doc["resources"]
             .as_array()
@@ -248,23 +249,40 @@ async fn discovery_names_storage_version_hashes() {
     };
     // kube's values (its own table of them, storageversionhashdata).
     assert_eq!(find(&core, "pods")["storageVersionHash"], "xPOwRZ+Yhw8=");
-    assert_eq!(find(&core, "configmaps")["storageVersionHash"], "qFsyl6wFWjQ=");
-    assert!(find(&core, "pods/status").get("storageVersionHash").is_none());
+    assert_eq!(
+        find(&core, "configmaps")["storageVersionHash"],
+        "qFsyl6wFWjQ="
+    );
+    assert!(find(&core, "pods/status")
+        .get("storageVersionHash")
+        .is_none());
     assert!(find(&core, "bindings").get("storageVersionHash").is_none());
     let apps: Value =
         serde_json::from_str(&server.kubectl_ok(&["get", "--raw", "/apis/apps/v1"])).unwrap();
-    assert_eq!(find(&apps, "deployments")["storageVersionHash"], "8aSe+NMegvE=");
+    assert_eq!(
+        find(&apps, "deployments")["storageVersionHash"],
+        "8aSe+NMegvE="
+    );
     // A custom resource's: of its storage version's group/version/kind
     // (base64 of the first 8 bytes of SHA-256 of
     // "parity.example.com/v1/Thing").
-    let custom: Value = serde_json::from_str(
-        &server.kubectl_ok(&["get", "--raw", "/apis/parity.example.com/v1"]),
-    )
-    .unwrap();
-    assert_eq!(find(&custom, "things")["storageVersionHash"], "2b7iKhlGH4A=");
-    assert!(find(&custom, "things/scale").get("storageVersionHash").is_none());
+    let custom: Value =
+        serde_json::from_str(&server.kubectl_ok(&["get", "--raw", "/apis/parity.example.com/v1"]))
+            .unwrap();
+    assert_eq!(
+        find(&custom, "things")["storageVersionHash"],
+        "2b7iKhlGH4A="
+    );
+    assert!(find(&custom, "things/scale")
+        .get("storageVersionHash")
+        .is_none());
     // kubectl's discovery (aggregated, which has no such field) still works.
-    let names = server.kubectl_ok(&["api-resources", "--api-group=parity.example.com", "-o", "name"]);
+    let names = server.kubectl_ok(&[
+        "api-resources",
+        "--api-group=parity.example.com",
+        "-o",
+        "name",
+    ]);
     assert_eq!(names.trim(), "things.parity.example.com");
 }
 
@@ -292,9 +310,11 @@ async fn kubectl_validates_preserved_unknown_fields_as_kube_publishes_them() {
                [{"group": "parity.example.com", "kind": "Blob", "version": "v1"}]})
     );
     // v3 keeps the schema as written.
-    let v3: Value = serde_json::from_str(
-        &server.kubectl_ok(&["get", "--raw", "/openapi/v3/apis/parity.example.com/v1"]),
-    )
+    let v3: Value = serde_json::from_str(&server.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/openapi/v3/apis/parity.example.com/v1",
+    ]))
     .unwrap();
     let spec3 = &v3["components"]["schemas"]["com.example.parity.v1.Thing"]["properties"]["spec"];
     assert!(spec3["properties"]["size"].is_object(), "{spec3}");
@@ -321,7 +341,10 @@ items:
   anything: {goes: here}
 "#;
     let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], list);
-    assert!(out.contains("thing.parity.example.com/two created"), "{out}");
+    assert!(
+        out.contains("thing.parity.example.com/two created"),
+        "{out}"
+    );
     assert!(out.contains("blob.parity.example.com/b created"), "{out}");
     assert_eq!(server.get_json(&["thing", "one"])["spec"]["extra"], "kept");
     assert_eq!(

@@ -106,7 +106,10 @@ async fn the_steps_of_kubes_crd_api_example() {
     established(&crds, &foos).await;
 
     // Create, get, replace.
-    let o = foos.create(&pp, &foo("baz", "old baz", 1)).await.expect("create baz");
+    let o = foos
+        .create(&pp, &foo("baz", "old baz", 1))
+        .await
+        .expect("create baz");
     assert_eq!(o.name_any(), "baz");
     let baz = foos.get("baz").await.expect("get baz");
     assert_eq!(baz.spec.info, "old baz");
@@ -117,7 +120,10 @@ async fn the_steps_of_kubes_crd_api_example() {
         "spec": {"name": "baz", "info": "new baz", "replicas": 1},
     }))
     .expect("a Foo");
-    let replaced = foos.replace("baz", &pp, &replacement).await.expect("replace baz");
+    let replaced = foos
+        .replace("baz", &pp, &replacement)
+        .await
+        .expect("replace baz");
     assert_eq!(replaced.spec.name, "baz");
     assert_eq!(replaced.spec.info, "new baz");
     assert!(replaced.status.is_none());
@@ -131,20 +137,30 @@ async fn the_steps_of_kubes_crd_api_example() {
     assert!(status.is_success(), "{status:?}");
     let details = status.details.expect("details");
     assert_eq!(
-        (details.name.as_str(), details.group.as_str(), details.kind.as_str()),
+        (
+            details.name.as_str(),
+            details.group.as_str(),
+            details.kind.as_str()
+        ),
         ("baz", "crdapi.example.com", "foos")
     );
     assert_eq!(Some(details.uid), baz.metadata.uid);
 
     // /status: replaced, patched, read.
-    let mut qux = foos.create(&pp, &foo("qux", "unpatched qux", 0)).await.expect("create qux");
+    let mut qux = foos
+        .create(&pp, &foo("qux", "unpatched qux", 0))
+        .await
+        .expect("create qux");
     qux.status = Some(FooStatus {
         is_bad: true,
         replicas: 0,
     });
     // kube 2's replace_status takes the object's bytes.
     let body = serde_json::to_vec(&qux).expect("encode qux");
-    let o = foos.replace_status("qux", &pp, body).await.expect("replace status");
+    let o = foos
+        .replace_status("qux", &pp, body)
+        .await
+        .expect("replace status");
     assert!(o.status.expect("status").is_bad);
     let fs = json!({"status": FooStatus { is_bad: false, replicas: 1 }});
     let o = foos
@@ -178,10 +194,17 @@ async fn the_steps_of_kubes_crd_api_example() {
 
     let list = foos.list(&ListParams::default()).await.expect("list");
     assert_eq!(list.items.len(), 1);
-    assert!(foos.delete("qux", &dp).await.expect("delete qux").is_right());
+    assert!(foos
+        .delete("qux", &dp)
+        .await
+        .expect("delete qux")
+        .is_right());
 
     // The schema's rule (schemars' minLength), in kube's words.
-    match foos.create(&pp, &foo("x", "failing validation obj", 1)).await {
+    match foos
+        .create(&pp, &foo("x", "failing validation obj", 1))
+        .await
+    {
         Err(kube::Error::Api(ae)) => {
             assert_eq!(ae.code, 422, "{ae:?}");
             assert!(
@@ -195,7 +218,9 @@ async fn the_steps_of_kubes_crd_api_example() {
     }
 
     // The collection: kube answers the list of what it deleted.
-    foos.create(&pp, &foo("quux", "last", 1)).await.expect("create quux");
+    foos.create(&pp, &foo("quux", "last", 1))
+        .await
+        .expect("create quux");
     let list = foos
         .delete_collection(&dp, &ListParams::default())
         .await

@@ -188,7 +188,9 @@ mod tests {
         // No path in the CRD: no selector.
         let none = Pointers { selector: "", ..p };
         let obj = json!({"status": {"selector": "a=b"}});
-        assert!(to_scale(&none, &obj).unwrap()["status"].get("selector").is_none());
+        assert!(to_scale(&none, &obj).unwrap()["status"]
+            .get("selector")
+            .is_none());
     }
 
     /// Another type at the path is kube's accessor error, in Go's words.

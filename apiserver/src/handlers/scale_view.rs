@@ -39,7 +39,7 @@ pub(super) fn pointers(scope: &Scope) -> Result<Pointers<'_>> {
 /// when the object has none. A custom resource's `labelSelectorPath` must
 /// hold a string; anything else is kube's accessor error (a 500 without
 /// a reason, as kube answers errors its scale store does not type).
-fn selector_string(p: &Pointers, obj: &Value) -> std::result::Result<String, Status> {
+fn selector_string(p: &Pointers, obj: &Value) -> Result<String> {
     if p.selector.is_empty() {
         return Ok(String::new());
     }
@@ -62,7 +62,9 @@ fn selector_string(p: &Pointers, obj: &Value) -> std::result::Result<String, Sta
             .and_then(|sel| LabelSelector::from_label_selector(sel).ok())
             .map(|s| s.to_string())
             .unwrap_or_default()),
-        ScaleSelector::String => nested_string(obj, p.selector).map_err(|e| Status::failure(500, "", e)),
+        ScaleSelector::String => {
+            nested_string(obj, p.selector).map_err(|e| Status::failure(500, "", e).into())
+        }
     }
 }
 
@@ -155,7 +157,7 @@ pub(super) fn go_float(f: f64) -> String {
     let sci = format!("{f:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if exp < -4 || exp >= 6 {
+    if !(-4..6).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
         return format!("{mantissa}e{sign}{:02}", exp.abs());
     }

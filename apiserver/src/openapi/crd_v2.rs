@@ -62,7 +62,8 @@ fn node(v: &mut Value) {
         m.remove("items");
         m.remove("properties");
     }
-    let is_type = |m: &Map<String, Value>, t: &str| m.get("type").and_then(Value::as_str) == Some(t);
+    let is_type =
+        |m: &Map<String, Value>, t: &str| m.get("type").and_then(Value::as_str) == Some(t);
     if !m.contains_key("items") && is_type(m, "array") {
         m.remove("type");
     }
@@ -81,14 +82,16 @@ fn node(v: &mut Value) {
         .unwrap_or_default();
     if !nullable_props.is_empty() {
         if let Some(Value::Array(req)) = m.get_mut("required") {
-            req.retain(|r| r.as_str().is_none_or(|r| !nullable_props.iter().any(|n| n == r)));
+            req.retain(|r| {
+                r.as_str()
+                    .is_none_or(|r| !nullable_props.iter().any(|n| n == r))
+            });
             if req.is_empty() {
                 m.remove("required");
             }
         }
     }
-    if m
-        .get("additionalProperties")
+    if m.get("additionalProperties")
         .and_then(Value::as_object)
         .is_some_and(|a| flag(a, "nullable"))
     {
