@@ -636,6 +636,19 @@ pub(crate) fn subresource_kind<'a>(
     }
 }
 
+/// kube's `storageVersionHash` of a resource (k8s.io/apiserver
+/// `discovery.StorageVersionHash`): base64 of the first 8 bytes of the
+/// SHA-256 of `<group>/<version>/<kind>` of its storage version, which
+/// changes exactly when the storage version does (storage migrators
+/// watch it). `None` for a resource without storage.
+pub(crate) fn storage_version_hash(r: &Resource) -> Option<String> {
+    use base64::Engine;
+    let (group, version, kind) = r.storage_gvk()?;
+    let gvk = format!("{group}/{version}/{kind}");
+    let digest = ring::digest::digest(&ring::digest::SHA256, gvk.as_bytes());
+    Some(base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8]))
+}
+
 /// A resource's entries in `APIResourceList` order: the resource, then its
 /// subresources by name.
 fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
@@ -650,6 +663,10 @@ fn resource_entries(r: &Resource) -> Vec<(String, Value)> {
     }
     if !r.categories.is_empty() {
         main.insert("categories".into(), json!(r.categories));
+    }
+    // Subresources have none: their storage is the parent's.
+    if let Some(hash) = storage_version_hash(r) {
+        main.insert("storageVersionHash".into(), json!(hash));
     }
     let mut out = vec![(r.plural.to_string(), Value::Object(main))];
     for sub in r.subresources.iter() {
@@ -1097,7 +1114,8 @@ mod tests {
         assert_eq!(
             find(&doc, "pods"),
             &json!({"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
-                    "verbs": RESOURCE_VERBS, "shortNames": ["po"], "categories": ["all"]})
+                    "verbs": RESOURCE_VERBS, "shortNames": ["po"], "categories": ["all"],
+                    "storageVersionHash": "xPOwRZ+Yhw8="})
         );
         assert_eq!(
             find(&doc, "pods/status"),
@@ -1111,6 +1129,111 @@ mod tests {
             json!(["create", "delete", "get", "list", "patch", "update", "watch"])
         );
         assert!(find(&doc, "configmaps").get("categories").is_none());
+    }
+
+    /// kube's values, from its own table of them (kubernetes
+    /// test/integration/etcd `storageversionhashdata`) and discovery
+    /// documents of real clusters: the hash names the storage version,
+    /// so a kind served in several versions (or groups) has one hash.
+    #[tokio::test]
+    async fn storage_version_hashes_are_kubes() {
+        let kube = [
+            ("", "v1", "configmaps", "qFsyl6wFWjQ="),
+            ("", "v1", "events", "r2yiGXH7wu8="),
+            ("", "v1", "namespaces", "Q3oi5N2YM8M="),
+            ("", "v1", "services", "0/CO1lhkEBI="),
+            ("", "v1", "replicationcontrollers", "Jond2If31h0="),
+            ("events.k8s.io", "v1", "events", "r2yiGXH7wu8="),
+            (
+                "autoscaling",
+                "v1",
+                "horizontalpodautoscalers",
+                "qwQve8ut294=",
+            ),
+            (
+                "autoscaling",
+                "v2",
+                "horizontalpodautoscalers",
+                "qwQve8ut294=",
+            ),
+            ("apps", "v1", "deployments", "8aSe+NMegvE="),
+            ("apps", "v1", "controllerrevisions", "85nkx63pcBU="),
+            ("batch", "v1", "cronjobs", "sd5LIXh4Fjs="),
+            (
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterroles",
+                "bYE5ZWDrJ44=",
+            ),
+            (
+                "flowcontrol.apiserver.k8s.io",
+                "v1",
+                "flowschemas",
+                "GJVAJZSZBIw=",
+            ),
+            ("networking.k8s.io", "v1", "ingresses", "39NQlfNR+bo="),
+            (
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicies",
+                "6OxvlMmQ6is=",
+            ),
+            (
+                "apiregistration.k8s.io",
+                "v1",
+                "apiservices",
+                "InPBPD7+PqM=",
+            ),
+        ];
+        for (group, version, plural, hash) in kube {
+            let (code, _, doc) = get(rl(group, version), None, None).await;
+            assert_eq!(code, StatusCode::OK, "{group}/{version}");
+            assert_eq!(
+                find(&doc, plural)["storageVersionHash"],
+                hash,
+                "{group}/{version} {plural}"
+            );
+        }
+        // kube stores CRDs as v1beta1 (its hash is `jfWCUB31mvA=`); this
+        // server writes them as v1 (`registry::definition::v1beta1`), and
+        // the hash says what is written, so a storage migrator moving from
+        // kube sees the change.
+        let (_, _, doc) = get(rl("apiextensions.k8s.io", "v1"), None, None).await;
+        assert_eq!(
+            find(&doc, "customresourcedefinitions")["storageVersionHash"],
+            "M5uH+AlWATY="
+        );
+        // kube's `NoStorageVersionHash`: nothing stored, no hash; and no
+        // subresource has one.
+        let none = [
+            ("", "v1", "bindings"),
+            ("", "v1", "componentstatuses"),
+            ("authentication.k8s.io", "v1", "tokenreviews"),
+            ("authentication.k8s.io", "v1", "selfsubjectreviews"),
+            ("authorization.k8s.io", "v1", "subjectaccessreviews"),
+            ("authorization.k8s.io", "v1", "selfsubjectrulesreviews"),
+            ("", "v1", "pods/status"),
+            ("", "v1", "pods/binding"),
+            ("apps", "v1", "deployments/scale"),
+        ];
+        for (group, version, name) in none {
+            let (_, _, doc) = get(rl(group, version), None, None).await;
+            assert!(
+                find(&doc, name).get("storageVersionHash").is_none(),
+                "{group}/{version} {name}"
+            );
+        }
+        // Every other resource has one.
+        for r in Registry::builtin().all().refs() {
+            assert_eq!(
+                storage_version_hash(r).is_some(),
+                r.virtual_create.is_none() && r.computed.is_none(),
+                "{}/{} {}",
+                r.group,
+                r.version,
+                r.plural
+            );
+        }
     }
 
     #[tokio::test]

@@ -14,6 +14,8 @@
 //! Below the state: the handlers take this module's own [`OpenApi`] (the
 //! registry and the remotes table), which the router hands them.
 
+mod crd_v2;
+
 use crate::aggregator::{Remote, Remotes};
 use crate::discovery::{
     content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
@@ -1017,9 +1019,10 @@ impl Documents {
     fn v2(&self) -> &Doc {
         self.v2.get_or_init(|| {
             let registry = self.v2_registry.clone().unwrap_or_default();
+            let schema = v2_schema(&registry);
             Doc::new(&v2_document(
-                &all_items(&registry, &merged_schema(&registry)),
-                merged_schema(&registry).definitions(),
+                &all_items(&registry, &schema),
+                schema.definitions(),
             ))
         })
     }
@@ -1037,14 +1040,22 @@ impl Documents {
     }
 }
 
-/// The built-in definitions plus each custom kind's (they share the
-/// ObjectMeta family, which is the same in both).
-fn merged_schema(registry: &Registry) -> Schema {
+/// The built-in definitions plus each custom kind's in its v2 form
+/// ([`crd_v2::definition`]); they share the ObjectMeta family, which is
+/// the same in both.
+fn v2_schema(registry: &Registry) -> Schema {
     let mut defs = apimachinery::schema::builtin().definitions().clone();
     for r in registry.all().refs().filter(|r| r.custom.is_some()) {
         if let Some(t) = r.schema() {
+            let own = t.name();
             for (name, def) in t.schema().definitions() {
-                defs.entry(name.clone()).or_insert_with(|| def.clone());
+                defs.entry(name.clone()).or_insert_with(|| {
+                    if own == Some(name.as_str()) {
+                        crd_v2::definition(def)
+                    } else {
+                        def.clone()
+                    }
+                });
             }
         }
     }

@@ -29,7 +29,7 @@ pub mod status;
 
 use crate::object::strings;
 use crate::registry::custom::{CustomInfo, VersionSchema};
-use crate::registry::{NameRule, Resource, Row, Shared, Str, Subresource};
+use crate::registry::{NameRule, Resource, Row, ScaleSelector, Shared, Str, Subresource};
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
 use serde_json::{json, Map, Value};
@@ -202,7 +202,7 @@ fn subresources(v: &Value) -> Shared<[Subresource]> {
                 status_replicas: status,
                 selector: pointer_of(scale.get("labelSelectorPath")).unwrap_or(Shared::Static("")),
                 // A CR's selector path holds the string form.
-                selector_is_map: false,
+                selector_form: ScaleSelector::String,
             });
         }
     }
@@ -371,7 +371,10 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                 immutable: &[],
                 generation: true,
                 create_on_update: false,
-                delete_returns_object: true,
+                // kube's custom resource store leaves ReturnDeletedObject
+                // unset: an immediate DELETE answers a Success Status
+                // (apiextensions-apiserver pkg/registry/customresource).
+                delete_returns_object: false,
                 virtual_create: None,
                 computed: None,
                 delete_finalizer: None,

@@ -18,11 +18,10 @@ use apimachinery::managedfields::{self, ApplyError, ApplyOptions, FieldSet, Path
 use apimachinery::media::{self, BodyFormat};
 use apimachinery::query::{WriteParams, WriteVerb};
 use apimachinery::schema::TypeRef;
-use apimachinery::selector::LabelSelector;
 use apimachinery::Status;
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// How often an apply that races with a create or a delete starts over.
 const MAX_ATTEMPTS: usize = 4;
@@ -242,31 +241,6 @@ fn check_name(scope: &Scope, obj: &Value) -> Result<()> {
 // ---------------------------------------------------------------------------
 // /scale
 
-/// Where a workload keeps what its Scale shows.
-struct ScalePointers<'a> {
-    spec: &'a str,
-    status: &'a str,
-    selector: &'a str,
-    selector_is_map: bool,
-}
-
-fn scale_pointers(scope: &Scope) -> Result<ScalePointers<'_>> {
-    match scope.subresource.as_ref() {
-        Some(Subresource::Scale {
-            spec_replicas,
-            status_replicas,
-            selector,
-            selector_is_map,
-        }) => Ok(ScalePointers {
-            spec: spec_replicas,
-            status: status_replicas,
-            selector,
-            selector_is_map: *selector_is_map,
-        }),
-        _ => Err(Status::path_not_found().into()),
-    }
-}
-
 /// The field path of a JSON pointer.
 fn pointer_path(ptr: &str) -> Vec<PathElement> {
     ptr.trim_start_matches('/')
@@ -275,57 +249,8 @@ fn pointer_path(ptr: &str) -> Vec<PathElement> {
         .collect()
 }
 
-/// The autoscaling/v1 Scale view of a workload (as `GET .../scale` shows it).
-fn scale_view(p: &ScalePointers, obj: &Value) -> Value {
-    let mut meta = Map::new();
-    for f in [
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-    ] {
-        if let Some(v) = obj.get("metadata").and_then(|m| m.get(f)) {
-            meta.insert(f.into(), v.clone());
-        }
-    }
-    let mut spec = Map::new();
-    if let Some(r) = obj.pointer(p.spec) {
-        spec.insert("replicas".into(), r.clone());
-    }
-    let mut status = Map::new();
-    status.insert(
-        "replicas".into(),
-        obj.pointer(p.status).cloned().unwrap_or(json!(0)),
-    );
-    let selector = match obj.pointer(p.selector) {
-        Some(Value::Object(m)) if p.selector_is_map => {
-            let mut pairs: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect();
-            pairs.sort();
-            pairs.join(",")
-        }
-        Some(sel) if !p.selector_is_map => LabelSelector::from_label_selector(sel)
-            .map(|s| s.to_string())
-            .unwrap_or_default(),
-        _ => String::new(),
-    };
-    if !selector.is_empty() {
-        status.insert("selector".into(), Value::String(selector));
-    }
-    json!({
-        "kind": "Scale",
-        "apiVersion": managedfields::SCALE_API_VERSION,
-        "metadata": meta,
-        "spec": spec,
-        "status": status,
-    })
-}
-
 async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
-    let p = scale_pointers(scope)?;
+    let p = super::scale_view::pointers(scope)?;
     check_kind("Scale", managedfields::SCALE_API_VERSION, &req.config)?;
     let scale_ty: Option<TypeRef<'static>> =
         apimachinery::schema::builtin().by_gvk("autoscaling", "v1", "Scale");
@@ -337,7 +262,7 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         let parent = current.value();
         let parent_entries = managedfields::decode_managed_fields(parent).unwrap_or_default();
-        let mut live = scale_view(&p, parent);
+        let mut live = super::scale_view::to_scale(&p, parent)?;
         let entries = managedfields::scale_entries_to_subresource(&parent_entries, &replicas);
         if !entries.is_empty() {
             live["metadata"]["managedFields"] = managedfields::encode_managed_fields(&entries);
@@ -405,7 +330,7 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
     Ok(response::object(
         scope,
         StatusCode::OK,
-        &scale_view(&p, &updated.object),
+        &super::scale_view::to_scale(&p, &updated.object)?,
     ))
 }
 

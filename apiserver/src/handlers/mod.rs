@@ -14,6 +14,7 @@ mod list;
 mod patch;
 pub mod review;
 mod scale;
+mod scale_view;
 mod scope;
 pub mod token;
 mod update;

@@ -1,99 +1,16 @@
 //! The `/scale` subresource: an autoscaling/v1 Scale view of a workload's
 //! replicas, readable and writable through get, update and patch.
 
+use super::scale_view::{pointers, to_scale, Pointers};
 use super::{patch, scope::Scope, update, write};
 use crate::error::Result;
-use crate::registry::Subresource;
 use crate::response;
 use apimachinery::fieldvalidation::Decoded;
 use apimachinery::read::Freshness;
-use apimachinery::selector::LabelSelector;
 use apimachinery::Status;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-
-struct Pointers<'a> {
-    spec: &'a str,
-    status: &'a str,
-    selector: &'a str,
-    selector_is_map: bool,
-}
-
-fn pointers(scope: &Scope) -> Result<Pointers<'_>> {
-    match scope.subresource.as_ref() {
-        Some(Subresource::Scale {
-            spec_replicas,
-            status_replicas,
-            selector,
-            selector_is_map,
-        }) => Ok(Pointers {
-            spec: spec_replicas,
-            status: status_replicas,
-            selector,
-            selector_is_map: *selector_is_map,
-        }),
-        _ => Err(Status::path_not_found().into()),
-    }
-}
-
-fn selector_string(p: &Pointers, obj: &Value) -> String {
-    let Some(sel) = obj.pointer(p.selector) else {
-        return String::new();
-    };
-    if p.selector_is_map {
-        let mut pairs: Vec<String> = sel
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        pairs.sort();
-        pairs.join(",")
-    } else {
-        LabelSelector::from_label_selector(sel)
-            .map(|s| s.to_string())
-            .unwrap_or_default()
-    }
-}
-
-/// The Scale view of a workload object.
-fn to_scale(p: &Pointers, obj: &Value) -> Value {
-    let mut meta = Map::new();
-    for f in [
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-    ] {
-        if let Some(v) = obj.pointer(&format!("/metadata/{f}")) {
-            meta.insert(f.into(), v.clone());
-        }
-    }
-    let mut status = Map::new();
-    status.insert(
-        "replicas".into(),
-        obj.pointer(p.status).cloned().unwrap_or(json!(0)),
-    );
-    let sel = selector_string(p, obj);
-    if !sel.is_empty() {
-        status.insert("selector".into(), Value::String(sel));
-    }
-    let mut spec = Map::new();
-    if let Some(r) = obj.pointer(p.spec) {
-        spec.insert("replicas".into(), r.clone());
-    }
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": meta,
-        "spec": spec,
-        "status": status,
-    })
-}
 
 /// Writes the Scale's replicas (and its resourceVersion as precondition)
 /// into the workload object.
@@ -161,7 +78,7 @@ pub async fn get(scope: &Scope) -> Result<Response> {
     Ok(response::object(
         scope,
         StatusCode::OK,
-        &to_scale(&p, obj.value()),
+        &to_scale(&p, obj.value())?,
     ))
 }
 
@@ -177,7 +94,7 @@ pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> 
         from_scale(&p, current.value(), &scale)
     })
     .await?;
-    let resp = response::object(scope, StatusCode::OK, &to_scale(&p, &updated.object));
+    let resp = response::object(scope, StatusCode::OK, &to_scale(&p, &updated.object)?);
     Ok(response::with_warnings(resp, &warnings))
 }
 
@@ -194,7 +111,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
         let current =
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-        let scale = to_scale(&p, current.value());
+        let scale = to_scale(&p, current.value())?;
         let patched = patch::apply(format, &scale, &decoded.value, scale_ty)?;
         let check = Decoded {
             value: patched,
@@ -205,13 +122,14 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         from_scale(&p, current.value(), &check.value)
     })
     .await?;
-    let resp = response::object(scope, StatusCode::OK, &to_scale(&p, &updated.object));
+    let resp = response::object(scope, StatusCode::OK, &to_scale(&p, &updated.object)?);
     Ok(response::with_warnings(resp, &warnings))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::ScaleSelector;
 
     #[test]
     fn pointer_setting_creates_parents() {
@@ -226,11 +144,94 @@ mod tests {
             spec: "/spec/replicas",
             status: "/status/replicas",
             selector: "/spec/selector",
-            selector_is_map: true,
+            selector_form: ScaleSelector::Map,
         };
         let obj = json!({"spec": {"selector": {"b": "2", "a": "1"}}});
-        assert_eq!(selector_string(&p, &obj), "a=1,b=2");
-        let s = to_scale(&p, &obj);
+        let s = to_scale(&p, &obj).unwrap();
+        assert_eq!(s["status"]["selector"], "a=1,b=2");
         assert_eq!(s["status"]["replicas"], 0);
+    }
+
+    #[test]
+    fn label_selector_objects_become_strings() {
+        let p = Pointers {
+            spec: "/spec/replicas",
+            status: "/status/replicas",
+            selector: "/spec/selector",
+            selector_form: ScaleSelector::LabelSelector,
+        };
+        let obj = json!({"spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}});
+        let s = to_scale(&p, &obj).unwrap();
+        assert_eq!(s["status"]["selector"], "app=web");
+        assert_eq!(s["spec"]["replicas"], 2);
+    }
+
+    /// A CRD's `labelSelectorPath` holds the string form (kube's
+    /// `scaleFromCustomResource` reads it with `NestedString`).
+    #[test]
+    fn custom_resource_selector_is_the_string_at_its_path() {
+        let p = Pointers {
+            spec: "/spec/replicas",
+            status: "/status/replicas",
+            selector: "/status/selector",
+            selector_form: ScaleSelector::String,
+        };
+        let obj = json!({"spec": {"replicas": 3}, "status": {"replicas": 1, "selector": "app=web,tier!=db"}});
+        let s = to_scale(&p, &obj).unwrap();
+        assert_eq!(s["status"]["selector"], "app=web,tier!=db");
+        assert_eq!(s["status"]["replicas"], 1);
+        // Missing (or under a null): no selector, as kube.
+        for obj in [json!({"spec": {"replicas": 3}}), json!({"status": null})] {
+            let s = to_scale(&p, &obj).unwrap();
+            assert!(s["status"].get("selector").is_none(), "{s}");
+        }
+        // No path in the CRD: no selector.
+        let none = Pointers { selector: "", ..p };
+        let obj = json!({"status": {"selector": "a=b"}});
+        assert!(to_scale(&none, &obj).unwrap()["status"]
+            .get("selector")
+            .is_none());
+    }
+
+    /// Another type at the path is kube's accessor error, in Go's words.
+    #[test]
+    fn a_selector_of_another_type_is_kubes_accessor_error() {
+        let p = Pointers {
+            spec: "/spec/replicas",
+            status: "/status/replicas",
+            selector: "/status/selector",
+            selector_form: ScaleSelector::String,
+        };
+        let cases = [
+            (json!({"status": {"selector": {"matchLabels": {"a": "b"}}}}),
+             ".status.selector accessor error: map[matchLabels:map[a:b]] is of the type map[string]interface {}, expected string"),
+            (json!({"status": {"selector": 5}}),
+             ".status.selector accessor error: 5 is of the type int64, expected string"),
+            (json!({"status": {"selector": ["a", true, 1.5]}}),
+             ".status.selector accessor error: [a true 1.5] is of the type []interface {}, expected string"),
+            (json!({"status": "x"}),
+             ".status.selector accessor error: x is of the type string, expected map[string]interface{}"),
+        ];
+        for (obj, want) in cases {
+            let err = to_scale(&p, &obj).unwrap_err();
+            let status = err.to_status();
+            assert_eq!(status.code, 500, "{obj}");
+            assert_eq!(status.reason, "");
+            assert_eq!(status.message, want);
+        }
+    }
+
+    #[test]
+    fn go_float_formatting() {
+        for (f, want) in [
+            (1.5, "1.5"),
+            (100000.0, "100000"),
+            (1000000.0, "1e+06"),
+            (1234567.0, "1.234567e+06"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+        ] {
+            assert_eq!(super::super::scale_view::go_float(f), want);
+        }
     }
 }

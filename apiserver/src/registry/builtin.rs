@@ -228,7 +228,7 @@ const STATUS_SCALE: &[Subresource] = &[
         spec_replicas: Shared::Static("/spec/replicas"),
         status_replicas: Shared::Static("/status/replicas"),
         selector: Shared::Static("/spec/selector"),
-        selector_is_map: false,
+        selector_form: ScaleSelector::LabelSelector,
     },
 ];
 const RC_STATUS_SCALE: &[Subresource] = &[
@@ -237,7 +237,7 @@ const RC_STATUS_SCALE: &[Subresource] = &[
         spec_replicas: Shared::Static("/spec/replicas"),
         status_replicas: Shared::Static("/status/replicas"),
         selector: Shared::Static("/spec/selector"),
-        selector_is_map: true,
+        selector_form: ScaleSelector::Map,
     },
 ];
 

@@ -55,10 +55,10 @@ pub enum Subresource {
         spec_replicas: Str,
         /// JSON pointer of the observed replica count.
         status_replicas: Str,
-        /// JSON pointer of the label selector (a `LabelSelector` object or a
-        /// plain map, see `selector_is_map`); empty: none.
+        /// JSON pointer of the label selector, held as `selector_form`
+        /// says; empty: none.
         selector: Str,
-        selector_is_map: bool,
+        selector_form: ScaleSelector,
     },
     /// A part of the object written on its own (`/approval`,
     /// `/finalize`, ...).
@@ -76,6 +76,19 @@ pub enum Subresource {
     /// A subresource kube answers by connecting to a kubelet (or to a
     /// Service's endpoints): `pods/exec`, `pods/log`, `nodes/proxy`, ...
     Connect(&'static Connect),
+}
+
+/// How a kind holds the label selector its Scale shows (as a string in
+/// `status.selector`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleSelector {
+    /// A `LabelSelector` object (the apps workloads' `spec.selector`).
+    LabelSelector,
+    /// A plain label map (a ReplicationController's `spec.selector`).
+    Map,
+    /// The selector's string form, as a CRD's `labelSelectorPath` points
+    /// at (kube reads it as a string; another type is an error).
+    String,
 }
 
 /// A subresource kube answers by connecting elsewhere (kube's
@@ -334,6 +347,27 @@ impl Resource {
     /// [`crate::conversion`].
     pub fn converts(&self) -> bool {
         self.custom.is_some() || self.conversion.is_some()
+    }
+
+    /// The group, version and kind objects are stored as (kube's storage
+    /// version: a CRD's `storage` version, a built-in kind's storage
+    /// override), or `None` for a kind that is never stored (reviews,
+    /// bindings, component statuses).
+    pub fn storage_gvk(&self) -> Option<(&str, &str, &str)> {
+        if self.virtual_create.is_some() || self.computed.is_some() {
+            return None;
+        }
+        if let Some(c) = &self.custom {
+            return Some((&self.group, &c.storage_version, &self.kind));
+        }
+        if let Some(c) = self.conversion {
+            let (group, version) = c
+                .storage_version
+                .rsplit_once('/')
+                .unwrap_or(("", c.storage_version));
+            return Some((group, version, &self.kind));
+        }
+        Some((&self.group, &self.version, &self.kind))
     }
 
     pub fn has_status(&self) -> bool {
