@@ -194,9 +194,7 @@ mod tests {
         ]);
         // Runs here; kube declares `isSorted` only on lists of its comparable
         // primitive types, so it refuses this when it compiles it.
-        assert_true_unchecked(&[
-            "[quantity('2'), quantity('1k')].isSorted()",
-        ]);
+        assert_true_unchecked(&["[quantity('2'), quantity('1k')].isSorted()"]);
     }
 
     #[test]

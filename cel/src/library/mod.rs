@@ -134,7 +134,10 @@ pub(crate) mod testing {
     /// Why the type checker refuses `expr` (with no variables) as an
     /// expression that may be a `bool`, if it does.
     fn refusal(expr: &str) -> Option<String> {
-        match Program::compile(expr).ok()?.check(&crate::check::Env::new()) {
+        match Program::compile(expr)
+            .ok()?
+            .check(&crate::check::Env::new())
+        {
             Ok(t) if t.may_be(&crate::check::Type::Bool) => None,
             Ok(t) => Some(format!("{expr}: {t}")),
             Err(e) => Some(format!("{expr}: {e}")),

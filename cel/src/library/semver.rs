@@ -237,9 +237,7 @@ mod tests {
         ]);
         // Runs here; kube declares `isSorted` only on lists of its comparable
         // primitive types, so it refuses this when it compiles it.
-        assert_true_unchecked(&[
-            "[semver('1.0.0'), semver('1.2.0')].isSorted()",
-        ]);
+        assert_true_unchecked(&["[semver('1.0.0'), semver('1.2.0')].isSorted()"]);
         assert_error(&[
             ("semver('v1.0')", "No Major.Minor.Patch elements found"),
             ("semver('1.0.x')", "could not parse"),
