@@ -133,8 +133,7 @@ fn structural(t: TypeRef<'_>, stack: &mut Vec<String>) -> Value {
 
 /// The CEL type of a kind's objects (kube's `SchemaDeclType(s, true)`).
 fn object_type(t: TypeRef<'_>, name: &str) -> Type {
-    k8s_cel::check::schema_type_of(&structural(t, &mut Vec::new()), true, name)
-        .unwrap_or(Type::Dyn)
+    k8s_cel::check::schema_type_of(&structural(t, &mut Vec::new()), true, name).unwrap_or(Type::Dyn)
 }
 
 /// The `paramKind`'s type, if it names a kind with a schema.
@@ -201,7 +200,11 @@ fn expressions(policy: &Value) -> Vec<(String, &str)> {
         .and_then(Value::as_array);
     for (i, v) in validations.into_iter().flatten().enumerate() {
         for field in ["expression", "messageExpression"] {
-            if let Some(e) = v.get(field).and_then(Value::as_str).filter(|e| !e.is_empty()) {
+            if let Some(e) = v
+                .get(field)
+                .and_then(Value::as_str)
+                .filter(|e| !e.is_empty())
+            {
                 out.push((format!("spec.validations[{i}].{field}"), e));
             }
         }
@@ -374,7 +377,11 @@ mod tests {
         let crd = apimachinery::schema::builtin()
             .by_gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
             .unwrap();
-        let env = env(&json!({}), object_type(crd, "CustomResourceDefinition"), None);
+        let env = env(
+            &json!({}),
+            object_type(crd, "CustomResourceDefinition"),
+            None,
+        );
         assert_eq!(
             issues(
                 "object.spec.versions.all(v, !has(v.schema) || has(v.schema.openAPIV3Schema.properties))",
