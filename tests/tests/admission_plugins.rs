@@ -602,6 +602,7 @@ spec:
   - expression: "object.spec.replicaz > 1"
   - expression: "object.spec.replicas < 10"
     messageExpression: "'too many: ' + string(object.spec.replicas)"
+  - expression: "object.spec.replicas == 'x'"
 "#,
     );
     let status = e2e::eventually(
@@ -615,15 +616,19 @@ spec:
     .await;
     assert_eq!(
         status["typeChecking"]["expressionWarnings"],
+        // kube's typechecking.go: per kind, `<gvk>: <cel-go issues>\n`.
         serde_json::json!([{
             "fieldRef": "spec.validations[0].expression",
-            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz > 1\n | ...........^"
+            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz > 1\n | ...........^\n"
+        }, {
+            "fieldRef": "spec.validations[2].expression",
+            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:22: found no matching overload for '_==_' applied to '(int, string)'\n | object.spec.replicas == 'x'\n | .....................^\n"
         }])
     );
-    // Fixing the expression clears the warning at the next generation.
+    // Fixing the expressions clears the warnings at the next generation.
     s.kubectl_ok(&[
         "patch", "validatingadmissionpolicy", "typo", "--type=json",
-        "-p", r#"[{"op":"replace","path":"/spec/validations/0/expression","value":"object.spec.replicas > 1"}]"#,
+        "-p", r#"[{"op":"replace","path":"/spec/validations/0/expression","value":"object.spec.replicas > 1"},{"op":"remove","path":"/spec/validations/2"}]"#,
     ]);
     let status = e2e::eventually("the new status", std::time::Duration::from_secs(20), || {
         let p = s.get_json(&["validatingadmissionpolicy", "typo"]);

@@ -1,15 +1,17 @@
 //! Type checking of ValidatingAdmissionPolicies, reported in
-//! `status.typeChecking` as kube's policy status controller reports it.
+//! `status.typeChecking` as kube's policy status controller reports it
+//! (`pkg/admission/plugin/policy/validating/typechecking.go`).
 //!
-//! kube type-checks each expression against the schema of every kind the
-//! policy's `matchConstraints` name exactly (no wildcards). The CEL engine
-//! here has no type checker, so this checks what one finds most often:
-//! every chain of field selections on `object` and `oldObject`
-//! (`object.spec.replicas`, `has(object.metadata.labels)`,
-//! `object.spec.containers[0].image`) is walked through the kind's schema,
-//! and a field the schema does not have is kube's `undefined field` error,
-//! with cel-go's position and snippet. Expressions over maps of unknown
-//! shape, comprehension variables, params and variables are not checked.
+//! For each kind the policy's `matchConstraints` name exactly (no
+//! wildcards, at most ten, sorted by group, version and kind), every
+//! `spec.validations[i].expression` and `messageExpression` is run through
+//! the CEL type checker with `object` and `oldObject` typed from the
+//! kind's schema, `params` from the `paramKind`'s schema (else `dyn`),
+//! `variables` with the types of the policy's variables, and `request`,
+//! `namespaceObject` as `dyn`. kube checks nothing else (not the variables
+//! themselves, the audit annotations or the match conditions). Each
+//! warning is, per kind with errors, `<group>/<version>, Kind=<kind>: `,
+//! cel-go's issues and a newline, the kinds joined by newlines.
 //!
 //! A leader-elected controller writes `status.observedGeneration` and
 //! `status.typeChecking` whenever a policy's generation moves.
@@ -17,31 +19,38 @@
 use apimachinery::read::Freshness;
 use apimachinery::schema::{Shape, TypeRef};
 use futures_util::FutureExt;
-use k8s_cel::references::{field_references, Step};
-use serde_json::{json, Value};
+use k8s_cel::check::{Env, Object, Type};
+use k8s_cel::Program;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::controllers::{Context, Controller, Next, Source};
 use crate::registry::{Registry, Row};
 
-/// The kinds a policy's `matchConstraints` name exactly: (group/version,
-/// kind, schema).
-/// The kinds a policy matches, by group-version, with their rows (whose
-/// schemas the expressions are checked against).
+/// kube's `maxTypesToCheck`.
+const MAX_TYPES: usize = 10;
+
+/// The kinds a policy's `matchConstraints` name exactly, by group-version,
+/// with their rows (whose schemas the expressions are checked against), in
+/// kube's order: group, version, kind.
 fn kinds(policy: &Value, registry: &Registry) -> Vec<(String, Row)> {
-    let mut out = Vec::new();
+    let mut out: Vec<(String, Row)> = Vec::new();
     let rules = policy
         .pointer("/spec/matchConstraints/resourceRules")
         .and_then(Value::as_array);
     for rule in rules.into_iter().flatten() {
         let list = |k: &str| -> Vec<&str> {
-            rule.get(k)
+            let mut l: Vec<&str> = rule
+                .get(k)
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(Value::as_str)
-                .collect()
+                .collect();
+            l.sort_unstable();
+            l
         };
         let (groups, versions, resources) =
             (list("apiGroups"), list("apiVersions"), list("resources"));
@@ -58,111 +67,176 @@ fn kinds(policy: &Value, registry: &Registry) -> Vec<(String, Row)> {
                         continue;
                     }
                     let gv = format!("{g}/{v}");
-                    if !out
-                        .iter()
-                        .any(|(o, k): &(String, Row)| *o == gv && k.kind == res.kind)
-                    {
+                    if !out.iter().any(|(o, k)| *o == gv && k.kind == res.kind) {
                         out.push((gv, res));
+                    }
+                    if out.len() == MAX_TYPES {
+                        return sorted(out);
                     }
                 }
             }
         }
     }
+    sorted(out)
+}
+
+fn sorted(mut kinds: Vec<(String, Row)>) -> Vec<(String, Row)> {
+    kinds.sort_by(|(_, a), (_, b)| {
+        (&*a.group, &*a.version, &*a.kind).cmp(&(&*b.group, &*b.version, &*b.kind))
+    });
+    kinds
+}
+
+/// The structural JSON schema of `t`, its `$ref`s inlined, for the
+/// checker (which types it as kube's `SchemaDeclType` does). A definition
+/// met again inside itself, and anything the checker could not know the
+/// shape of, becomes `dyn`.
+fn structural(t: TypeRef<'_>, stack: &mut Vec<String>) -> Value {
+    let any = || json!({"x-kubernetes-int-or-string": true});
+    let name = t.name().map(str::to_owned);
+    if let Some(n) = &name {
+        if stack.contains(n) {
+            return any();
+        }
+        stack.push(n.clone());
+    }
+    let out = match t.shape() {
+        Shape::Object => {
+            let mut props = Map::new();
+            for f in t.fields() {
+                props.insert(f.name.to_owned(), structural(f.ty, stack));
+            }
+            json!({"type": "object", "properties": props})
+        }
+        Shape::Map => match t.values() {
+            Some(v) => json!({"type": "object", "additionalProperties": structural(v, stack)}),
+            None => any(),
+        },
+        Shape::Array => match t.items() {
+            Some(i) => json!({"type": "array", "items": structural(i, stack)}),
+            None => any(),
+        },
+        Shape::String => match t.format() {
+            Some(f) => json!({"type": "string", "format": f}),
+            None => json!({"type": "string"}),
+        },
+        Shape::Integer => json!({"type": "integer"}),
+        Shape::Number => json!({"type": "number"}),
+        Shape::Boolean => json!({"type": "boolean"}),
+        Shape::IntOrString | Shape::Quantity | Shape::Untyped => any(),
+    };
+    if name.is_some() {
+        stack.pop();
+    }
     out
 }
 
-/// cel-go's rendering of one error: message, then the source line and a
-/// caret under the column.
-fn issue(source: &str, line: u32, column: u32, message: &str) -> String {
-    let text = source.lines().nth(line as usize - 1).unwrap_or("");
-    format!(
-        "ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {}^",
-        ".".repeat(column.saturating_sub(1) as usize)
-    )
+/// The CEL type of a kind's objects (kube's `SchemaDeclType(s, true)`).
+fn object_type(t: TypeRef<'_>, name: &str) -> Type {
+    k8s_cel::check::schema_type_of(&structural(t, &mut Vec::new()), true, name).unwrap_or(Type::Dyn)
 }
 
-/// The errors of one expression against one kind's schema.
-fn check_against(source: &str, schema: TypeRef<'_>) -> Vec<String> {
-    let mut errors = Vec::new();
-    for r in field_references(source) {
-        if r.root != "object" && r.root != "oldObject" {
+/// The `paramKind`'s type, if it names a kind with a schema.
+fn params_type(policy: &Value, registry: &Registry) -> Option<Type> {
+    let pk = policy.pointer("/spec/paramKind")?;
+    let api_version = pk.get("apiVersion")?.as_str()?;
+    let kind = pk.get("kind")?.as_str()?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let row = registry.by_kind(group, version, kind)?;
+    Some(object_type(row.schema()?, kind))
+}
+
+/// The environment of one matched kind: kube's variables, `object` and
+/// `oldObject` of `object`, and `variables` typed by compiling the
+/// policy's variables in order (a variable that does not compile is
+/// `dyn`).
+fn env(policy: &Value, object: Type, params: Option<&Type>) -> Env {
+    let base = Env::new()
+        .with_variable("object", object.clone())
+        .with_variable("oldObject", object)
+        .with_variable("request", Type::Dyn)
+        .with_variable("namespaceObject", Type::Dyn)
+        .with_variable("params", params.cloned().unwrap_or(Type::Dyn))
+        .with_variable(
+            "authorizer",
+            Type::named("kubernetes.authorization.Authorizer"),
+        )
+        .with_variable(
+            "authorizer.requestResource",
+            Type::named("kubernetes.authorization.ResourceCheck"),
+        );
+    let mut fields = BTreeMap::new();
+    let declared = |fields: &BTreeMap<String, Type>| {
+        base.clone().with_variable(
+            "variables",
+            Type::Object(Arc::new(Object {
+                name: "kubernetes.variables".into(),
+                fields: fields.clone(),
+            })),
+        )
+    };
+    let vars = policy.pointer("/spec/variables").and_then(Value::as_array);
+    for v in vars.into_iter().flatten() {
+        let (Some(name), Some(expr)) = (
+            v.get("name").and_then(Value::as_str),
+            v.get("expression").and_then(Value::as_str),
+        ) else {
             continue;
-        }
-        let mut cur = schema;
-        for step in &r.steps {
-            let next = match (step, cur.shape()) {
-                (Step::Field { name, line, column }, Shape::Object) => match cur.child(name) {
-                    Some(t) => t,
-                    None => {
-                        // `apiVersion`, `kind` and `metadata` are on every
-                        // object, whatever the schema lists.
-                        if !matches!(name.as_str(), "apiVersion" | "kind") {
-                            errors.push(issue(
-                                source,
-                                *line,
-                                *column,
-                                &format!("undefined field '{name}'"),
-                            ));
-                        }
-                        break;
-                    }
-                },
-                (Step::Field { .. }, Shape::Map) | (Step::Index, Shape::Map) => {
-                    match cur.values() {
-                        Some(t) => t,
-                        None => break,
-                    }
-                }
-                (Step::Index, Shape::Array) => match cur.items() {
-                    Some(t) => t,
-                    None => break,
-                },
-                _ => break,
-            };
-            cur = next;
-        }
+        };
+        let t = Program::compile(expr)
+            .ok()
+            .and_then(|p| p.check(&declared(&fields)).ok())
+            .unwrap_or(Type::Dyn);
+        fields.insert(name.to_owned(), t);
     }
-    errors
+    declared(&fields)
 }
 
 /// The expressions of a policy kube checks, with their field paths.
 fn expressions(policy: &Value) -> Vec<(String, &str)> {
     let mut out = Vec::new();
-    let spec = policy.get("spec");
-    let list = |k: &str| {
-        spec.and_then(|s| s.get(k))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-    };
-    for (i, v) in list("validations") {
+    let validations = policy
+        .pointer("/spec/validations")
+        .and_then(Value::as_array);
+    for (i, v) in validations.into_iter().flatten().enumerate() {
         for field in ["expression", "messageExpression"] {
-            if let Some(e) = v.get(field).and_then(Value::as_str) {
+            if let Some(e) = v
+                .get(field)
+                .and_then(Value::as_str)
+                .filter(|e| !e.is_empty())
+            {
                 out.push((format!("spec.validations[{i}].{field}"), e));
             }
-        }
-    }
-    for (i, v) in list("auditAnnotations") {
-        if let Some(e) = v.get("valueExpression").and_then(Value::as_str) {
-            out.push((format!("spec.auditAnnotations[{i}].valueExpression"), e));
         }
     }
     out
 }
 
+/// cel-go's issues for `source` in `env`, if any (a syntax error too).
+fn issues(source: &str, env: &Env) -> Option<String> {
+    let err = match Program::compile(source) {
+        Ok(p) => p.check(env).err()?,
+        Err(e) => e,
+    };
+    Some(err.detail().to_owned())
+}
+
 /// `status.typeChecking.expressionWarnings` for a policy.
 pub fn warnings(policy: &Value, registry: &Registry) -> Vec<Value> {
-    let kinds = kinds(policy, registry);
+    let params = params_type(policy, registry);
+    let envs: Vec<(String, Env)> = kinds(policy, registry)
+        .into_iter()
+        .filter_map(|(gv, row)| {
+            let object = object_type(row.schema()?, &row.kind);
+            let env = env(policy, object, params.as_ref());
+            Some((format!("{gv}, Kind={}", row.kind), env))
+        })
+        .collect();
     let mut out = Vec::new();
     for (field_ref, source) in expressions(policy) {
-        let per_kind: Vec<String> = kinds
+        let per_kind: Vec<String> = envs
             .iter()
-            .filter_map(|(gv, res)| {
-                let errors = check_against(source, res.schema()?);
-                let kind = &res.kind;
-                (!errors.is_empty()).then(|| format!("{gv}, Kind={kind}: {}", errors.join("\n")))
-            })
+            .filter_map(|(gvk, env)| Some(format!("{gvk}: {}\n", issues(source, env)?)))
             .collect();
         if !per_kind.is_empty() {
             out.push(json!({"fieldRef": field_ref, "warning": per_kind.join("\n")}));
@@ -257,25 +331,63 @@ pub fn controller<C: Context>(backend: &Backend) -> Option<Controller<C>> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn undefined_fields_are_found_with_cel_gos_snippet() {
+    fn deployment() -> Env {
         let schema = apimachinery::schema::builtin()
             .by_gvk("apps", "v1", "Deployment")
             .unwrap();
-        assert!(check_against(
+        let policy = json!({"spec": {"variables": [
+            {"name": "r", "expression": "object.spec.replicas"},
+            {"name": "big", "expression": "variables.r > 3"},
+        ]}});
+        env(&policy, object_type(schema, "Deployment"), None)
+    }
+
+    #[test]
+    fn field_and_overload_errors_with_cel_gos_snippet() {
+        let env = deployment();
+        for ok in [
             "object.spec.replicas > 1 && has(object.metadata.labels)",
-            schema
-        )
-        .is_empty());
-        assert!(check_against(
             "object.spec.template.spec.containers[0].image != ''",
-            schema
-        )
-        .is_empty());
-        assert!(check_against("object.metadata.labels['x'] == 'y'", schema).is_empty());
+            "object.metadata.labels['x'] == 'y'",
+            "object.spec.template.spec.containers.all(c, c.resources.limits['cpu'] != '')",
+            "object.kind == 'Deployment' && object.apiVersion == 'apps/v1'",
+            "oldObject == null || object.spec.replicas >= oldObject.spec.replicas",
+            "variables.big || variables.r < 2",
+            "request.operation == 'CREATE' && params.anything",
+            "authorizer.requestResource.check('create').allowed()",
+        ] {
+            assert_eq!(issues(ok, &env), None, "{ok}");
+        }
         assert_eq!(
-            check_against("object.spec.replicaz > 1", schema),
-            vec!["ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz > 1\n | ...........^"]
+            issues("object.spec.replicaz > 1", &env).unwrap(),
+            "ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz > 1\n | ...........^"
+        );
+        assert_eq!(
+            issues("object.spec.replicas == 'x'", &env).unwrap(),
+            "ERROR: <input>:1:22: found no matching overload for '_==_' applied to '(int, string)'\n | object.spec.replicas == 'x'\n | .....................^"
+        );
+        assert_eq!(
+            issues("variables.r == 'x'", &env).unwrap(),
+            "ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(int, string)'\n | variables.r == 'x'\n | ............^"
+        );
+    }
+
+    #[test]
+    fn recursive_definitions_end_in_dyn() {
+        let crd = apimachinery::schema::builtin()
+            .by_gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+            .unwrap();
+        let env = env(
+            &json!({}),
+            object_type(crd, "CustomResourceDefinition"),
+            None,
+        );
+        assert_eq!(
+            issues(
+                "object.spec.versions.all(v, !has(v.schema) || has(v.schema.openAPIV3Schema.properties))",
+                &env
+            ),
+            None
         );
     }
 }

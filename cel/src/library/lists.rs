@@ -168,7 +168,7 @@ fn last_index_of(args: &[Value]) -> Result<Value, ExecutionError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::library::testing::{assert_error, assert_true};
+    use crate::library::testing::{assert_error, assert_true, assert_true_unchecked};
 
     #[test]
     fn documented_examples() {
@@ -191,8 +191,10 @@ mod tests {
             "[1.0].indexOf(1.1) == -1",
             "[].indexOf('string') == -1",
             "[[1], [2]].indexOf([2]) == 1",
-            "[quantity('2'), quantity('1k')].isSorted()",
         ]);
+        // Runs here; kube declares `isSorted` only on lists of its comparable
+        // primitive types, so it refuses this when it compiles it.
+        assert_true_unchecked(&["[quantity('2'), quantity('1k')].isSorted()"]);
     }
 
     #[test]

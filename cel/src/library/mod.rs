@@ -110,10 +110,37 @@ pub(crate) mod testing {
             .map(|e| e.value)
     }
 
-    /// Asserts each expression evaluates to `true`.
+    /// Asserts each expression evaluates to `true`, and that the type
+    /// checker accepts it as a `bool` (kube compiles every one of these
+    /// examples; the checker must not refuse what kube accepts).
     pub(crate) fn assert_true(exprs: &[&str]) {
         for expr in exprs {
             assert_eq!(eval(expr), Ok(Value::Bool(true)), "{expr}");
+        }
+        let refused: Vec<String> = exprs.iter().filter_map(|e| refusal(e)).collect();
+        assert!(refused.is_empty(), "{}", refused.join("\n"));
+    }
+
+    /// Asserts each expression evaluates to `true`, for the examples kube
+    /// refuses when it compiles them (cel-go's documentation has them; kube
+    /// does not declare the overload, or refuses the mixed list literal).
+    pub(crate) fn assert_true_unchecked(exprs: &[&str]) {
+        for expr in exprs {
+            assert_eq!(eval(expr), Ok(Value::Bool(true)), "{expr}");
+            assert!(refusal(expr).is_some(), "the checker accepts {expr}");
+        }
+    }
+
+    /// Why the type checker refuses `expr` (with no variables) as an
+    /// expression that may be a `bool`, if it does.
+    fn refusal(expr: &str) -> Option<String> {
+        match Program::compile(expr)
+            .ok()?
+            .check(&crate::check::Env::new())
+        {
+            Ok(t) if t.may_be(&crate::check::Type::Bool) => None,
+            Ok(t) => Some(format!("{expr}: {t}")),
+            Err(e) => Some(format!("{expr}: {e}")),
         }
     }
 

@@ -191,7 +191,7 @@ fn less(args: &[Value]) -> Result<Value, ExecutionError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::library::testing::{assert_error, assert_true};
+    use crate::library::testing::{assert_error, assert_true, assert_true_unchecked};
 
     #[test]
     fn documented_examples() {
@@ -214,7 +214,6 @@ mod tests {
             "semver('1.0.0').compareTo(semver('1.0.0')) == 0",
             "semver('0.1.0').compareTo(semver('1.0.0')) == -1",
             "semver('1.0.0+a') == semver('1.0.0+b')",
-            "[semver('1.0.0'), semver('1.2.0')].isSorted()",
             "!isSemver('')",
             "!isSemver('v1.0.0')",
             "!isSemver(' 1.0.0')",
@@ -236,6 +235,9 @@ mod tests {
             "!semver('1.0.0').isLessThan(semver('1.0.0'))",
             "type(semver('1.0.0')) == kubernetes.Semver",
         ]);
+        // Runs here; kube declares `isSorted` only on lists of its comparable
+        // primitive types, so it refuses this when it compiles it.
+        assert_true_unchecked(&["[semver('1.0.0'), semver('1.2.0')].isSorted()"]);
         assert_error(&[
             ("semver('v1.0')", "No Major.Minor.Patch elements found"),
             ("semver('1.0.x')", "could not parse"),

@@ -61,7 +61,7 @@ fn intersects(args: &[Value]) -> Result<Value, ExecutionError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::library::testing::assert_true;
+    use crate::library::testing::{assert_true, assert_true_unchecked};
 
     #[test]
     fn documented_examples() {
@@ -69,19 +69,23 @@ mod tests {
             "sets.contains([], [])",
             "sets.contains([1], [])",
             "sets.contains([1, 2, 3, 4], [2, 3])",
-            "sets.contains([1, 2.0, 3u], [1.0, 2u, 3])",
             "!sets.contains([1], [2])",
             "sets.equivalent([], [])",
             "sets.equivalent([1], [1, 1])",
-            "sets.equivalent([1], [1u, 1.0])",
-            "sets.equivalent([1, 2, 3], [3u, 2.0, 1])",
             "!sets.equivalent([2, 1], [1])",
             "!sets.equivalent([1], [1, 2])",
             "sets.intersects([1], [1])",
-            "sets.intersects([1], [1.0, 2])",
             "!sets.intersects([1], [])",
             "!sets.intersects([], [])",
             "!sets.intersects([1], [2])",
+        ]);
+        // cel-go's examples; kube validates homogeneous list literals
+        // (`expected type 'int' but found 'double'`), so it refuses them.
+        assert_true_unchecked(&[
+            "sets.contains([1, 2.0, 3u], [1.0, 2u, 3])",
+            "sets.equivalent([1], [1u, 1.0])",
+            "sets.equivalent([1, 2, 3], [3u, 2.0, 1])",
+            "sets.intersects([1], [1.0, 2])",
         ]);
     }
 }
