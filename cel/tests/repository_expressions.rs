@@ -191,8 +191,9 @@ fn what_kube_refuses_is_refused() {
             "{expr}"
         );
     }
-    // tests/tests/admission_plugins.rs writes this audit annotation; kube
-    // refuses it too: cel-go's `_?_:_` is `(bool, A, A) -> A`, and `null`
+    // tests/tests/admission_plugins.rs wrote this audit annotation (now
+    // `string(has(object.data) ? object.data.size() : 0)`); kube refuses
+    // it too: cel-go's `_?_:_` is `(bool, A, A) -> A`, and `null`
     // is not assignable to `string` (only to messages, opaque types,
     // durations and timestamps), whatever `object` is.
     let expr = "has(object.data) ? string(object.data.size()) : null";

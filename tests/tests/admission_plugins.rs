@@ -670,7 +670,7 @@ spec:
   validations:
   - {expression: "!has(object.data) || object.data.size() < 1", message: too much data}
   auditAnnotations:
-  - {key: size, valueExpression: "has(object.data) ? string(object.data.size()) : null"}
+  - {key: size, valueExpression: "string(has(object.data) ? object.data.size() : 0)"}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
