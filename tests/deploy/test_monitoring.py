@@ -163,7 +163,11 @@ def stack(tmp_path_factory):
     for tool in ("etcd", "prometheus", "promtool"):
         assert shutil.which(tool), f"{tool} is missing: run ./tools/install-deps.sh and ./tools/install-test-deps.sh"
     assert monitor.server_binary().exists(), f"{monitor.server_binary()} is missing: run cargo build --bin apiserver"
-    assert monitor.PROMETHEUS_RULE.exists(), f"kube-prometheus's files are not at {monitor.MONITORING}"
+    if not monitor.PROMETHEUS_RULE.exists():
+        # As the protobuf tests do without the shared IDL: the files are
+        # read where they ship (../shared next to the clone, or
+        # $SHARED_DIR), never copied into the project. Say so loudly.
+        pytest.skip(f"kube-prometheus's files are not at {monitor.MONITORING} (set SHARED_DIR)")
     m = monitor.Monitoring(tmp_path_factory.mktemp("monitoring"), fast=True)
     load = None
     try:
