@@ -292,7 +292,18 @@ def test_alerts_quiet_then_a_stopped_replica_is_unreachable(stack):
         lambda: (bool(m.query("apiserver_request:burnrate5m")), None),
     )
     quiet = {"KubeAPIDown", "KubeAPIErrorBudgetBurn", "KubeAPIInstanceUnreachable", "KubeAPITerminatedRequests"}
-    active = [a for a in alerts(m) if a["labels"]["alertname"] in quiet]
+
+    def must_be_quiet(a):
+        # The slow-burn warnings (windows of 1d/2h and 3d/6h, thresholds
+        # 3% and 1%) see only the test's few minutes, in which the load's
+        # deliberate 500s and 503s are about 2% of requests: they may go
+        # pending, as they would for kube under the same load. The
+        # critical (fast-burn) ones must not.
+        if a["labels"]["alertname"] == "KubeAPIErrorBudgetBurn":
+            return a["labels"].get("severity") == "critical"
+        return a["labels"]["alertname"] in quiet
+
+    active = [a for a in alerts(m) if must_be_quiet(a)]
     assert active == [], active
     # Nothing burns the error budget: the short-window burn rates are far
     # below the fastest alert's threshold (14.4 x 1%).
@@ -328,7 +339,26 @@ def test_alerts_quiet_then_a_stopped_replica_is_unreachable(stack):
 
 def test_restart_leaves_no_gap_in_recorded_series(stack):
     m, _ = stack
-    eventually("burn rates recorded", 60, lambda: (bool(m.query("apiserver_request:burnrate5m")), None))
+    exprs = (
+        "sum(code_resource:apiserver_request_total:rate5m)",
+        "sum(apiserver_request:burnrate5m)",
+        "sum(apiserver_request:burnrate1h)",
+        "sum(code_verb:apiserver_request_total:increase1h)",
+        "count(cluster_quantile:apiserver_request_sli_duration_seconds:histogram_quantile)",
+    )
+
+    def recorded_for_a_while():
+        # Every series has samples over the last 6 s (an earlier test's
+        # restart may have left its own short gap): then a gap found below
+        # is the restart's.
+        now = time.time()
+        for expr in exprs:
+            result = m.query_range(expr, now - 6, now, SCRAPE)
+            if len(result) != 1 or float(result[0]["values"][0][0]) > now - 5.5:
+                return False, None
+        return True, None
+
+    eventually("recording rules evaluated for a while", 60, recorded_for_a_while)
     start = time.time()
     victim = m.replicas[0]
     victim.stop()
@@ -336,13 +366,7 @@ def test_restart_leaves_no_gap_in_recorded_series(stack):
     victim.start()
     time.sleep(5 * SCRAPE)
     end = time.time()
-    for expr in (
-        "sum(code_resource:apiserver_request_total:rate5m)",
-        "sum(apiserver_request:burnrate5m)",
-        "sum(apiserver_request:burnrate1h)",
-        "sum(code_verb:apiserver_request_total:increase1h)",
-        "count(cluster_quantile:apiserver_request_sli_duration_seconds:histogram_quantile)",
-    ):
+    for expr in exprs:
         result = m.query_range(expr, start - 5, end, SCRAPE)
         assert len(result) == 1, (expr, result)
         stamps = [float(t) for t, _ in result[0]["values"]]
