@@ -133,7 +133,7 @@ class Load(threading.Thread):
             self.call("GET", "/api/v1/configmaps?limit=20")
             self.call("GET", f"/api/v1/namespaces/{NS}")
             self.call("DELETE", f"{cms}/{name}")
-            if self.i % 10 == 0:
+            if self.i % 25 == 0:
                 refused = {**cm, "metadata": {"name": f"refused-{self.i}", "labels": {FAIL_LABEL: "yes"}}}
                 self.call("POST", cms, refused)  # 500: the webhook cannot be called
                 self.call("GET", f"/apis/{DOWN_GROUP}/v1/things")  # 503
@@ -284,6 +284,20 @@ def alerts(m) -> list[dict]:
     return m.api("/api/v1/alerts")["alerts"]
 
 
+def burn_rates(m: monitor.Monitoring) -> dict[str, str]:
+    """Each recorded burn rate by window and verb class, to say why an
+    error-budget alert went off."""
+    out = {}
+    for window in ("5m", "30m", "1h", "6h"):
+        for s in m.query(f"apiserver_request:burnrate{window}"):
+            out[f"{window} {s['metric'].get('verb', '')}"] = s["value"][1]
+    return out
+
+
+def load_codes(stack) -> dict[str, int]:
+    return dict(stack[1].codes)
+
+
 def test_alerts_quiet_then_a_stopped_replica_is_unreachable(stack):
     m, _ = stack
     eventually(
@@ -296,7 +310,7 @@ def test_alerts_quiet_then_a_stopped_replica_is_unreachable(stack):
     def must_be_quiet(a):
         # The slow-burn warnings (windows of 1d/2h and 3d/6h, thresholds
         # 3% and 1%) see only the test's few minutes, in which the load's
-        # deliberate 500s and 503s are about 2% of requests: they may go
+        # deliberate 500s and 503s are about 1% of requests: they may go
         # pending, as they would for kube under the same load. The
         # critical (fast-burn) ones must not.
         if a["labels"]["alertname"] == "KubeAPIErrorBudgetBurn":
@@ -304,7 +318,7 @@ def test_alerts_quiet_then_a_stopped_replica_is_unreachable(stack):
         return a["labels"]["alertname"] in quiet
 
     active = [a for a in alerts(m) if must_be_quiet(a)]
-    assert active == [], active
+    assert active == [], (active, burn_rates(m), load_codes(stack))
     # Nothing burns the error budget: the short-window burn rates are far
     # below the fastest alert's threshold (14.4 x 1%).
     for s in m.query("apiserver_request:burnrate5m"):
