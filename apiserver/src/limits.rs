@@ -192,6 +192,30 @@ pub async fn watchers(
     Response::from_parts(parts, Body::from_stream(stream))
 }
 
+/// Lent to a request (an extension) that runs as its own task: resolves
+/// when the client is gone, that is when the connection's future that
+/// waited for the answer was dropped (the client closed its connection or
+/// reset its stream), or when the request timed out. Go's server cancels
+/// the request's context then; the few places that wait for the client's
+/// sake (a request queued by flow control) give up.
+#[derive(Clone, Debug)]
+pub struct ClientGone(tokio::sync::watch::Receiver<()>);
+
+impl ClientGone {
+    /// A pair: the sender (held by whoever waits for the answer) and the
+    /// receiver for the request.
+    pub fn pair() -> (tokio::sync::watch::Sender<()>, Self) {
+        let (tx, rx) = tokio::sync::watch::channel(());
+        (tx, ClientGone(rx))
+    }
+
+    /// Resolves once the sender is dropped.
+    pub async fn wait(mut self) {
+        // Nothing is ever sent: `changed` ends only when the sender goes.
+        while self.0.changed().await.is_ok() {}
+    }
+}
+
 /// The middleware around the whole router: classify, admit (in-flight
 /// limits), run under the request timeout, record. Long-running requests
 /// (watches) skip the limits and the timeout; their streams end when the
@@ -240,6 +264,10 @@ pub async fn instrument(
             }
             Some(slot) => {
                 let guard = GaugeGuard::new(metrics.map(|m| m.inflight(info.kind)));
+                // Dropped with this future (the client went away) or when
+                // it ends (answered, or timed out).
+                let (_client, gone) = ClientGone::pair();
+                req.extensions_mut().insert(gone);
                 // The handler runs on as its own task past the timeout (as
                 // kube's timeout filter lets it), still holding its slot,
                 // so a timed-out request keeps counting against the limit

@@ -356,7 +356,8 @@ async fn disabled_means_no_classification() {
 /// Requests that hold their seats (a validating webhook that takes 2.5 s)
 /// leave the rest of the flood queued; a queued request that waits past a
 /// quarter of `--request-timeout` (here 1 s) is answered 429, and the
-/// queued ones show in `dump_requests` meanwhile.
+/// queued ones show in `dump_requests` meanwhile. A queued request whose
+/// client goes away leaves its queue, counted as rejected "cancelled".
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn a_wait_past_the_limit_is_429() {
     use e2e::webhook::{Answer, WebhookServer};
@@ -486,6 +487,87 @@ webhooks:
         )),
         "no time-out rejections in the metrics"
     );
+
+    // A client that goes away while its request waits in the queue: as
+    // kube's queue set does, the request is taken out of its queue and
+    // counted as rejected, reason "cancelled".
+    let cancelled = |metrics: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(
+                r#"apiserver_flowcontrol_rejected_requests_total{flow_schema="flood",priority_level="flood-level",reason="cancelled"}"#,
+            ))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let before = cancelled(&metrics);
+    let create = |name: String| {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move {
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}}}}"#
+            );
+            let h = [
+                ("Impersonate-User", "flooder"),
+                ("Content-Type", "application/json"),
+            ];
+            s.request(
+                "POST",
+                "/api/v1/namespaces/slow/configmaps",
+                &h,
+                body.as_bytes(),
+            )
+            .await
+        })
+    };
+    // Three hold the level's three seats (in the slow webhook)...
+    let holders: Vec<_> = (0..3).map(|i| create(format!("holder{i}"))).collect();
+    eventually_async("the seats taken", Duration::from_secs(3), || async {
+        let metrics = s.request("GET", "/metrics", &[], b"").await.text();
+        metrics
+            .lines()
+            .any(|l| {
+                l.starts_with(r#"apiserver_flowcontrol_current_executing_requests{flow_schema="flood",priority_level="flood-level"}"#)
+                    && l.ends_with(" 3")
+            })
+            .then_some(())
+    })
+    .await;
+    // ... so these three wait in the queue.
+    let gone: Vec<_> = (0..3).map(|i| create(format!("gone{i}"))).collect();
+    eventually_async("requests queued again", Duration::from_secs(3), || async {
+        let dump = s
+            .request(
+                "GET",
+                "/debug/api_priority_and_fairness/dump_requests",
+                &[],
+                b"",
+            )
+            .await
+            .text();
+        dump.lines()
+            .any(|l| l.starts_with("flood-level, "))
+            .then_some(())
+    })
+    .await;
+    // Well inside the 1 s wait limit: the queued ones are still waiting.
+    for task in &gone {
+        task.abort();
+    }
+    let after = eventually_async(
+        "cancelled rejections counted",
+        Duration::from_secs(5),
+        || async {
+            let metrics = s.request("GET", "/metrics", &[], b"").await.text();
+            let n = cancelled(&metrics);
+            (n > before).then_some(n)
+        },
+    )
+    .await;
+    eprintln!("cancelled rejections: {before} -> {after}");
+    for holder in holders {
+        assert_eq!(holder.await.expect("holder").status, 201);
+    }
 }
 
 fn status_reason(body: &[u8]) -> String {

@@ -565,9 +565,12 @@ impl Drop for Exempt<'_> {
 /// waiting, and gives back the seats of a dispatch nobody took.
 struct Queued<'a> {
     apf: &'a Apf,
-    level: String,
+    class: &'a Classification,
+    arrived: Instant,
     id: u64,
     rx: Option<oneshot::Receiver<Ticket>>,
+    /// Taken out of its queue by [`Queued::leave`] before dispatch.
+    ejected: bool,
 }
 
 impl Queued<'_> {
@@ -576,7 +579,7 @@ impl Queued<'_> {
         let mut rx = self.rx.take()?;
         let waiting = {
             let mut inner = self.apf.lock();
-            inner.levels.get_mut(&self.level).and_then(|l| {
+            inner.levels.get_mut(&self.class.level).and_then(|l| {
                 let w = l.queues.as_mut()?.cancel(Instant::now(), self.id)?;
                 // kube's ejection from the queue: rejected and cancelled.
                 l.tally.rejected += 1;
@@ -585,6 +588,7 @@ impl Queued<'_> {
             })
         };
         if waiting.is_some() {
+            self.ejected = true;
             return None;
         }
         // Dispatched: the ticket is sent, or its send will now fail (and
@@ -596,12 +600,25 @@ impl Queued<'_> {
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
-        if let Some(ticket) = self.leave() {
-            drop(Running {
+        // Still waiting: the client went away (the request's future was
+        // dropped). The wait that ran out takes itself out before this.
+        let waiting = self.rx.is_some();
+        match self.leave() {
+            Some(ticket) => drop(Running {
                 apf: self.apf,
-                level: self.level.clone(),
+                level: self.class.level.clone(),
                 ticket: Some(ticket),
-            });
+            }),
+            // kube's queueset counts the ejection in the metrics too:
+            // rejected with reason "cancelled", and a wait that did not
+            // execute.
+            None if waiting && self.ejected => {
+                if let Some(m) = &self.apf.metrics {
+                    m.rejected(self.class, "cancelled");
+                    m.waited(self.class, false, self.arrived.elapsed());
+                }
+            }
+            None => {}
         }
     }
 }
@@ -652,6 +669,7 @@ pub async fn filter(
         return response;
     }
     let seats = apf.seats(&ri, req.uri().query(), &c.level);
+    let gone = req.extensions().get::<crate::limits::ClientGone>().cloned();
     let arrived = Instant::now();
     let (tx, rx) = oneshot::channel();
     let waiter = Waiter {
@@ -686,29 +704,42 @@ pub async fn filter(
     };
     let mut queued = Queued {
         apf,
-        level: c.level.clone(),
+        class: &c,
+        arrived,
         id,
         rx: Some(rx),
+        ejected: false,
     };
     let wait_limit = (request_timeout / 4).min(MAX_WAIT);
     let waiting = apf.metrics.as_ref().map(|m| m.inqueue(&c));
+    let client_gone = async {
+        match gone {
+            Some(gone) => gone.wait().await,
+            None => std::future::pending().await,
+        }
+    };
+    // `Err` names why the wait ended without a dispatch.
     let woken = match queued.rx.as_mut() {
-        Some(rx) => tokio::time::timeout(wait_limit, rx)
-            .await
-            .ok()
-            .and_then(Result::ok),
-        None => None,
+        Some(rx) => tokio::select! {
+            woken = tokio::time::timeout(wait_limit, rx) => {
+                woken.ok().and_then(Result::ok).ok_or("time-out")
+            }
+            () = client_gone => Err("cancelled"),
+        },
+        None => Err("time-out"),
     };
     drop(waiting);
     let ticket = match woken {
-        Some(ticket) => {
+        Ok(ticket) => {
             queued.rx = None;
             ticket
         }
         // The wait is over: out of the queue, unless dispatched meanwhile.
-        None => match queued.leave() {
+        // A client that went away is what kube's queue set counts as
+        // "cancelled".
+        Err(reason) => match queued.leave() {
             Some(ticket) => ticket,
-            None => return reject(apf, &c, "time-out", arrived),
+            None => return reject(apf, &c, reason, arrived),
         },
     };
     let waited = arrived.elapsed();
