@@ -484,6 +484,62 @@ async fn kubectl_watch_over_tls() {
     let _ = child.wait();
 }
 
+/// kube's bootstrap `system:monitoring` ClusterRole, bound to the group of
+/// that name: a scraper in the group reads /metrics, /metrics/slis and
+/// every health check, and nothing else.
+#[tokio::test]
+async fn the_monitoring_group_reads_metrics_and_health_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start_with(
+        dir.path(),
+        &e2e::unique_prefix(),
+        &["--authorization-mode=RBAC"],
+    )
+    .await;
+    let admin = s.admin_kubeconfig();
+    let rules = s.kubectl_ok(
+        &admin,
+        &[
+            "get",
+            "clusterrole",
+            "system:monitoring",
+            "-o",
+            "jsonpath={.rules[0].nonResourceURLs}",
+        ],
+    );
+    assert_eq!(
+        rules,
+        r#"["/healthz","/healthz/*","/livez","/livez/*","/metrics","/metrics/slis","/readyz","/readyz/*"]"#
+    );
+    let subjects = s.kubectl_ok(
+        &admin,
+        &[
+            "get",
+            "clusterrolebinding",
+            "system:monitoring",
+            "-o",
+            "jsonpath={.subjects[*].kind}/{.subjects[*].name}",
+        ],
+    );
+    assert_eq!(subjects, "Group/system:monitoring");
+    let scraper = ["--as=prometheus", "--as-group=system:monitoring"];
+    for path in ["/metrics", "/metrics/slis", "/readyz/etcd", "/livez/ping"] {
+        let out = s.kubectl_ok(&admin, &[&scraper[..], &["get", "--raw", path]].concat());
+        assert!(!out.is_empty(), "{path}");
+    }
+    let err = s.kubectl_err(&admin, &[&scraper[..], &["get", "configmaps"]].concat());
+    assert!(
+        err.contains(r#"User "prometheus" cannot list resource "configmaps""#),
+        "{err}"
+    );
+    // Without the group, /metrics is forbidden.
+    let err = s.kubectl_err(&admin, &["--as=prometheus", "get", "--raw", "/metrics"]);
+    assert!(
+        err.contains(r#"User "prometheus" cannot get path "/metrics""#),
+        "{err}"
+    );
+}
+
 /// `--anonymous-auth=true` (what the deployments' HTTPS probes rely on):
 /// health, version and discovery reach the authorizer without credentials,
 /// nothing else does. With the default RBAC policy, as with

@@ -306,6 +306,26 @@ fn role_rows() -> Vec<RoleRow> {
             None,
         ),
         (
+            // What Prometheus and health checkers need (kube binds it to
+            // the system:monitoring group).
+            "system:monitoring",
+            &[],
+            vec![urls(
+                &["get"],
+                &[
+                    "/healthz",
+                    "/healthz/*",
+                    "/livez",
+                    "/livez/*",
+                    "/metrics",
+                    "/metrics/slis",
+                    "/readyz",
+                    "/readyz/*",
+                ],
+            )],
+            None,
+        ),
+        (
             "system:public-info-viewer",
             &[],
             vec![urls(
@@ -378,6 +398,7 @@ pub fn cluster_role_bindings() -> Vec<Value> {
         ("cluster-admin", &["system:masters"]),
         ("system:discovery", &["system:authenticated"]),
         ("system:basic-user", &["system:authenticated"]),
+        ("system:monitoring", &["system:monitoring"]),
         (
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
