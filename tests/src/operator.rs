@@ -184,6 +184,67 @@ impl ListCounter {
     }
 }
 
+/// `kubectl get <args> -n <namespace> -o json`: the object, or `None` when
+/// kubectl fails (not found).
+pub fn get_json(k: &Server, namespace: &str, args: &[&str]) -> Option<serde_json::Value> {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-n", namespace, "-o", "json"]);
+    let out = k.kubectl(&a);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).expect("kubectl printed JSON"))
+}
+
+/// Asserts that no resource was listed more than twice (the operator's
+/// watches resumed after the restarts instead of relisting), printing the
+/// counts; `log` is added to the failure message.
+pub fn assert_no_relist_storm(lists: &[(String, u64)], log: impl Fn() -> String) {
+    for (resource, n) in lists {
+        eprintln!("{n} LISTs of {resource} across the restarts");
+        assert!(
+            *n <= 2,
+            "{n} LISTs of {resource} after the restarts (a relist storm){}",
+            log()
+        );
+    }
+}
+
+/// An operator's deletion in `namespace`: deletes `kind/name`, which its
+/// finalizer holds until the clean-up handler wrote the ConfigMap
+/// `<name>-deleted` (its `data[<trace_key>]` names the object); then the
+/// garbage collector removes the owned ConfigMap `<name>-data`, while
+/// `<kept>-data`, owned by another object, stays.
+pub async fn delete_with_cleanup(
+    k: &Server,
+    namespace: &str,
+    (kind, name, trace_key): (&str, &str, &str),
+    kept: &str,
+    settle: Duration,
+) {
+    k.kubectl_ok(&["delete", kind, name, "-n", namespace, "--wait=false"]);
+    k.wait_gone(
+        settle,
+        &format!("{name} to be deleted"),
+        &["get", kind, name, "-n", namespace],
+    )
+    .await;
+    let traced = format!("{name}-deleted");
+    let trace = get_json(k, namespace, &["configmap", &traced]).expect("the clean-up's trace");
+    assert_eq!(trace["data"][trace_key], name, "{trace}");
+    let owned = format!("{name}-data");
+    k.wait_gone(
+        settle,
+        &format!("the garbage collector to delete {owned}"),
+        &["get", "configmap", &owned, "-n", namespace],
+    )
+    .await;
+    assert!(
+        get_json(k, namespace, &["configmap", &format!("{kept}-data")]).is_some(),
+        "{kept}'s ConfigMap stays"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,10 @@
 //! Every outcome is read with kubectl.
 
 use e2e::cluster::Cluster;
-use e2e::operator::{lb_kubeconfig, wait_watched, ListCounter, Process};
+use e2e::operator::{
+    assert_no_relist_storm, delete_with_cleanup, get_json, lb_kubeconfig, wait_watched,
+    ListCounter, Process,
+};
 use e2e::{eventually, Server};
 use serde_json::Value;
 use std::path::Path;
@@ -150,13 +153,7 @@ fn kopf_ok(kubeconfig: &Path, args: &[&str]) {
 
 /// `kubectl get -o json` of one named object, if it exists.
 fn get(k: &Server, args: &[&str]) -> Option<Value> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-n", NS, "-o", "json"]);
-    let out = k.kubectl(&a);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).expect("kubectl printed JSON"))
+    get_json(k, NS, args)
 }
 
 /// Waits until Widget `name` is handled: its ConfigMap exists, owned by
@@ -316,37 +313,13 @@ async fn kopf_operator_reconciles_peers_and_survives_a_replica_restart() {
     for resource in resources {
         wait_watched(&c.replicas, resource, 1, SETTLE).await;
     }
-    for (resource, n) in lists.since(&c.replicas, &[0, 1]).await {
-        eprintln!("{n} LISTs of {resource} across the restarts");
-        assert!(
-            n <= 2,
-            "{n} LISTs of {resource} after the restarts (a relist storm); operator log:\n{}",
-            op.log()
-        );
-    }
+    let lists = lists.since(&c.replicas, &[0, 1]).await;
+    assert_no_relist_storm(&lists, || format!("; operator log:\n{}", op.log()));
 
     // Deletion: kopf's finalizer holds w1 until the delete handler ran,
     // then the garbage collector removes the owned ConfigMap.
     let k = &c.replicas[1];
-    k.kubectl_ok(&["delete", "widget", "w1", "-n", NS, "--wait=false"]);
-    k.wait_gone(
-        SETTLE,
-        "w1 to be deleted",
-        &["get", "widget", "w1", "-n", NS],
-    )
-    .await;
-    let trace = get(k, &["configmap", "w1-deleted"]).expect("the delete handler's trace");
-    assert_eq!(trace["data"]["widget"], "w1", "{trace}");
-    k.wait_gone(
-        SETTLE,
-        "the garbage collector to delete w1-data",
-        &["get", "configmap", "w1-data", "-n", NS],
-    )
-    .await;
-    assert!(
-        get(k, &["configmap", "w2-data"]).is_some(),
-        "w2's ConfigMap stays"
-    );
+    delete_with_cleanup(k, NS, ("widget", "w1", "widget"), "w2", SETTLE).await;
     assert!(!op.exited(), "kopf exited; log:\n{}", op.log());
     drop(op);
     drop(c);

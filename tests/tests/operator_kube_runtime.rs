@@ -16,7 +16,9 @@
 //! outcome is read with kubectl.
 
 use e2e::cluster::Cluster;
-use e2e::operator::{wait_watched, ListCounter};
+use e2e::operator::{
+    assert_no_relist_storm, delete_with_cleanup, get_json, wait_watched, ListCounter,
+};
 use e2e::{eventually, Server};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -173,13 +175,7 @@ fn start_controller(client: Client) -> Arc<Ctx> {
 
 /// `kubectl get -o json` of one named object in `NS`, if it exists.
 fn get(k: &Server, args: &[&str]) -> Option<Value> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-n", NS, "-o", "json"]);
-    let out = k.kubectl(&a);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).expect("kubectl printed JSON"))
+    get_json(k, NS, args)
 }
 
 fn gizmo(name: &str, size: i32) -> String {
@@ -295,36 +291,13 @@ async fn kube_runtime_controller_reconciles_through_replica_restarts() {
     for resource in resources {
         wait_watched(&c.replicas, resource, 1, SETTLE).await;
     }
-    for (resource, n) in lists.since(&c.replicas, &[0, 1]).await {
-        eprintln!("{n} LISTs of {resource} across the restarts");
-        assert!(
-            n <= 2,
-            "{n} LISTs of {resource} after the restarts (a relist storm)"
-        );
-    }
+    let lists = lists.since(&c.replicas, &[0, 1]).await;
+    assert_no_relist_storm(&lists, String::new);
 
     // Deletion: the finalizer holds g1 until the cleanup ran, then the
     // garbage collector removes the owned ConfigMap.
     let k = &c.replicas[1];
-    k.kubectl_ok(&["delete", "gizmo", "g1", "-n", NS, "--wait=false"]);
-    k.wait_gone(
-        SETTLE,
-        "g1 to be deleted",
-        &["get", "gizmo", "g1", "-n", NS],
-    )
-    .await;
-    let trace = get(k, &["configmap", "g1-deleted"]).expect("the cleanup's trace");
-    assert_eq!(trace["data"]["gizmo"], "g1", "{trace}");
-    k.wait_gone(
-        SETTLE,
-        "the garbage collector to delete g1-data",
-        &["get", "configmap", "g1-data", "-n", NS],
-    )
-    .await;
-    assert!(
-        get(k, &["configmap", "g2-data"]).is_some(),
-        "g2's ConfigMap stays"
-    );
+    delete_with_cleanup(k, NS, ("gizmo", "g1", "gizmo"), "g2", SETTLE).await;
     eprintln!(
         "{} reconciles, {} failed",
         ctx.reconciles.load(Ordering::SeqCst),

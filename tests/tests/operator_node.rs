@@ -60,13 +60,7 @@ fn input(name: &str) -> String {
 
 /// `kubectl get -o json` of one named object in `NS`, if it exists.
 fn get(k: &Server, args: &[&str]) -> Option<Value> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-n", NS, "-o", "json"]);
-    let out = k.kubectl(&a);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).expect("kubectl printed JSON"))
+    e2e::operator::get_json(k, NS, args)
 }
 
 fn holder(k: &Server) -> Option<String> {
