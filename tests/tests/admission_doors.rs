@@ -264,7 +264,19 @@ async fn webhooks_see_and_shut_every_door() {
     assert_eq!(r["oldObject"]["metadata"]["namespace"], "shut", "{r}");
     assert_eq!(r["oldObject"]["kind"], "ConfigMap", "{r}");
     assert_eq!(r["kind"], kind("", "ConfigMap"));
-    assert_eq!(r["options"]["kind"], "DeleteOptions");
+    // The options as the client sent them: the raw DELETE sent none,
+    // kubectl deletes each object in the background (a DeleteOptions body).
+    assert_eq!(
+        r["options"],
+        json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"})
+    );
+    let one = review(&validated, "kubectl's DELETE of one object", |r| {
+        is(r, "shut", "DELETE", "configmaps", None) && !r["name"].as_str().unwrap_or("").is_empty()
+    });
+    assert_eq!(
+        one["options"],
+        json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", "propagationPolicy": "Background"})
+    );
 
     // pods/binding and the legacy bindings collection.
     let refused = send(

@@ -209,6 +209,20 @@ webhooks:
         "{}",
         stderr(&out)
     );
+    // kubectl's create options reach the webhook as kube sends them.
+    let review = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|r| r["request"]["name"] == "odd")
+        .cloned()
+        .expect("the review of odd");
+    assert_eq!(
+        review["request"]["options"],
+        json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1",
+               "fieldManager": "kubectl-create", "fieldValidation": "Strict"})
+    );
 
     // The mutating webhook, through its Service, labels what it matches.
     eventually("the mutation", SETTLE, || {

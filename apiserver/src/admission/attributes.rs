@@ -122,6 +122,81 @@ impl<'a> Kind<'a> {
     }
 }
 
+/// How the request asked for its change to be made (kube's
+/// `Attributes.GetOperationOptions`), which an `AdmissionReview` carries
+/// as `request.options`.
+#[derive(Clone, Copy)]
+pub enum Options<'a> {
+    /// A create or update (also a patch, as kube turns PatchOptions into
+    /// CreateOptions or UpdateOptions): `dryRun`, `fieldManager` and
+    /// `fieldValidation` of the request's query.
+    Query(&'a apimachinery::query::Query),
+    /// A delete (of one object or of each of a collection's): its
+    /// DeleteOptions as decoded from the body or the query.
+    Delete(&'a apimachinery::query::DeleteParams),
+    /// A connection: kube sends none.
+    None,
+}
+
+impl Options<'_> {
+    /// The options object kube sends with `operation`:
+    /// `meta.k8s.io/v1` CreateOptions, UpdateOptions or DeleteOptions with
+    /// the fields the request set, in kube's field order; `null` for a
+    /// connection.
+    pub fn to_value(self, operation: &str) -> Value {
+        let kind = match (operation, self) {
+            (_, Options::None) | ("CONNECT", _) => return Value::Null,
+            (_, Options::Delete(_)) | ("DELETE", _) => "DeleteOptions",
+            ("CREATE", _) => "CreateOptions",
+            _ => "UpdateOptions",
+        };
+        let mut o = serde_json::Map::new();
+        o.insert("kind".into(), kind.into());
+        o.insert("apiVersion".into(), "meta.k8s.io/v1".into());
+        match self {
+            Options::Query(q) => {
+                let dry_run: Vec<&str> = q.get_all("dryRun").collect();
+                if !dry_run.is_empty() && kind != "DeleteOptions" {
+                    o.insert("dryRun".into(), dry_run.into());
+                }
+                if kind != "DeleteOptions" {
+                    for field in ["fieldManager", "fieldValidation"] {
+                        if let Some(v) = q.get(field).filter(|v| !v.is_empty()) {
+                            o.insert(field.into(), v.into());
+                        }
+                    }
+                }
+            }
+            Options::Delete(d) => {
+                if let Some(g) = d.grace_period_seconds {
+                    o.insert("gracePeriodSeconds".into(), g.into());
+                }
+                let mut pre = serde_json::Map::new();
+                if let Some(uid) = &d.preconditions_uid {
+                    pre.insert("uid".into(), uid.as_str().into());
+                }
+                if let Some(rv) = &d.preconditions_resource_version {
+                    pre.insert("resourceVersion".into(), rv.as_str().into());
+                }
+                if !pre.is_empty() {
+                    o.insert("preconditions".into(), pre.into());
+                }
+                if let Some(orphan) = d.orphan_dependents {
+                    o.insert("orphanDependents".into(), orphan.into());
+                }
+                if let Some(p) = d.propagation_policy {
+                    o.insert("propagationPolicy".into(), p.as_str().into());
+                }
+                if d.dry_run {
+                    o.insert("dryRun".into(), vec!["All"].into());
+                }
+            }
+            Options::None => {}
+        }
+        Value::Object(o)
+    }
+}
+
 /// What admission sees of a request (kube's `admission.Attributes`).
 #[derive(Clone, Copy)]
 pub struct Attributes<'a> {
@@ -140,6 +215,8 @@ pub struct Attributes<'a> {
     pub old: Option<&'a Value>,
     pub user: &'a UserInfo,
     pub dry_run: bool,
+    /// How the request asked for the change (`request.options`).
+    pub options: Options<'a>,
 }
 
 impl<'a> Attributes<'a> {
@@ -181,6 +258,11 @@ impl<'a> Attributes<'a> {
             old,
             user: &scope.user,
             dry_run,
+            options: if operation == "CONNECT" {
+                Options::None
+            } else {
+                Options::Query(&scope.query)
+            },
         }
     }
 }
@@ -221,4 +303,43 @@ pub fn forbidden(a: &Attributes<'_>, message: &str) -> Status {
         &a.res.group,
         &a.res.plural,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Options;
+    use apimachinery::query::{DeleteParams, PropagationPolicy};
+    use serde_json::json;
+
+    #[test]
+    fn options_are_what_kube_sends_for_each_operation() {
+        let q = apimachinery::query::parse(Some(
+            "dryRun=All&fieldManager=kubectl-edit&fieldValidation=Strict&force=true",
+        ))
+        .expect("query");
+        let text = |v: serde_json::Value| v.to_string();
+        assert_eq!(
+            text(Options::Query(&q).to_value("UPDATE")),
+            r#"{"kind":"UpdateOptions","apiVersion":"meta.k8s.io/v1","dryRun":["All"],"fieldManager":"kubectl-edit","fieldValidation":"Strict"}"#
+        );
+        let bare = apimachinery::query::parse(None).expect("empty query");
+        assert_eq!(
+            Options::Query(&bare).to_value("CREATE"),
+            json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"})
+        );
+        let d = DeleteParams {
+            dry_run: true,
+            grace_period_seconds: Some(0),
+            propagation_policy: Some(PropagationPolicy::Foreground),
+            preconditions_uid: Some("u".into()),
+            preconditions_resource_version: None,
+            orphan_dependents: None,
+        };
+        assert_eq!(
+            text(Options::Delete(&d).to_value("DELETE")),
+            r#"{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","gracePeriodSeconds":0,"preconditions":{"uid":"u"},"propagationPolicy":"Foreground","dryRun":["All"]}"#
+        );
+        assert!(Options::Query(&q).to_value("CONNECT").is_null());
+        assert!(Options::None.to_value("CREATE").is_null());
+    }
 }

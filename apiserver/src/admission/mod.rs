@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 
-pub use attributes::{forbidden, Attributes, Compiled, Context, Decision, Kind, Scope};
+pub use attributes::{forbidden, Attributes, Compiled, Context, Decision, Kind, Options, Scope};
 
 /// Runs the validating half of the admission chain on a request: the
 /// enabled plugins in kube's order ([`plugins::PLUGINS`]): built-in

@@ -426,6 +426,7 @@ pub(super) fn request_var(a: &Attributes<'_>) -> Value {
         "operation": a.operation,
         "userInfo": serde_json::to_value(a.user).unwrap_or_else(|_| json!({})),
         "dryRun": a.dry_run,
+        "options": a.options.to_value(a.operation),
     });
     if !a.subresource.is_empty() {
         r["subResource"] = Value::from(a.subresource);
@@ -883,6 +884,7 @@ mod tests {
             old: None,
             user,
             dry_run: false,
+            options: crate::admission::Options::None,
         }
     }
 

@@ -176,13 +176,7 @@ fn review(a: &Attributes<'_>, uid: &str, object: Option<&Value>) -> Value {
     request["uid"] = Value::from(uid);
     request["object"] = object.cloned().unwrap_or(Value::Null);
     request["oldObject"] = a.old.cloned().unwrap_or(Value::Null);
-    let options = match a.operation {
-        "CREATE" => json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
-        "UPDATE" => json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}),
-        "DELETE" => json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}),
-        _ => Value::Null,
-    };
-    request["options"] = options;
+    request["options"] = a.options.to_value(a.operation);
     json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request})
 }
 

@@ -256,8 +256,11 @@ pub(crate) async fn delete_admitted(scope: &Scope, body: axum::body::Bytes) -> R
 /// The attributes of deleting `old` (kube's DELETE: no object, the stored
 /// one as `oldObject`, the request's name, which is empty for a
 /// collection).
-fn deleting<'a>(scope: &'a Scope, old: &'a Value, dry_run: bool) -> Attributes<'a> {
-    Attributes::of(scope, "DELETE", None, Some(old), dry_run)
+fn deleting<'a>(scope: &'a Scope, old: &'a Value, params: &'a DeleteParams) -> Attributes<'a> {
+    Attributes {
+        options: crate::admission::Options::Delete(params),
+        ..Attributes::of(scope, "DELETE", None, Some(old), params.dry_run)
+    }
 }
 
 async fn delete_as(scope: &Scope, body: axum::body::Bytes, admit: bool) -> Result<Response> {
@@ -273,7 +276,7 @@ async fn delete_as(scope: &Scope, body: axum::body::Bytes, admit: bool) -> Resul
             .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
         check_preconditions(scope, &current, &params)?;
         if admit {
-            admission::unstored(scope, &deleting(scope, current.value(), params.dry_run)).await?;
+            admission::unstored(scope, &deleting(scope, current.value(), &params)).await?;
         }
         match delete_stored(&scope.state, &scope.res, &key, &current, &params).await {
             Ok(Outcome::Pending(v)) => {
@@ -335,7 +338,7 @@ pub async fn delete_collection(scope: &Scope, body: axum::body::Bytes) -> Result
         // Each object is admitted as it is deleted, as kube's registry
         // does (with the collection's empty name); the first refusal ends
         // the request, with what was deleted before it gone.
-        admission::unstored(scope, &deleting(scope, item.value(), params.dry_run)).await?;
+        admission::unstored(scope, &deleting(scope, item.value(), &params)).await?;
         match delete_stored(&scope.state, &scope.res, &key, item, &params).await {
             Ok(Outcome::Deleted(v)) | Ok(Outcome::Pending(v)) => items.push(v),
             // Changed or gone since the list: someone else got there first.
