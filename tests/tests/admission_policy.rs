@@ -294,3 +294,110 @@ spec:
     );
     e2e::run_python_client(&s, "admission_policy_python.py");
 }
+
+/// `/scale` is admitted as kube admits it: a rule on `deployments/scale`
+/// sees the autoscaling/v1 Scale (the request's kind and its object), not
+/// the Deployment, through `kubectl scale`, a merge patch of the Scale and
+/// a raw PUT; a rule on `deployments` does not cover it.
+#[tokio::test]
+async fn scale_writes_are_admitted_as_scales() {
+    let s = Server::start().await;
+    s.kubectl_ok(&["create", "namespace", "sc"]);
+    s.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment("sc", "web", 1));
+    s.kubectl_stdin_ok(
+        &["create", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: scale-limit
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["UPDATE"]
+      resources: ["deployments/scale"]
+  validations:
+  - expression: "request.kind.kind == 'Scale' && request.kind.group == 'autoscaling' && object.kind == 'Scale' && oldObject.kind == 'Scale'"
+    message: "not a Scale"
+  - expression: "object.spec.replicas <= 5"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: scale-limit
+spec:
+  policyName: scale-limit
+  validationActions: [Deny]
+"#,
+    );
+    let denied = "ValidatingAdmissionPolicy 'scale-limit' with binding 'scale-limit' denied request: failed expression: object.spec.replicas <= 5";
+    let err = eventually("the scale policy in effect", SETTLE, || {
+        let out = s.kubectl(&["scale", "deployment", "web", "-n", "sc", "--replicas=9"]);
+        (!out.status.success()).then(|| stderr(&out))
+    })
+    .await;
+    assert!(err.contains(denied), "{err}");
+    // Within the limit, kubectl scale passes (the first rule held).
+    s.kubectl_ok(&["scale", "deployment", "web", "-n", "sc", "--replicas=3"]);
+    // A merge patch of the Scale and a PUT of it: the same.
+    let (code, out) = s.kubectl_err(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "sc",
+        "--subresource=scale",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":8}}"#,
+    ]);
+    assert_ne!(code, 0);
+    assert!(out.contains(denied), "{out}");
+    let path = "/apis/apps/v1/namespaces/sc/deployments/web/scale";
+    let scale: Value =
+        serde_json::from_str(&s.kubectl_ok(&["get", "--raw", path])).expect("Scale JSON");
+    let mut bigger = scale.clone();
+    bigger["spec"]["replicas"] = json!(7);
+    let r = http_request(
+        s.addr(),
+        "PUT",
+        path,
+        &[("Content-Type", "application/json")],
+        &serde_json::to_vec(&bigger).expect("json"),
+    )
+    .await
+    .expect("PUT");
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let status: Value = serde_json::from_slice(&r.body).expect("Status");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(denied)),
+        "{status}"
+    );
+    // The Deployment itself is not under the rule.
+    s.kubectl_ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "sc",
+        "-p",
+        r#"{"spec":{"replicas":9}}"#,
+    ]);
+    assert_eq!(
+        s.kubectl_ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-n",
+            "sc",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "9"
+    );
+}

@@ -93,11 +93,15 @@ impl<'a> Kind<'a> {
     /// The kind of a request on `res` (and `sub`): the resource's own, a
     /// create-only subresource's (`pods/eviction`: policy/v1 Eviction;
     /// `serviceaccounts/token`: TokenRequest), a connection's options
-    /// (`pods/exec`: PodExecOptions), as kube's installer takes it from
-    /// the subresource's storage. `/scale` keeps the resource's kind: its
-    /// writes are admitted on the parent object here.
+    /// (`pods/exec`: PodExecOptions), `/scale`'s autoscaling/v1 Scale, as
+    /// kube's installer takes it from the subresource's storage.
     pub fn of(res: &'a Resource, sub: Option<&'a Subresource>) -> Kind<'a> {
         match sub {
+            Some(Subresource::Scale { .. }) => Kind {
+                group: "autoscaling",
+                version: "v1",
+                kind: "Scale",
+            },
             Some(Subresource::Create {
                 group,
                 version,

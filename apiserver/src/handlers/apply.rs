@@ -21,7 +21,7 @@ use apimachinery::schema::TypeRef;
 use apimachinery::Status;
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// How often an apply that races with a create or a delete starts over.
 const MAX_ATTEMPTS: usize = 4;
@@ -281,26 +281,7 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
         check_name(scope, &scale)?;
         let mut new = parent.clone();
         if let Some(r) = scale.pointer("/spec/replicas") {
-            if r.as_i64().is_none_or(|n| n < 0) {
-                return Err(Status::invalid(
-                    apimachinery::status::GroupKind {
-                        group: "autoscaling",
-                        kind: "Scale",
-                    },
-                    scope.name(),
-                    vec![apimachinery::StatusCause::new(
-                        apimachinery::status::cause::FIELD_VALUE_INVALID,
-                        format!("Invalid value: {r}: must be greater than or equal to 0"),
-                        "spec.replicas",
-                    )],
-                )
-                .into());
-            }
-            if let Some(slot) = new.pointer_mut(p.spec) {
-                *slot = r.clone();
-            } else {
-                set_pointer(&mut new, p.spec, r.clone());
-            }
+            super::scale_view::set_replicas(&p, &mut new, r, scope.name())?;
         }
         let scale_entries = managedfields::decode_managed_fields(&scale).unwrap_or_default();
         let back = managedfields::scale_entries_to_parent(
@@ -332,29 +313,4 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
         StatusCode::OK,
         &super::scale_view::to_scale(&p, &updated.object)?,
     ))
-}
-
-fn set_pointer(v: &mut Value, ptr: &str, val: Value) {
-    let mut cur = v;
-    let parts: Vec<&str> = ptr.trim_start_matches('/').split('/').collect();
-    let Some((last, parents)) = parts.split_last() else {
-        return;
-    };
-    for part in parents {
-        if !cur.is_object() {
-            *cur = Value::Object(Map::new());
-        }
-        let Some(map) = cur.as_object_mut() else {
-            return;
-        };
-        cur = map
-            .entry((*part).to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
-    if !cur.is_object() {
-        *cur = Value::Object(Map::new());
-    }
-    if let Some(map) = cur.as_object_mut() {
-        map.insert((*last).to_string(), val);
-    }
 }

@@ -1,7 +1,7 @@
 //! The `/scale` subresource: an autoscaling/v1 Scale view of a workload's
 //! replicas, readable and writable through get, update and patch.
 
-use super::scale_view::{pointers, to_scale, Pointers};
+use super::scale_view::{pointers, set_replicas, to_scale, Pointers};
 use super::{patch, scope::Scope, update, write};
 use crate::error::Result;
 use crate::response;
@@ -10,32 +10,18 @@ use apimachinery::read::Freshness;
 use apimachinery::Status;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// Writes the Scale's replicas (and its resourceVersion as precondition)
 /// into the workload object.
 fn from_scale(p: &Pointers, current: &Value, scale: &Value) -> Result<Value> {
     let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
-    if replicas.as_i64().is_none_or(|r| r < 0) {
-        return Err(Status::invalid(
-            apimachinery::status::GroupKind {
-                group: "autoscaling",
-                kind: "Scale",
-            },
-            scale
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            vec![apimachinery::StatusCause::new(
-                apimachinery::status::cause::FIELD_VALUE_INVALID,
-                format!("Invalid value: {replicas}: must be greater than or equal to 0"),
-                "spec.replicas",
-            )],
-        )
-        .into());
-    }
+    let name = scale
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let mut new = current.clone();
-    set_pointer(&mut new, p.spec, replicas);
+    set_replicas(p, &mut new, &replicas, name)?;
     let m = crate::object::meta_mut(&mut new);
     match scale.pointer("/metadata/resourceVersion") {
         Some(rv) if rv.as_str().is_some_and(|s| !s.is_empty()) => {
@@ -46,24 +32,6 @@ fn from_scale(p: &Pointers, current: &Value, scale: &Value) -> Result<Value> {
         }
     }
     Ok(new)
-}
-
-fn set_pointer(v: &mut Value, ptr: &str, val: Value) {
-    let mut cur = v;
-    let parts: Vec<&str> = ptr.trim_start_matches('/').split('/').collect();
-    for (i, part) in parts.iter().enumerate() {
-        if !cur.is_object() {
-            *cur = Value::Object(Map::new());
-        }
-        let map = cur.as_object_mut().expect("object ensured above");
-        if i + 1 == parts.len() {
-            map.insert((*part).to_string(), val);
-            return;
-        }
-        cur = map
-            .entry((*part).to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
 }
 
 pub async fn get(scope: &Scope) -> Result<Response> {
@@ -128,6 +96,7 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scale_view::set_pointer;
     use super::*;
     use crate::registry::ScaleSelector;
 

@@ -199,3 +199,58 @@ pub(super) fn to_scale(p: &Pointers, obj: &Value) -> Result<Value> {
         "status": status,
     }))
 }
+
+/// Writes a Scale's `spec.replicas` into the workload object at the row's
+/// pointer. A count that is not an integer of at least 0 is kube's 422 on
+/// the Scale (`name` is the Scale's).
+pub(super) fn set_replicas(
+    p: &Pointers,
+    parent: &mut Value,
+    replicas: &Value,
+    name: &str,
+) -> Result<()> {
+    if replicas.as_i64().is_none_or(|r| r < 0) {
+        return Err(Status::invalid(
+            apimachinery::status::GroupKind {
+                group: "autoscaling",
+                kind: "Scale",
+            },
+            name,
+            vec![apimachinery::StatusCause::new(
+                apimachinery::status::cause::FIELD_VALUE_INVALID,
+                format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                "spec.replicas",
+            )],
+        )
+        .into());
+    }
+    set_pointer(parent, p.spec, replicas.clone());
+    Ok(())
+}
+
+/// Sets the value at a JSON pointer, making the objects on its way (and
+/// replacing what on its way is not an object).
+pub(super) fn set_pointer(v: &mut Value, ptr: &str, val: Value) {
+    let mut cur = v;
+    let parts: Vec<&str> = ptr.trim_start_matches('/').split('/').collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return;
+    };
+    for part in parents {
+        if !cur.is_object() {
+            *cur = Value::Object(Map::new());
+        }
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        cur = map
+            .entry((*part).to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if !cur.is_object() {
+        *cur = Value::Object(Map::new());
+    }
+    if let Some(map) = cur.as_object_mut() {
+        map.insert((*last).to_string(), val);
+    }
+}

@@ -308,6 +308,58 @@ pub fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<()> {
     }
 }
 
+/// The mutating half of admission on an update. A `/scale` write is
+/// admitted as kube admits it: on autoscaling/v1 Scale views of the new
+/// and the stored object, and the replicas a mutation sets go into the
+/// object.
+async fn admit_mutating_update(
+    scope: &Scope,
+    current: &Value,
+    dry_run: bool,
+    new: &mut Value,
+) -> Result<()> {
+    if !matches!(scope.subresource, Some(Subresource::Scale { .. })) {
+        return crate::admission::mutating(scope, "UPDATE", Some(current), dry_run, new).await;
+    }
+    let p = super::scale_view::pointers(scope)?;
+    let old = super::scale_view::to_scale(&p, current)?;
+    let mut scale = super::scale_view::to_scale(&p, new)?;
+    let before = scale.pointer("/spec/replicas").cloned();
+    crate::admission::mutating(scope, "UPDATE", Some(&old), dry_run, &mut scale).await?;
+    match scale.pointer("/spec/replicas") {
+        Some(r) if Some(r) != before.as_ref() => {
+            super::scale_view::set_replicas(&p, new, r, scope.name())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The validating half of admission on an update (on the Scale views for
+/// `/scale`, as [`admit_mutating_update`]).
+async fn admit_validating_update(
+    scope: &Scope,
+    current: &Value,
+    dry_run: bool,
+    new: &Value,
+) -> Result<()> {
+    let views;
+    let (obj, old) = if matches!(scope.subresource, Some(Subresource::Scale { .. })) {
+        let p = super::scale_view::pointers(scope)?;
+        views = (
+            super::scale_view::to_scale(&p, new)?,
+            super::scale_view::to_scale(&p, current)?,
+        );
+        (&views.0, &views.1)
+    } else {
+        (new, current)
+    };
+    crate::admission::validating(
+        scope,
+        &crate::admission::Attributes::of(scope, "UPDATE", Some(obj), Some(old), dry_run),
+    )
+    .await
+}
+
 /// Records this write in `metadata.managedFields`.
 pub fn record_managed_fields(
     scope: &Scope,
@@ -469,14 +521,7 @@ where
         if let Some(custom) = &scope.res.custom {
             custom.prepare(&mut new);
         }
-        crate::admission::mutating(
-            scope,
-            "UPDATE",
-            Some(current.value()),
-            params.dry_run,
-            &mut new,
-        )
-        .await?;
+        admit_mutating_update(scope, current.value(), params.dry_run, &mut new).await?;
         validate(scope, &new, Some(current.value()))?;
         crate::rbac::admit(
             scope,
@@ -486,17 +531,7 @@ where
             Some(current.value()),
         )
         .await?;
-        crate::admission::validating(
-            scope,
-            &crate::admission::Attributes::of(
-                scope,
-                "UPDATE",
-                Some(&new),
-                Some(current.value()),
-                params.dry_run,
-            ),
-        )
-        .await?;
+        admit_validating_update(scope, current.value(), params.dry_run, &new).await?;
         record_managed_fields(scope, Some(current.value()), &mut new, manager, &now)?;
         crate::conversion::for_storage(&scope.res, &mut new).await?;
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
