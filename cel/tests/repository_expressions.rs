@@ -6,11 +6,12 @@
 //!
 //! Expressions are checked as kube declares their variables: a CRD rule's
 //! `self`/`oldSelf` typed from its schema where the test has a small one
-//! (copied below), else `dyn`; admission expressions with `object`,
-//! `oldObject`, `params`, `namespaceObject`, `variables` and `request` as
-//! `dyn` (kube's types for them depend on the matched kind) and
-//! `authorizer` as kube's `Authorizer`. Expressions a test writes to see
-//! them refused (`object.spec ==`) are not here.
+//! (copied below), else `dyn`; admission expressions as kube compiles them
+//! (`plugin/cel/compile.go`): `object`, `oldObject`, `params` and
+//! `variables` as `dyn` (kube's types for them depend on the matched
+//! kind), `request` and `namespaceObject` of kube's types, `authorizer`
+//! and `authorizer.requestResource` of its authorizer types. Expressions
+//! a test writes to see them refused (`object.spec ==`) are not here.
 
 use k8s_cel::check::{Env, Type};
 use k8s_cel::Program;
@@ -146,24 +147,19 @@ fn env(scope: &Scope) -> Env {
         }
         Scope::Admission => {
             let mut env = Env::new();
-            for v in [
-                "object",
-                "oldObject",
-                "request",
-                "params",
-                "namespaceObject",
-                "variables",
-            ] {
+            for v in ["object", "oldObject", "params", "variables"] {
                 env = env.with_variable(v, Type::Dyn);
             }
-            env.with_variable(
-                "authorizer",
-                Type::named("kubernetes.authorization.Authorizer"),
-            )
-            .with_variable(
-                "authorizer.requestResource",
-                Type::named("kubernetes.authorization.ResourceCheck"),
-            )
+            env.with_variable("request", Type::admission_request())
+                .with_variable("namespaceObject", Type::namespace_object())
+                .with_variable(
+                    "authorizer",
+                    Type::named("kubernetes.authorization.Authorizer"),
+                )
+                .with_variable(
+                    "authorizer.requestResource",
+                    Type::named("kubernetes.authorization.ResourceCheck"),
+                )
         }
     }
 }
