@@ -105,6 +105,9 @@ fn table() -> Vec<(&'static str, Scope, &'static str)> {
         ("tests/tests/admission_policy.rs", Admission, "'at most ' + string(variables.max) + ' replicas, not ' + string(object.spec.replicas)"),
         ("tests/tests/admission_policy.rs", Admission, "request.operation != 'CREATE' || has(object.metadata.labels)"),
         ("tests/tests/admission_policy.rs", Admission, "request.operation != 'DELETE' || !has(oldObject.metadata.labels) || !('protected' in oldObject.metadata.labels)"),
+        ("tests/tests/admission_policy.rs", Admission, "request.userInfo.username != '' && (!has(namespaceObject.metadata.labels) || namespaceObject.status.phase == 'Active')"),
+        ("tests/tests/admission_policy.rs", Admission, "'user ' + request.userInfo.username + ' in ' + request.namespace"),
+        ("tests/tests/admission_policy.rs", Admission, "request.requestResource.resource != 'deployments' || object.metadata.name != 'blocked'"),
         // tests/tests/admission_plugins.rs.
         ("tests/tests/admission_plugins.rs", Admission, "has(object.metadata.labels) && 'mutate' in object.metadata.labels"),
         ("tests/tests/admission_plugins.rs", Admission, "Object{metadata: Object.metadata{labels: {\"mutated\": \"yes\"}}}"),
@@ -184,6 +187,14 @@ fn what_kube_refuses_is_refused() {
     for expr in ["self.max == 'x'", "self.maz > 1"] {
         assert!(
             Program::compile(expr).unwrap().check(&rule).is_err(),
+            "{expr}"
+        );
+    }
+    // `request` has kube's AdmissionRequest type.
+    let admission = env(&Scope::Admission);
+    for expr in ["request.nosuch", "request.operation == 1"] {
+        assert!(
+            Program::compile(expr).unwrap().check(&admission).is_err(),
             "{expr}"
         );
     }
