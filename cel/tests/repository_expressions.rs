@@ -6,11 +6,12 @@
 //!
 //! Expressions are checked as kube declares their variables: a CRD rule's
 //! `self`/`oldSelf` typed from its schema where the test has a small one
-//! (copied below), else `dyn`; admission expressions with `object`,
-//! `oldObject`, `params`, `namespaceObject`, `variables` and `request` as
-//! `dyn` (kube's types for them depend on the matched kind) and
-//! `authorizer` as kube's `Authorizer`. Expressions a test writes to see
-//! them refused (`object.spec ==`) are not here.
+//! (copied below), else `dyn`; admission expressions as kube compiles them
+//! (`plugin/cel/compile.go`): `object`, `oldObject`, `params` and
+//! `variables` as `dyn` (kube's types for them depend on the matched
+//! kind), `request` and `namespaceObject` of kube's types, `authorizer`
+//! and `authorizer.requestResource` of its authorizer types. Expressions
+//! a test writes to see them refused (`object.spec ==`) are not here.
 
 use k8s_cel::check::{Env, Type};
 use k8s_cel::Program;
@@ -104,6 +105,9 @@ fn table() -> Vec<(&'static str, Scope, &'static str)> {
         ("tests/tests/admission_policy.rs", Admission, "'at most ' + string(variables.max) + ' replicas, not ' + string(object.spec.replicas)"),
         ("tests/tests/admission_policy.rs", Admission, "request.operation != 'CREATE' || has(object.metadata.labels)"),
         ("tests/tests/admission_policy.rs", Admission, "request.operation != 'DELETE' || !has(oldObject.metadata.labels) || !('protected' in oldObject.metadata.labels)"),
+        ("tests/tests/admission_policy.rs", Admission, "request.userInfo.username != '' && (!has(namespaceObject.metadata.labels) || namespaceObject.status.phase == 'Active')"),
+        ("tests/tests/admission_policy.rs", Admission, "'user ' + request.userInfo.username + ' in ' + request.namespace"),
+        ("tests/tests/admission_policy.rs", Admission, "request.requestResource.resource != 'deployments' || object.metadata.name != 'blocked'"),
         // tests/tests/admission_plugins.rs.
         ("tests/tests/admission_plugins.rs", Admission, "has(object.metadata.labels) && 'mutate' in object.metadata.labels"),
         ("tests/tests/admission_plugins.rs", Admission, "Object{metadata: Object.metadata{labels: {\"mutated\": \"yes\"}}}"),
@@ -146,24 +150,19 @@ fn env(scope: &Scope) -> Env {
         }
         Scope::Admission => {
             let mut env = Env::new();
-            for v in [
-                "object",
-                "oldObject",
-                "request",
-                "params",
-                "namespaceObject",
-                "variables",
-            ] {
+            for v in ["object", "oldObject", "params", "variables"] {
                 env = env.with_variable(v, Type::Dyn);
             }
-            env.with_variable(
-                "authorizer",
-                Type::named("kubernetes.authorization.Authorizer"),
-            )
-            .with_variable(
-                "authorizer.requestResource",
-                Type::named("kubernetes.authorization.ResourceCheck"),
-            )
+            env.with_variable("request", Type::admission_request())
+                .with_variable("namespaceObject", Type::namespace_object())
+                .with_variable(
+                    "authorizer",
+                    Type::named("kubernetes.authorization.Authorizer"),
+                )
+                .with_variable(
+                    "authorizer.requestResource",
+                    Type::named("kubernetes.authorization.ResourceCheck"),
+                )
         }
     }
 }
@@ -188,6 +187,14 @@ fn what_kube_refuses_is_refused() {
     for expr in ["self.max == 'x'", "self.maz > 1"] {
         assert!(
             Program::compile(expr).unwrap().check(&rule).is_err(),
+            "{expr}"
+        );
+    }
+    // `request` has kube's AdmissionRequest type.
+    let admission = env(&Scope::Admission);
+    for expr in ["request.nosuch", "request.operation == 1"] {
+        assert!(
+            Program::compile(expr).unwrap().check(&admission).is_err(),
             "{expr}"
         );
     }

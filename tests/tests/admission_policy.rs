@@ -401,3 +401,92 @@ spec:
         "9"
     );
 }
+
+/// `status.typeChecking` with kube's declarations (kube 1.35's
+/// `typechecking.go`): `request` is kube's AdmissionRequest type,
+/// `params` the paramKind's type, `authorizer.requestResource` is not
+/// declared there. And `request.requestResource` is the request's own
+/// field when the policy runs.
+#[tokio::test]
+async fn type_checking_knows_request_and_params_and_request_resource_runs() {
+    let s = Server::start().await;
+    s.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: typed-request}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+  validations:
+  - expression: "request.name == object.spec.replicas"
+  - expression: "params.data.max == 3"
+  - expression: "authorizer.requestResource.check('create').allowed()"
+  - expression: "request.userInfo.username != '' && (!has(namespaceObject.metadata.labels) || namespaceObject.status.phase == 'Active')"
+    messageExpression: "'user ' + request.userInfo.username + ' in ' + request.namespace"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: request-resource}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+  validations:
+  - expression: "request.requestResource.resource != 'deployments' || object.metadata.name != 'blocked'"
+    message: blocked by its name
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: request-resource}
+spec: {policyName: request-resource, validationActions: [Deny]}
+"#,
+    );
+    let status = eventually("the type-checking status", SETTLE, || {
+        let p = s.get_json(&["validatingadmissionpolicy", "typed-request"]);
+        (p["status"]["observedGeneration"] == 1).then(|| p["status"].clone())
+    })
+    .await;
+    let gvk = "apps/v1, Kind=Deployment";
+    assert_eq!(
+        status["typeChecking"]["expressionWarnings"],
+        json!([{
+            "fieldRef": "spec.validations[0].expression",
+            "warning": format!("{gvk}: ERROR: <input>:1:14: found no matching overload for '_==_' applied to '(string, int)'\n | request.name == object.spec.replicas\n | .............^\n")
+        }, {
+            "fieldRef": "spec.validations[1].expression",
+            "warning": format!("{gvk}: ERROR: <input>:1:17: found no matching overload for '_==_' applied to '(string, int)'\n | params.data.max == 3\n | ................^\n")
+        }, {
+            "fieldRef": "spec.validations[2].expression",
+            "warning": format!("{gvk}: ERROR: <input>:1:11: unexpected failed resolution of 'kubernetes.authorization.Authorizer'\n | authorizer.requestResource.check('create').allowed()\n | ..........^\n")
+        }])
+    );
+    // The same through raw HTTP.
+    let r = s
+        .request(
+            "GET",
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/typed-request",
+            &[],
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let raw: Value = serde_json::from_slice(&r.body).expect("json");
+    assert_eq!(raw["status"]["typeChecking"], status["typeChecking"]);
+    let status = eventually("the second policy's status", SETTLE, || {
+        let p = s.get_json(&["validatingadmissionpolicy", "request-resource"]);
+        (p["status"]["observedGeneration"] == 1).then(|| p["status"].clone())
+    })
+    .await;
+    assert_eq!(status["typeChecking"], json!({}));
+
+    let denied = until_denied(&s, "default", "blocked", 1).await;
+    assert_eq!(
+        denied["message"],
+        "deployments.apps \"blocked\" is forbidden: ValidatingAdmissionPolicy 'request-resource' with binding 'request-resource' denied request: blocked by its name"
+    );
+    s.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment("default", "free", 1));
+}

@@ -2,7 +2,8 @@
 //! builder differ from built-in kinds, through kubectl and raw HTTP
 //! (issue 34): an immediate DELETE answers a Success `Status` (a marked
 //! one, the object); `/scale` shows the selector string at
-//! `labelSelectorPath`; discovery names each resource's
+//! `labelSelectorPath`, and is a 500 without replicas at
+//! `specReplicasPath`; discovery names each resource's
 //! `storageVersionHash`; and OpenAPI v2 publishes preserve-unknown-fields
 //! nodes without `properties`, so kubectl's client-side validation (which
 //! it uses for a `List`) accepts fields the schema keeps.
@@ -230,6 +231,62 @@ async fn scale_of_a_custom_resource_shows_the_selector_at_label_selector_path() 
     assert_eq!(code, 200, "{scale}");
     assert_eq!(scale["spec"]["replicas"], 5);
     assert_eq!(scale["status"]["selector"], "app=web,tier in (front)");
+}
+
+/// A custom resource without replicas at `specReplicasPath` has no Scale
+/// to show: kube's `ScaleREST.Get` answers an internal error, and a patch
+/// of its Scale must set the replicas (apiextensions-apiserver's
+/// `pkg/registry/customresource/etcd.go`).
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_of_a_custom_resource_without_spec_replicas() {
+    let server = Server::start().await;
+    install(&server, THINGS, "things").await;
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        "apiVersion: parity.example.com/v1\nkind: Thing\nmetadata:\n  name: empty\nspec:\n  size: big\n",
+    );
+    let scale_path = format!("{THINGS_PATH}/empty/scale");
+    let cause = r#"the spec replicas field ".spec.replicas" does not exist"#;
+    let (code, status) = json_of(&server, "GET", &scale_path, "").await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure",
+            "message": format!("Internal error occurred: {cause}"),
+            "reason": "InternalError",
+            "details": {"causes": [{"message": cause}]},
+            "code": 500
+        })
+    );
+    let (code, out) = server.kubectl_err(&["get", "--raw", &scale_path]);
+    assert_ne!(code, 0);
+    assert!(out.contains(cause), "{out}");
+
+    // A patch that leaves the replicas unset is refused; one that sets
+    // them (kubectl scale) writes them.
+    let (code, status) = json_of(
+        &server,
+        "PATCH",
+        &scale_path,
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        r#"the spec replicas field ".spec.replicas" cannot be empty"#
+    );
+    assert!(server.get_json(&["thing", "empty"])["spec"]
+        .get("replicas")
+        .is_none());
+    server.kubectl_ok(&["scale", "thing", "empty", "--replicas=3"]);
+    let (code, scale) = json_of(&server, "GET", &scale_path, "").await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["spec"], json!({"replicas": 3}));
+    assert_eq!(server.get_json(&["thing", "empty"])["spec"]["size"], "big");
 }
 
 #[tokio::test(flavor = "multi_thread")]

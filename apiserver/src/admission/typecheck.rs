@@ -6,9 +6,10 @@
 //! wildcards, at most ten, sorted by group, version and kind), every
 //! `spec.validations[i].expression` and `messageExpression` is run through
 //! the CEL type checker with `object` and `oldObject` typed from the
-//! kind's schema, `params` from the `paramKind`'s schema (else `dyn`),
-//! `variables` with the types of the policy's variables, and `request`,
-//! `namespaceObject` as `dyn`. kube checks nothing else (not the variables
+//! kind's schema, `params` from the `paramKind`'s schema, `variables`
+//! with the types of the policy's variables, and `request`,
+//! `namespaceObject` and `authorizer` of kube's types (see [`env`] for
+//! what kube 1.35 leaves out). kube checks nothing else (not the variables
 //! themselves, the audit annotations or the match conditions). Each
 //! warning is, per kind with errors, `<group>/<version>, Kind=<kind>: `,
 //! cel-go's issues and a newline, the kinds joined by newlines.
@@ -146,25 +147,29 @@ fn params_type(policy: &Value, registry: &Registry) -> Option<Type> {
     Some(object_type(row.schema()?, kind))
 }
 
-/// The environment of one matched kind: kube's variables, `object` and
-/// `oldObject` of `object`, and `variables` typed by compiling the
-/// policy's variables in order (a variable that does not compile is
-/// `dyn`).
+/// The environment of one matched kind, as kube 1.35's type checker
+/// builds it (`buildEnvSet`): `object` and `oldObject` of the kind's type,
+/// `request` and `namespaceObject` of kube's hand-made types, `params`
+/// only when the `paramKind`'s schema resolved (kube 1.35 leaves it
+/// undeclared otherwise), `authorizer` (but not
+/// `authorizer.requestResource`, which that environment does not
+/// declare), and `variables` typed by compiling the policy's variables in
+/// order (a variable that does not compile is `dyn`; objects and
+/// optionals are `dyn` there too, as kube carries only scalars, lists and
+/// maps into `variables`).
 fn env(policy: &Value, object: Type, params: Option<&Type>) -> Env {
-    let base = Env::new()
+    let mut base = Env::new()
         .with_variable("object", object.clone())
         .with_variable("oldObject", object)
-        .with_variable("request", Type::Dyn)
-        .with_variable("namespaceObject", Type::Dyn)
-        .with_variable("params", params.cloned().unwrap_or(Type::Dyn))
+        .with_variable("request", Type::admission_request())
+        .with_variable("namespaceObject", Type::namespace_object())
         .with_variable(
             "authorizer",
             Type::named("kubernetes.authorization.Authorizer"),
-        )
-        .with_variable(
-            "authorizer.requestResource",
-            Type::named("kubernetes.authorization.ResourceCheck"),
         );
+    if let Some(p) = params {
+        base = base.with_variable("params", p.clone());
+    }
     let mut fields = BTreeMap::new();
     let declared = |fields: &BTreeMap<String, Type>| {
         base.clone().with_variable(
@@ -186,7 +191,7 @@ fn env(policy: &Value, object: Type, params: Option<&Type>) -> Env {
         let t = Program::compile(expr)
             .ok()
             .and_then(|p| p.check(&declared(&fields)).ok())
-            .unwrap_or(Type::Dyn);
+            .map_or(Type::Dyn, |t| t.as_variable_field());
         fields.insert(name.to_owned(), t);
     }
     declared(&fields)
@@ -353,8 +358,9 @@ mod tests {
             "object.kind == 'Deployment' && object.apiVersion == 'apps/v1'",
             "oldObject == null || object.spec.replicas >= oldObject.spec.replicas",
             "variables.big || variables.r < 2",
-            "request.operation == 'CREATE' && params.anything",
-            "authorizer.requestResource.check('create').allowed()",
+            "request.operation == 'CREATE' && request.userInfo.username != ''",
+            "has(namespaceObject.metadata.labels) && namespaceObject.metadata.labels['a'] == 'b'",
+            "authorizer.group('apps').resource('deployments').check('create').allowed()",
         ] {
             assert_eq!(issues(ok, &env), None, "{ok}");
         }
@@ -370,6 +376,68 @@ mod tests {
             issues("variables.r == 'x'", &env).unwrap(),
             "ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(int, string)'\n | variables.r == 'x'\n | ............^"
         );
+    }
+
+    /// `request` and `namespaceObject` have kube's types; what kube 1.35's
+    /// checker leaves undeclared is undeclared; composited variables keep
+    /// only scalar, list and map types.
+    #[test]
+    fn kubes_declarations() {
+        let env = deployment();
+        let cases = [
+            (
+                "request.nosuch",
+                "ERROR: <input>:1:8: undefined field 'nosuch'\n | request.nosuch\n | .......^",
+            ),
+            (
+                "request.operation == 1",
+                "ERROR: <input>:1:19: found no matching overload for '_==_' applied to '(string, int)'\n | request.operation == 1\n | ..................^",
+            ),
+            (
+                "request.name == object.spec.replicas",
+                "ERROR: <input>:1:14: found no matching overload for '_==_' applied to '(string, int)'\n | request.name == object.spec.replicas\n | .............^",
+            ),
+            (
+                "namespaceObject.metadata.uid != ''",
+                "ERROR: <input>:1:25: undefined field 'uid'\n | namespaceObject.metadata.uid != ''\n | ........................^",
+            ),
+            // No paramKind (or one whose schema did not resolve).
+            (
+                "params.max > 1",
+                "ERROR: <input>:1:1: undeclared reference to 'params' (in container '')\n | params.max > 1\n | ^",
+            ),
+            // kube's type-checking environment declares `authorizer` only.
+            (
+                "authorizer.requestResource.check('create').allowed()",
+                "ERROR: <input>:1:11: unexpected failed resolution of 'kubernetes.authorization.Authorizer'\n | authorizer.requestResource.check('create').allowed()\n | ..........^",
+            ),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(issues(expr, &env).as_deref(), Some(want), "{expr}");
+        }
+        // A variable holding an object is `dyn` in `variables`.
+        let schema = apimachinery::schema::builtin()
+            .by_gvk("apps", "v1", "Deployment")
+            .unwrap();
+        let policy = json!({"spec": {"variables": [
+            {"name": "spec", "expression": "object.spec"},
+            {"name": "names", "expression": "object.spec.template.spec.containers.map(c, c.name)"},
+        ]}});
+        let env = super::env(&policy, object_type(schema, "Deployment"), None);
+        assert_eq!(issues("variables.spec.nosuch == 1", &env), None);
+        assert!(issues("variables.names == 1", &env)
+            .unwrap()
+            .contains("applied to '(list(string), int)'"));
+        // A paramKind whose schema resolved: `params` of its type.
+        let cm = apimachinery::schema::builtin()
+            .by_gvk("", "v1", "ConfigMap")
+            .unwrap();
+        let params = object_type(cm, "ConfigMap");
+        let env = super::env(&json!({}), Type::Dyn, Some(&params));
+        assert_eq!(issues("params.data['max'] == '3'", &env), None);
+        assert!(issues("params.spec", &env)
+            .unwrap()
+            .contains("undefined field 'spec'"));
     }
 
     #[test]

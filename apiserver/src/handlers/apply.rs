@@ -263,6 +263,10 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
         let parent = current.value();
         let parent_entries = managedfields::decode_managed_fields(parent).unwrap_or_default();
         let mut live = super::scale_view::to_scale(&p, parent)?;
+        let unset = p.spec_missing(parent);
+        if unset {
+            live["spec"]["replicas"] = Value::from(super::scale_view::UNSET_REPLICAS);
+        }
         let entries = managedfields::scale_entries_to_subresource(&parent_entries, &replicas);
         if !entries.is_empty() {
             live["metadata"]["managedFields"] = managedfields::encode_managed_fields(&entries);
@@ -279,6 +283,12 @@ async fn apply_scale(scope: &Scope, req: &Request) -> Result<Response> {
         let scale = managedfields::apply_with(scale_ty, Some(&live), &req.config, &opts)
             .map_err(apply_error)?;
         check_name(scope, &scale)?;
+        if unset
+            && scale.pointer("/spec/replicas")
+                == Some(&Value::from(super::scale_view::UNSET_REPLICAS))
+        {
+            return Err(super::scale_view::spec_empty_error(&p).into());
+        }
         let mut new = parent.clone();
         if let Some(r) = scale.pointer("/spec/replicas") {
             super::scale_view::set_replicas(&p, &mut new, r, scope.name())?;

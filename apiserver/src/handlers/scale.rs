@@ -1,7 +1,10 @@
 //! The `/scale` subresource: an autoscaling/v1 Scale view of a workload's
 //! replicas, readable and writable through get, update and patch.
 
-use super::scale_view::{pointers, set_replicas, to_scale, Pointers};
+use super::scale_view::{
+    pointers, set_replicas, spec_empty_error, spec_missing_error, to_scale, Pointers,
+    UNSET_REPLICAS,
+};
 use super::{patch, scope::Scope, update, write};
 use crate::error::Result;
 use crate::response;
@@ -43,11 +46,11 @@ pub async fn get(scope: &Scope) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?
         .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-    Ok(response::object(
-        scope,
-        StatusCode::OK,
-        &to_scale(&p, obj.value())?,
-    ))
+    let scale = to_scale(&p, obj.value())?;
+    if p.spec_missing(obj.value()) {
+        return Err(spec_missing_error(&p).into());
+    }
+    Ok(response::object(scope, StatusCode::OK, &scale))
 }
 
 pub async fn update(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
@@ -79,7 +82,11 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
     let updated = write::guaranteed_update(scope, &params, &manager, |current| {
         let current =
             current.ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-        let scale = to_scale(&p, current.value())?;
+        let mut scale = to_scale(&p, current.value())?;
+        let unset = p.spec_missing(current.value());
+        if unset {
+            scale["spec"]["replicas"] = json!(UNSET_REPLICAS);
+        }
         let patched = patch::apply(format, &scale, &decoded.value, scale_ty)?;
         let check = Decoded {
             value: patched,
@@ -87,6 +94,9 @@ pub async fn patch(scope: &Scope, body: axum::body::Bytes) -> Result<Response> {
         };
         warnings = apimachinery::fieldvalidation::check(params.field_validation, scale_ty, &check)?;
         write::check_types(scope, &check.value)?;
+        if unset && check.value.pointer("/spec/replicas") == Some(&json!(UNSET_REPLICAS)) {
+            return Err(spec_empty_error(&p).into());
+        }
         from_scale(&p, current.value(), &check.value)
     })
     .await?;
@@ -188,6 +198,44 @@ mod tests {
             assert_eq!(status.reason, "");
             assert_eq!(status.message, want);
         }
+    }
+
+    /// kube's `scaleFromCustomResource`: a custom resource without
+    /// replicas at `specReplicasPath` has no Scale to show.
+    #[test]
+    fn a_custom_resource_without_spec_replicas() {
+        let p = Pointers {
+            spec: "/spec/replicas",
+            status: "/status/replicas",
+            selector: "",
+            selector_form: ScaleSelector::String,
+        };
+        for obj in [json!({}), json!({"spec": null}), json!({"spec": {}})] {
+            assert!(p.spec_missing(&obj), "{obj}");
+        }
+        assert!(!p.spec_missing(&json!({"spec": {"replicas": 0}})));
+        let s = spec_missing_error(&p);
+        assert_eq!(s.code, 500);
+        assert_eq!(s.reason, "InternalError");
+        assert_eq!(
+            s.message,
+            "Internal error occurred: the spec replicas field \".spec.replicas\" does not exist"
+        );
+        let s = spec_empty_error(&Pointers {
+            spec: "/spec/size/count",
+            ..p
+        });
+        assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"));
+        assert_eq!(
+            s.message,
+            "the spec replicas field \".spec.size.count\" cannot be empty"
+        );
+        // Built-in workloads are not held to it.
+        let deployment = Pointers {
+            selector_form: ScaleSelector::LabelSelector,
+            ..p
+        };
+        assert!(!deployment.spec_missing(&json!({})));
     }
 
     #[test]

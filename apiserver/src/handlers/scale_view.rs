@@ -17,6 +17,55 @@ pub(super) struct Pointers<'a> {
     pub selector_form: ScaleSelector,
 }
 
+impl Pointers<'_> {
+    /// Whether this is a custom resource's Scale (kube's
+    /// `scaleFromCustomResource`: the CRD's `labelSelectorPath` holds the
+    /// selector's string form, and `specReplicasPath` must be there).
+    pub fn custom(&self) -> bool {
+        self.selector_form == ScaleSelector::String
+    }
+
+    /// The object has no replicas at `specReplicasPath`: a custom
+    /// resource's Scale cannot be shown (kube's 500 on GET).
+    pub fn spec_missing(&self, obj: &Value) -> bool {
+        self.custom() && obj.pointer(self.spec).is_none()
+    }
+
+    /// `specReplicasPath` as the CRD spells it (`.spec.replicas`), quoted
+    /// as Go's `%q`.
+    pub fn spec_path(&self) -> String {
+        let path: String = self
+            .spec
+            .split('/')
+            .skip(1)
+            .map(|f| format!(".{}", f.replace("~1", "/").replace("~0", "~")))
+            .collect();
+        format!("{path:?}")
+    }
+}
+
+/// GET of a custom resource's Scale whose object has no spec replicas:
+/// kube's `ScaleREST.Get` answers an internal error.
+pub(super) fn spec_missing_error(p: &Pointers) -> Status {
+    Status::internal(format!(
+        "the spec replicas field {} does not exist",
+        p.spec_path()
+    ))
+}
+
+/// A patch of a custom resource's Scale that left unset replicas unset:
+/// kube's `scaleUpdatedObjectInfo` answers 400.
+pub(super) fn spec_empty_error(p: &Pointers) -> Status {
+    Status::bad_request(format!(
+        "the spec replicas field {} cannot be empty",
+        p.spec_path()
+    ))
+}
+
+/// What kube puts in the Scale's `spec.replicas` when the custom resource
+/// has none, for a patch to overwrite (`invalidSpecReplicas`).
+pub(super) const UNSET_REPLICAS: i64 = i32::MIN as i64;
+
 /// The request's `/scale` pointers; 404 for a kind without `/scale`.
 pub(super) fn pointers(scope: &Scope) -> Result<Pointers<'_>> {
     match scope.subresource.as_ref() {

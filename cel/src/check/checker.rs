@@ -285,6 +285,14 @@ impl<'a> Checker<'a> {
                 Type::Dyn
             }
             Type::Dyn | Type::Error => Type::Dyn,
+            // kube's library types made with `cel.ObjectType` are structs
+            // to cel-go, but no type provider knows them.
+            Type::Opaque(name, p)
+                if p.is_empty() && super::overloads::is_unresolved_struct(name) =>
+            {
+                self.error(id, format!("unexpected failed resolution of '{name}'"));
+                Type::Error
+            }
             other => {
                 self.error(
                     id,
@@ -321,6 +329,21 @@ impl<'a> Checker<'a> {
 
     fn check_call_inner(&mut self, e: &IdedExpr, call: &cel::common::ast::CallExpr) -> Type {
         let name = call.func_name.as_str();
+        // `authorizer.requestResource`, which this crate's parser makes a
+        // call (see `library::authz::rewrite`): kube's variable of that
+        // name where the environment declares it, else a field selection
+        // on `authorizer` as cel-go checks one.
+        if name == "requestResource" && call.args.is_empty() {
+            if let Some(target) = &call.target {
+                let declared = qualified_name(target)
+                    .and_then(|q| self.lookup_var(&format!("{q}.requestResource")));
+                if let Some(t) = declared {
+                    return t;
+                }
+                let t = self.check_select_field(e.id, target, "requestResource", false);
+                return self.sub(&t);
+            }
+        }
         // A namespaced function: `optional.of(x)`, `sets.contains(a, b)`.
         if let Some(target) = &call.target {
             if let Some(prefix) = qualified_name(target) {

@@ -11,7 +11,9 @@
 //!   (and `date`) `timestamp`, `format: duration` `duration`, `format:
 //!   byte` `bytes`; the root and embedded resources gain `apiVersion`,
 //!   `kind` and `metadata.name`/`generateName`); or any variables a caller
-//!   declares ([`Env::with_variable`]). A name no scope declares is
+//!   declares ([`Env::with_variable`]; kube's admission `request` and
+//!   `namespaceObject` types are [`Type::admission_request`] and
+//!   [`Type::namespace_object`]). A name no scope declares is
 //!   `undeclared reference to 'x' (in container '')`.
 //! * Field selection and `has()`: `undefined field 'x'` on an object
 //!   without that field (unknown fields of
@@ -50,6 +52,7 @@
 //! under the column of the node: the `.` of a selection, the operator of a
 //! binary call, the `(` of a function call.
 
+mod admission;
 mod checker;
 pub(crate) mod overloads;
 mod types;

@@ -232,6 +232,8 @@ fn refused() {
         ("self.objs[0] == {'k': 'a', 'v': '1'}", "found no matching overload for '_==_'"),
         ("self.name == null", "found no matching overload for '_==_' applied to '(string, null)'"),
         ("self.when > 1", "found no matching overload for '_>_' applied to '(timestamp, int)'"),
+        ("quantity('1').value == 1", "ERROR: <input>:1:14: unexpected failed resolution of 'kubernetes.Quantity'"),
+        ("ip('1.2.3.4').family == 4", "type 'net.IP' does not support field selection"),
         ("quantity('1').isGreaterThan(1)", "found no matching overload for 'isGreaterThan' applied to 'kubernetes.Quantity.(int)'"),
         ("has(self.withUnknown.field1)", "undefined field 'field1'"),
         ("has(self.anyval)", "undefined field 'anyval'"),

@@ -419,12 +419,15 @@ fn error(args: &[Value]) -> Result<Value, ExecutionError> {
     ))
 }
 
-/// `authorizer.requestResource` is a field in Kubernetes' library; here it
-/// is the member call `requestResource()` (opaque values have no fields).
+/// `authorizer.requestResource` is a variable of its own in Kubernetes'
+/// environment; here it is the member call `requestResource()` on
+/// `authorizer` (opaque values have no fields). Any other
+/// `x.requestResource` (`request.requestResource`) stays a field.
 pub(crate) fn rewrite(e: &mut cel::common::ast::IdedExpr) {
     use cel::common::ast::{CallExpr, Expr};
     if let Expr::Select(s) = &mut e.expr {
-        if !s.test && s.field == "requestResource" {
+        let on_authorizer = matches!(&s.operand.expr, Expr::Ident(n) if n == "authorizer");
+        if !s.test && s.field == "requestResource" && on_authorizer {
             let operand = std::mem::take(&mut s.operand);
             e.expr = Expr::Call(CallExpr {
                 func_name: "requestResource".into(),
@@ -515,6 +518,22 @@ mod tests {
         assert_eq!(last.path.as_deref(), Some("/healthz"));
         assert_eq!(asked[2].name, "p");
         assert!(ok("authorizer.group('').check('get')").is_err());
+    }
+
+    /// Only `authorizer.requestResource` is the authorizer's: the
+    /// admission request's own `requestResource` is a field.
+    #[test]
+    fn request_resource_of_anything_else_is_a_field() {
+        let mut vars = Bindings::new();
+        vars.insert_json(
+            "request",
+            &serde_json::json!({"requestResource": {"group": "", "version": "v1", "resource": "pods"}}),
+        );
+        let v = Program::compile("request.requestResource.resource == 'pods'")
+            .unwrap()
+            .evaluate(&vars)
+            .map(|e| e.value);
+        assert_eq!(v, Ok(Value::Bool(true)));
     }
 
     #[test]
