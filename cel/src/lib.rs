@@ -12,13 +12,16 @@
 //! # Use
 //!
 //! ```
-//! use k8s_cel::{Bindings, Program, SizeHints, STATIC_ESTIMATED_COST_LIMIT};
+//! use k8s_cel::{check, Bindings, Program, STATIC_ESTIMATED_COST_LIMIT};
 //! use serde_json::json;
 //!
-//! // Compile once (e.g. when the CRD is written) ...
+//! // Compile, check and cost once (e.g. when the CRD is written) ...
+//! let schema = json!({"type": "object", "properties": {
+//!     "replicas": {"type": "integer"}, "maxReplicas": {"type": "integer"}}});
+//! let env = check::Env::for_schema_rule(&schema, false, false).unwrap();
 //! let rule = Program::compile("self.replicas <= self.maxReplicas").unwrap();
-//! let hints = SizeHints::new();
-//! rule.estimate_cost(&hints).check(STATIC_ESTIMATED_COST_LIMIT).unwrap();
+//! let (_bool, cost) = rule.check_cost(&env).unwrap();
+//! cost.check(STATIC_ESTIMATED_COST_LIMIT).unwrap();
 //!
 //! // ... evaluate many times, from any thread.
 //! let vars = Bindings::new().with_json("self", &json!({"replicas": 3, "maxReplicas": 5}));
@@ -48,10 +51,11 @@
 //! * [`Program::variables`] / [`Program::uses_variable`] tell which
 //!   variables a rule reads (a CRD rule reading `oldSelf` is a transition
 //!   rule).
-//! * [`Program::estimate_cost`] bounds the cost statically from the sizes
-//!   in [`SizeHints`]; [`CostEstimate::check`] compares it with
+//! * [`Program::check_cost`] type-checks and estimates the cost from the
+//!   types and the schema's sizes as cel-go and kube do (see [`estimate`]);
+//!   [`CostEstimate::check`] compares it with
 //!   [`STATIC_ESTIMATED_COST_LIMIT`] and words the refusal as Kubernetes
-//!   does. How the estimate differs from cel-go's: see [`estimate`].
+//!   does.
 //!
 //! # What the language has
 //!
@@ -98,7 +102,7 @@ pub use cost::{
     MAX_REQUEST_SIZE_BYTES, OUT_OF_BUDGET, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET,
     STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
-pub use estimate::{CostEstimate, CostExceeded, SizeHints};
+pub use estimate::{CostEstimate, CostExceeded};
 pub use library::authz::{authorizer, AuthzCheck, AuthzDecision, AuthzOracle, PENDING};
 pub use limits::{MAX_AST_DEPTH, MAX_NESTING_DEPTH};
 pub use program::{Bindings, CompileError, EvalError, Evaluation, Program, MAX_EXPRESSION_LENGTH};

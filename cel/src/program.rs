@@ -10,7 +10,7 @@ use cel::context::VariableResolver;
 use cel::{Context, Env, ExecutionError, Value};
 
 use crate::cost::{MeterGuard, COST_LIMIT_EXCEEDED, OUT_OF_BUDGET, PER_CALL_LIMIT};
-use crate::estimate::{estimate, CostEstimate, SizeHints};
+use crate::estimate::{estimate, CostEstimate};
 use crate::instrument::{once_cost, Instrumenter};
 use crate::limits::{
     ast_depth, bracket_depth, COMPILE_STACK_BYTES, DEBUG_EVAL_STACK_BYTES, MAX_AST_DEPTH,
@@ -234,6 +234,25 @@ impl Program {
     /// them (`compilation failed: ERROR: <input>:1:5: undefined field
     /// 'x'` and the source line with a caret).
     pub fn check(&self, env: &crate::check::Env) -> Result<crate::check::Type, CompileError> {
+        self.checked(env).map(|c| c.output)
+    }
+
+    /// Type-checks the program against `env`, as [`Program::check`], and
+    /// estimates its cost from the checked types and the sizes `env`
+    /// records (see [`crate::estimate`]): kube's `EstimateCost`.
+    pub fn check_cost(
+        &self,
+        env: &crate::check::Env,
+    ) -> Result<(crate::check::Type, CostEstimate), CompileError> {
+        let checked = self.checked(env)?;
+        let cost = estimate(&self.parsed, &checked, env.sizes());
+        Ok((checked.output, cost))
+    }
+
+    fn checked(
+        &self,
+        env: &crate::check::Env,
+    ) -> Result<crate::check::checker::Checked, CompileError> {
         crate::check::check(&self.parsed, &self.info, &self.source, env)
             .map_err(|detail| CompileError { detail })
     }
@@ -355,12 +374,6 @@ impl Program {
     /// transition rule (reads `oldSelf`).
     pub fn uses_variable(&self, name: &str) -> bool {
         crate::references::free_variables(&self.parsed).contains(name)
-    }
-
-    /// The static cost estimate of this program for data of the sizes
-    /// `hints` gives (see [`crate::estimate`]).
-    pub fn estimate_cost(&self, hints: &SizeHints) -> CostEstimate {
-        estimate(&self.parsed, hints)
     }
 }
 

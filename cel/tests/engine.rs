@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use k8s_cel::{
-    cel_to_json, Bindings, Budget, EvalError, Program, SizeHints, Value, PER_CALL_LIMIT,
+    cel_to_json, check, Bindings, Budget, CostEstimate, EvalError, Program, Value, PER_CALL_LIMIT,
     STATIC_ESTIMATED_COST_LIMIT,
 };
 use serde_json::json;
@@ -232,60 +232,82 @@ fn budgets_span_evaluations() {
 }
 
 #[test]
-fn static_estimates_follow_size_hints() {
-    let rule = Program::compile("self.items.all(x, x.name.size() < 10)").unwrap();
-    let bounded = SizeHints::new().with("self.items", 100);
-    let small = rule.estimate_cost(&bounded);
+fn static_estimates_follow_the_schema() {
+    let schema = |max_items: Option<u64>, max_length: Option<u64>| {
+        let mut name = json!({"type": "string"});
+        if let Some(m) = max_length {
+            name["maxLength"] = json!(m);
+        }
+        let mut items = json!({"type": "array", "items": {"type": "object",
+            "properties": {"name": name}}});
+        if let Some(m) = max_items {
+            items["maxItems"] = json!(m);
+        }
+        json!({"type": "object", "properties": {"items": items, "other": {"type": "string", "maxLength": 10}}})
+    };
+    let env =
+        |items, length| check::Env::for_schema_rule(&schema(items, length), false, false).unwrap();
+    let cost =
+        |rule: &str, env: &check::Env| Program::compile(rule).unwrap().check_cost(env).unwrap().1;
+
+    let rule = "self.items.all(x, x.name.size() < 10)";
+    let small = cost(rule, &env(Some(100), None));
     assert!(small.max >= 100 && small.max < 1000, "{small:?}");
     assert!(small.check(STATIC_ESTIMATED_COST_LIMIT).is_ok());
-    let unbounded = rule.estimate_cost(&SizeHints::new());
+    let unbounded = cost(rule, &env(None, None));
     assert!(unbounded.max > small.max * 1000, "{unbounded:?}");
 
-    let nested =
-        Program::compile("self.items.all(x, self.items.all(y, x.name != y.name))").unwrap();
-    let e = nested
-        .estimate_cost(&SizeHints::new())
+    let nested = "self.items.all(x, self.items.all(y, x.name != y.name))";
+    let e = cost(nested, &env(None, None))
         .check(STATIC_ESTIMATED_COST_LIMIT)
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "estimated rule cost exceeds budget by factor of more than 100x"
+        "estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
     );
-    let hinted = SizeHints::new()
-        .with("self.items", 1000)
-        .with("self.items[*].name", 63);
-    let e = nested.estimate_cost(&hinted).check(1_000_000).unwrap_err();
+    let bounded = cost(nested, &env(Some(1000), Some(63)));
+    let e = bounded.check(1_000_000).unwrap_err();
     assert!(
         e.to_string()
             .starts_with("estimated rule cost exceeds budget by factor of "),
         "{e}"
     );
-    assert!(nested.estimate_cost(&hinted).max < 100_000_000);
+    assert!(bounded.max < 100_000_000);
 
-    let strings = Program::compile("self.name.contains(self.other)").unwrap();
-    let hints = SizeHints::new()
-        .with("self.name", 100)
-        .with("self.other", 10);
-    let est = strings.estimate_cost(&hints);
-    assert!(est.max >= 100 && est.max < 1000, "{est:?}");
-    let transition = Program::compile("self.items.all(x, x in oldSelf.items)").unwrap();
-    let hints = SizeHints::new()
-        .with("self.items", 10)
-        .with("self.items[*]", 10);
-    assert!(
-        transition.estimate_cost(&hints).max < 1000,
-        "{:?}",
-        transition.estimate_cost(&hints)
+    let transition = cost(
+        "self.items.all(x, x in oldSelf.items)",
+        &env(Some(10), Some(10)),
     );
-    assert_eq!(hints.get("oldSelf.items"), Some(10));
-    let constant = Program::compile("1 + 2 == 3")
-        .unwrap()
-        .estimate_cost(&SizeHints::new());
+    assert!(transition.max < 1000, "{transition:?}");
+    let constant = cost("1 + 2 == 3", &env(None, None));
     assert!(constant.max < 10, "{constant:?}");
-    let short = Program::compile("true || self.items.all(x, x > 0)")
-        .unwrap()
-        .estimate_cost(&SizeHints::new());
+    let short = cost("true || self.items.all(x, x.name == 'a')", &env(None, None));
     assert!(short.min < 5 && short.max > 1000, "{short:?}");
+}
+
+#[test]
+fn cost_refusals_are_worded_as_kube_words_them() {
+    let e = |estimate| {
+        CostEstimate {
+            min: 0,
+            max: estimate,
+        }
+        .check(10)
+        .unwrap_err()
+        .to_string()
+    };
+    assert!(
+        e(12).starts_with("estimated rule cost exceeds budget by factor of 1.200000x (try"),
+        "{}",
+        e(12)
+    );
+    assert!(
+        e(25).starts_with("estimated rule cost exceeds budget by factor of 2.5x (try"),
+        "{}",
+        e(25)
+    );
+    assert!(e(1001).starts_with("estimated rule cost exceeds budget by factor of more than 100x"));
+    assert!(CostEstimate { min: 0, max: 10 }.check(10).is_ok());
 }
 
 #[test]

@@ -127,7 +127,12 @@ proptest! {
             let vars = vars();
             let _ = program.evaluate_with_limit(&vars, 100_000);
             let _ = program.eval_json(&vars);
-            let _ = program.estimate_cost(&k8s_cel::SizeHints::new());
+            let schema = serde_json::json!({"type": "object", "properties": {
+                "items": {"type": "array", "items": {"type": "string"}},
+                "m": {"type": "object", "additionalProperties": {"type": "integer"}}}});
+            if let Some(env) = k8s_cel::check::Env::for_schema_rule(&schema, true, false) {
+                let _ = program.check_cost(&env);
+            }
         }
     }
 

@@ -353,7 +353,7 @@ const RANGES: &str = r#"{
             "x-kubernetes-validations": [
               {"rule": "self.min <= self.max", "message": "min must not exceed max"},
               {"rule": "self.max >= oldSelf.max",
-               "messageExpression": "'max may only grow, was ' + string(oldSelf.max)"}
+               "messageExpression": "'max may only grow, was %d'.format([oldSelf.max])"}
             ],
             "properties": {
               "min": {"type": "integer", "minimum": 0},

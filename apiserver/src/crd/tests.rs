@@ -215,29 +215,112 @@ fn rules_that_cost_too_much_or_do_not_compile_are_refused() {
         "spec.validation.openAPIV3Schema",
         &schema(nested, None),
         &Default::default(),
+        false,
     );
-    assert_eq!(errs.len(), 1, "{errs:?}");
+    // The rule, its share of the total, and the total.
+    assert_eq!(errs.len(), 3, "{errs:?}");
     assert_eq!(
         errs[0].field,
         "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
     );
-    assert!(
-        errs[0]
-            .message
-            .starts_with("Forbidden: estimated rule cost exceeds budget by factor of"),
-        "{}",
-        errs[0].message
+    assert_eq!(
+        errs[0].message,
+        "Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
     );
     // Bounded by the schema, the same rule fits.
     assert!(
-        rules::definition_errors("s", &schema(nested, Some(10)), &Default::default()).is_empty()
+        rules::definition_errors("s", &schema(nested, Some(10)), &Default::default(), false)
+            .is_empty()
     );
     let errs = rules::definition_errors(
         "s",
         &schema("self.list.size( > 1", None),
         &Default::default(),
+        false,
     );
     assert!(errs[0].message.contains("compilation failed"), "{errs:?}");
+}
+
+/// kube's `validation_test.go` cases on rule costs: a rule under lists
+/// and maps counts once per possible occurrence, and the sum over the
+/// schema has a limit of its own.
+#[test]
+fn rule_costs_count_per_occurrence_and_in_total() {
+    let base = "spec.validation.openAPIV3Schema";
+    let errors = |schema: serde_json::Value| {
+        let st = apimachinery::crd::Structural::from_json(&schema).unwrap();
+        rules::definition_errors(base, &st, &Default::default(), false)
+            .into_iter()
+            .map(|c| (c.field, c.message))
+            .collect::<Vec<_>>()
+    };
+    let nested = |key: serde_json::Value, max_items: Option<u64>, max_props: Option<u64>| {
+        let mut items = json!({"type": "object", "additionalProperties": {
+            "type": "object", "required": ["key"], "properties": {"key": key}}});
+        if let Some(m) = max_props {
+            items["maxProperties"] = json!(m);
+        }
+        let mut value = json!({"type": "array", "items": items, "x-kubernetes-validations": [
+            {"rule": "self.all(x, x.all(y, x[y].key == x[y].key))"}]});
+        if let Some(m) = max_items {
+            value["maxItems"] = json!(m);
+        }
+        json!({"type": "object", "properties": {"value": value}})
+    };
+    let rule = format!("{base}.properties[value].x-kubernetes-validations[0].rule");
+    for schema in [
+        nested(json!({"type": "string"}), None, None),
+        nested(json!({"type": "string", "maxLength": 10}), None, None),
+    ] {
+        let errs = errors(schema);
+        let fields: Vec<&str> = errs.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, [rule.as_str(), rule.as_str(), base], "{errs:?}");
+        assert_eq!(
+            errs[1].1,
+            "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+        );
+        assert!(
+            errs[2].1.starts_with(
+                "Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of "
+            ),
+            "{errs:?}"
+        );
+    }
+    let bounded = nested(
+        json!({"type": "string", "maxLength": 10}),
+        Some(10),
+        Some(10),
+    );
+    assert_eq!(errors(bounded), []);
+    assert_eq!(errors(nested(json!({"type": "number"}), Some(4), None)), []);
+    let rooted = json!({"type": "object", "properties": {"value": {"type": "integer",
+        "x-kubernetes-validations": [{"rule": "self < 1024"}]}}});
+    assert_eq!(errors(rooted), []);
+
+    // 2001 per item: 200.1M for 100000 list items (over the rule limit
+    // and the total's), 2.001M for 1000 map values (1% of the total's).
+    let keyword = json!([{"rule": "self.contains('keyword')"}]);
+    let total = json!({"type": "object", "properties": {
+        "list": {"type": "array", "maxItems": 100000, "items": {"type": "string",
+            "maxLength": 5000, "x-kubernetes-validations": keyword}},
+        "map": {"type": "object", "maxProperties": 1000, "additionalProperties": {
+            "type": "string", "maxLength": 5000, "x-kubernetes-validations": keyword}},
+        "field": {"type": "integer", "x-kubernetes-validations": [{"rule": "self > 50 && self < 100"}]},
+    }});
+    let list = format!("{base}.properties[list].items.x-kubernetes-validations[0].rule");
+    let map =
+        format!("{base}.properties[map].additionalProperties.x-kubernetes-validations[0].rule");
+    let contributed = "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema";
+    let hint = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+    assert_eq!(
+        errors(total),
+        [
+            (list.clone(), format!("Forbidden: estimated rule cost exceeds budget by factor of 20.0x {hint}")),
+            (list, contributed.to_owned()),
+            (map, contributed.to_owned()),
+            (base.to_owned(), format!("Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of 2.0x {hint}")),
+        ]
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use apimachinery::crd::{validation_rules, Structural, ValidationRule};
 use apimachinery::status::{cause, StatusCause};
 use k8s_cel::check::{Env as TypeEnv, Type as CelType};
-use k8s_cel::{Bindings, Budget, EvalError, Program, SizeHints};
+use k8s_cel::{Bindings, Budget, EvalError, Program};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
@@ -260,102 +260,238 @@ fn failure(field: &str, type_name: &str, msg: &str, reason: Option<&str>) -> Sta
 /// What is wrong with the rules of one version's schema when a CRD is
 /// written: rules that do not compile or type-check against the schema
 /// (kube's `compilation failed: ERROR: <input>:1:5: undefined field 'x'`),
-/// rules that are not `bool` (message expressions not `string`), and rules
-/// whose estimated cost is over kube's limit. `base` is the schema's field
-/// path (`spec.versions[0].schema.openAPIV3Schema`). Expressions in
+/// rules that are not `bool` (message expressions not `string`), rules
+/// whose estimated cost (times the most times their node can occur) is
+/// over kube's per-expression limit, and a total over the whole schema
+/// above kube's CRD limit. `base` is the schema's field path
+/// (`spec.versions[0].schema.openAPIV3Schema`). Expressions in
 /// `preexisting` (every rule and message expression of the CRD before an
 /// update) are not type-checked again, so a CRD stored before the checker
-/// existed can still be updated.
+/// existed can still be updated; their cost counts where they check.
+/// `unchanged_schema` (an update leaving this version's schema as it was)
+/// lifts the per-expression limit, as in kube; the total still applies.
 pub fn definition_errors(
     base: &str,
     schema: &Structural,
     preexisting: &HashSet<String>,
+    unchanged_schema: bool,
 ) -> Vec<StatusCause> {
-    let mut out = Vec::new();
-    for node in validation_rules(schema) {
-        let hints = hints_for(node.schema);
-        let node_json = schema_json(node.schema, 0);
-        for (i, r) in node.rules.iter().enumerate() {
-            let at = if node.schema_path.is_empty() {
-                format!("{base}.x-kubernetes-validations[{i}]")
+    let mut walk = DefinitionWalk {
+        base,
+        preexisting,
+        unchanged_schema,
+        total: TotalCost::default(),
+        out: Vec::new(),
+    };
+    walk.node(schema, String::new(), Some(1), 0);
+    let mut out = walk.out;
+    if walk.total.total > k8s_cel::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        for (path, _) in &walk.total.most_expensive {
+            out.push(StatusCause::new(
+                cause::FIELD_VALUE_FORBIDDEN,
+                "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                path.clone(),
+            ));
+        }
+        let e = k8s_cel::CostExceeded {
+            what: "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+            estimate: walk.total.total,
+            limit: k8s_cel::STATIC_ESTIMATED_CRD_COST_LIMIT,
+        };
+        out.push(StatusCause::new(
+            cause::FIELD_VALUE_FORBIDDEN,
+            format!("Forbidden: {e}"),
+            base,
+        ));
+    }
+    out
+}
+
+/// kube's `TotalCost`: the sum of every expression's cost over a schema,
+/// and the (at most 4) dearest expressions of at least 1% of the limit.
+#[derive(Default)]
+struct TotalCost {
+    total: u64,
+    most_expensive: Vec<(String, u64)>,
+}
+
+impl TotalCost {
+    fn observe(&mut self, path: String, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < k8s_cel::STATIC_ESTIMATED_CRD_COST_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((path, cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
+}
+
+/// kube's `maxCardinality`: how many times data of the smallest
+/// serialized size can occur in a request.
+fn max_cardinality(min_serialized: u64) -> u64 {
+    k8s_cel::MAX_REQUEST_SIZE_BYTES / (min_serialized + 1)
+}
+
+/// kube's `extractMaxElements`: how many children a node can have for
+/// each of its occurrences (`None`: unbounded).
+fn max_children(s: &Structural) -> Option<u64> {
+    let bound = |v: Option<i64>| v.map(|v| v.max(0) as u64);
+    let vv = s.value_validation.as_ref();
+    match s.type_.as_str() {
+        "object" if s.additional_properties.is_some() => bound(vv.and_then(|v| v.max_properties)),
+        "array" => bound(vv.and_then(|v| v.max_items)),
+        _ => Some(1),
+    }
+}
+
+struct DefinitionWalk<'a> {
+    base: &'a str,
+    preexisting: &'a HashSet<String>,
+    unchanged_schema: bool,
+    total: TotalCost,
+    out: Vec<StatusCause>,
+}
+
+impl DefinitionWalk<'_> {
+    /// A schema node: its children first, then its own rules, as kube's
+    /// validation recurses. `cardinality` is the most times the node can
+    /// occur (kube's `MaxCardinality`; `None` below an unbounded list or
+    /// map).
+    fn node(&mut self, s: &Structural, spath: String, cardinality: Option<u64>, depth: usize) {
+        if depth > 64 {
+            return;
+        }
+        let child_cardinality = cardinality
+            .zip(max_children(s))
+            .map(|(c, m)| c.saturating_mul(m));
+        let child = |name: &str| {
+            if spath.is_empty() {
+                name.to_owned()
             } else {
-                format!("{base}.{}.x-kubernetes-validations[{i}]", node.schema_path)
+                format!("{spath}.{name}")
+            }
+        };
+        if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
+            self.node(
+                ap,
+                child("additionalProperties"),
+                child_cardinality,
+                depth + 1,
+            );
+        }
+        for (k, p) in &s.properties {
+            let path = format!("{}[{k}]", child("properties"));
+            self.node(p, path, child_cardinality, depth + 1);
+        }
+        if let Some(items) = &s.items {
+            self.node(items, child("items"), child_cardinality, depth + 1);
+        }
+        if !s.extensions.validations.is_empty() {
+            self.rules(s, &spath, cardinality);
+        }
+    }
+
+    fn rules(&mut self, s: &Structural, spath: &str, cardinality: Option<u64>) {
+        let node_json = schema_json(s, 0);
+        for (i, r) in s.extensions.validations.iter().enumerate() {
+            let at = if spath.is_empty() {
+                format!("{}.x-kubernetes-validations[{i}]", self.base)
+            } else {
+                format!("{}.{spath}.x-kubernetes-validations[{i}]", self.base)
             };
-            let env = (!preexisting.contains(&r.rule)
-                || !preexisting.contains(&r.message_expression))
-            .then(|| {
-                TypeEnv::for_schema_rule(
-                    &node_json,
-                    node.schema_path.is_empty(),
-                    r.optional_old_self == Some(true),
-                )
-            })
-            .flatten();
-            let invalid = |detail: &dyn std::fmt::Display| {
+            let env = TypeEnv::for_schema_rule(
+                &node_json,
+                spath.is_empty(),
+                r.optional_old_self == Some(true),
+            );
+            let invalid = |field: &str, detail: &dyn std::fmt::Display| {
                 StatusCause::new(
                     cause::FIELD_VALUE_INVALID,
                     format!("Invalid value: {}: {detail}", go_rule(r)),
-                    format!("{at}.rule"),
+                    format!("{at}.{field}"),
                 )
             };
             match Program::compile(&r.rule) {
-                Err(e) => out.push(invalid(&e)),
+                Err(e) => self.out.push(invalid("rule", &e)),
                 Ok(p) => {
-                    let checked = match env.as_ref().filter(|_| !preexisting.contains(&r.rule)) {
-                        Some(env) => p.check(env).map(Some),
-                        None => Ok(None),
-                    };
-                    match checked {
-                        Err(e) => out.push(invalid(&e)),
-                        Ok(Some(t)) if !t.may_be(&CelType::Bool) => {
-                            out.push(invalid(&"cel expression must evaluate to a bool"))
-                        }
-                        Ok(_) => {
-                            if let Err(e) = p
-                                .estimate_cost(&hints)
-                                .check(k8s_cel::STATIC_ESTIMATED_COST_LIMIT)
-                            {
-                                out.push(StatusCause::new(
-                                    cause::FIELD_VALUE_FORBIDDEN,
-                                    format!(
-                                        "Forbidden: {e} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
-                                    ),
-                                    format!("{at}.rule"),
-                                ));
-                            }
-                        }
+                    let old = self.preexisting.contains(&r.rule);
+                    let mut cost = 0;
+                    match env.as_ref().map(|env| p.check_cost(env)) {
+                        Some(Err(e)) if !old => self.out.push(invalid("rule", &e)),
+                        Some(Ok((t, _))) if !old && !t.may_be(&CelType::Bool) => self
+                            .out
+                            .push(invalid("rule", &"cel expression must evaluate to a bool")),
+                        Some(Ok((_, c))) => cost = c.max,
+                        _ => {}
                     }
+                    // A rule runs once per occurrence of its node: at most
+                    // the product of the bounds above it, else as many
+                    // times as the node's smallest form fits in a request.
+                    let times = cardinality.unwrap_or_else(|| {
+                        max_cardinality(
+                            env.as_ref()
+                                .and_then(|e| e.sizes())
+                                .map_or(0, |s| s.min_serialized),
+                        )
+                    });
+                    let cost = if cost == 0 {
+                        0
+                    } else {
+                        cost.saturating_mul(times)
+                    };
+                    self.limit("estimated rule cost", cost, format!("{at}.rule"));
                 }
             }
-            if !r.message_expression.is_empty() {
-                let invalid = |detail: &dyn std::fmt::Display| {
-                    StatusCause::new(
-                        cause::FIELD_VALUE_INVALID,
-                        format!("Invalid value: {}: {detail}", go_rule(r)),
-                        format!("{at}.messageExpression"),
-                    )
-                };
-                match Program::compile(&r.message_expression) {
-                    Err(e) => out.push(invalid(&format_args!("messageExpression {e}"))),
-                    Ok(p) => {
-                        let env = env
-                            .as_ref()
-                            .filter(|_| !preexisting.contains(&r.message_expression));
-                        match env.map(|env| p.check(env)) {
-                            Some(Err(e)) => {
-                                out.push(invalid(&format_args!("messageExpression {e}")))
-                            }
-                            Some(Ok(t)) if !t.may_be(&CelType::String) => {
-                                out.push(invalid(&"messageExpression must evaluate to a string"))
-                            }
-                            _ => {}
+            if r.message_expression.is_empty() {
+                continue;
+            }
+            match Program::compile(&r.message_expression) {
+                Err(e) => self.out.push(invalid(
+                    "messageExpression",
+                    &format_args!("messageExpression {e}"),
+                )),
+                Ok(p) => {
+                    let old = self.preexisting.contains(&r.message_expression);
+                    match env.as_ref().map(|env| p.check_cost(env)) {
+                        Some(Err(e)) if !old => self.out.push(invalid(
+                            "messageExpression",
+                            &format_args!("messageExpression {e}"),
+                        )),
+                        Some(Ok((t, _))) if !old && !t.may_be(&CelType::String) => {
+                            self.out.push(invalid(
+                                "messageExpression",
+                                &"messageExpression must evaluate to a string",
+                            ))
                         }
+                        Some(Ok((_, c))) => self.limit(
+                            "estimated messageExpression cost",
+                            c.max,
+                            format!("{at}.messageExpression"),
+                        ),
+                        _ => {}
                     }
                 }
             }
         }
     }
-    out
+
+    /// kube's per-expression limit (unless lifted) and the running total.
+    fn limit(&mut self, what: &'static str, cost: u64, path: String) {
+        if !self.unchanged_schema && cost > k8s_cel::STATIC_ESTIMATED_COST_LIMIT {
+            let e = k8s_cel::CostExceeded {
+                what,
+                estimate: cost,
+                limit: k8s_cel::STATIC_ESTIMATED_COST_LIMIT,
+            };
+            self.out.push(StatusCause::new(
+                cause::FIELD_VALUE_FORBIDDEN,
+                format!("Forbidden: {e}"),
+                path.clone(),
+            ));
+        }
+        self.total.observe(path, cost);
+    }
 }
 
 /// A rule as kube prints the value of its field errors: Go's `%#v` of the
@@ -392,8 +528,31 @@ fn schema_json(s: &Structural, depth: usize) -> Value {
     if !s.type_.is_empty() {
         m.insert("type".into(), Value::String(s.type_.clone()));
     }
-    if let Some(v) = s.value_validation.as_ref().filter(|v| !v.format.is_empty()) {
-        m.insert("format".into(), Value::String(v.format.clone()));
+    if let Some(v) = &s.value_validation {
+        if !v.format.is_empty() {
+            m.insert("format".into(), Value::String(v.format.clone()));
+        }
+        // The bounds kube's cost estimate reads.
+        for (key, bound) in [
+            ("maxLength", v.max_length),
+            ("maxItems", v.max_items),
+            ("maxProperties", v.max_properties),
+        ] {
+            if let Some(b) = bound {
+                m.insert(key.into(), Value::from(b));
+            }
+        }
+        if !v.enum_.is_empty() {
+            m.insert("enum".into(), Value::Array(v.enum_.clone()));
+        }
+        if !v.required.is_empty() {
+            m.insert("required".into(), Value::from(v.required.clone()));
+        }
+    }
+    if s.default.is_some() {
+        // Only its presence matters (a defaulted property is not counted
+        // in the smallest serialized object).
+        m.insert("default".into(), Value::Bool(true));
     }
     for (flag, set) in [
         ("x-kubernetes-int-or-string", s.extensions.int_or_string),
@@ -458,33 +617,4 @@ pub fn preexisting_expressions(crd: &Value) -> HashSet<String> {
         walk(spec, &mut out, 0);
     }
     out
-}
-
-/// Size hints for the rules of one node from the schema's own bounds
-/// (`maxLength`, `maxItems`, `maxProperties`) below it, by CEL path.
-fn hints_for(s: &Structural) -> SizeHints {
-    let mut hints = SizeHints::new();
-    add_hints(s, "self".to_string(), &mut hints, 0);
-    hints
-}
-
-fn add_hints(s: &Structural, path: String, hints: &mut SizeHints, depth: usize) {
-    if depth > 16 {
-        return;
-    }
-    if let Some(v) = &s.value_validation {
-        let bound = v.max_length.or(v.max_items).or(v.max_properties);
-        if let Some(b) = bound {
-            hints.set(&path, b.max(0) as u64);
-        }
-    }
-    for (k, ps) in &s.properties {
-        add_hints(ps, format!("{path}.{k}"), hints, depth + 1);
-    }
-    if let Some(items) = &s.items {
-        add_hints(items, format!("{path}[*]"), hints, depth + 1);
-    }
-    if let Some(ap) = s.additional_properties.as_ref().and_then(|a| a.schema()) {
-        add_hints(ap, format!("{path}[*]"), hints, depth + 1);
-    }
 }

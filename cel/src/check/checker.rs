@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, SourceInfo};
 
-use super::overloads::{lookup, type_ident, Function};
+use super::overloads::{lookup, type_ident, Function, Overload};
 use super::types::{assignable, assignable_list, most_general, substitute, Mapping, Type};
 use super::Env;
 
@@ -16,6 +16,27 @@ pub(crate) struct Issue {
     /// Where in the source (a char or byte offset, as the parser counts).
     pub offset: Option<u32>,
     pub message: String,
+}
+
+/// How a call was resolved: the function (namespaced ones by their full
+/// name, `sets.contains`) and the overloads it may run, as cel-go's
+/// reference map records them for its cost estimator.
+#[derive(Debug, Clone)]
+pub(crate) struct CallRef {
+    pub function: String,
+    /// Whether the call's target is a namespace (`sets.`, `optional.`),
+    /// not a value.
+    pub namespaced: bool,
+    pub overloads: Vec<&'static Overload>,
+}
+
+/// A checked expression: its type, the type of every node (by id) and the
+/// resolution of every call to a function the checker knows.
+#[derive(Debug, Clone)]
+pub(crate) struct Checked {
+    pub output: Type,
+    pub types: HashMap<u64, Type>,
+    pub calls: HashMap<u64, CallRef>,
 }
 
 pub(crate) struct Checker<'a> {
@@ -31,6 +52,8 @@ pub(crate) struct Checker<'a> {
     /// How many `format` calls enclose the node (their list literals may
     /// mix types).
     in_format: usize,
+    types: HashMap<u64, Type>,
+    calls: HashMap<u64, CallRef>,
     pub issues: Vec<Issue>,
 }
 
@@ -47,14 +70,26 @@ impl<'a> Checker<'a> {
             free: 0,
             here: None,
             in_format: 0,
+            types: HashMap::new(),
+            calls: HashMap::new(),
             issues: Vec::new(),
         }
     }
 
-    /// The type of `e`, type parameters left free becoming `dyn`.
-    pub fn check_root(&mut self, e: &IdedExpr) -> Type {
+    /// The type of `e` and of its nodes, type parameters left free
+    /// becoming `dyn`.
+    pub fn check_root(&mut self, e: &IdedExpr) -> Checked {
         let t = self.check(e);
-        substitute(&self.mapping, &t, true)
+        let output = substitute(&self.mapping, &t, true);
+        let types = std::mem::take(&mut self.types)
+            .into_iter()
+            .map(|(id, t)| (id, substitute(&self.mapping, &t, true)))
+            .collect();
+        Checked {
+            output,
+            types,
+            calls: std::mem::take(&mut self.calls),
+        }
     }
 
     fn offset(&self, id: u64) -> Option<u32> {
@@ -83,6 +118,7 @@ impl<'a> Checker<'a> {
         }
         let t = self.check_kind(e);
         self.here = saved;
+        self.types.insert(e.id, t.clone());
         t
     }
 
@@ -353,7 +389,13 @@ impl<'a> Checker<'a> {
                 if self.lookup_var(root).is_none() && (namespace || lookup(&full).is_some()) {
                     let args = self.check_args(&call.args);
                     return match lookup(&full) {
-                        Some(f) => self.resolve(e.id, &full, f, None, args),
+                        Some(f) => {
+                            let t = self.resolve(e.id, &full, f, None, args);
+                            if let Some(c) = self.calls.get_mut(&e.id) {
+                                c.namespaced = true;
+                            }
+                            t
+                        }
                         // A namespace this checker does not know.
                         None => Type::Dyn,
                     };
@@ -391,7 +433,7 @@ impl<'a> Checker<'a> {
         &mut self,
         id: u64,
         name: &str,
-        f: &Function,
+        f: &'static Function,
         target: Option<Type>,
         args: Vec<Type>,
     ) -> Type {
@@ -400,6 +442,7 @@ impl<'a> Checker<'a> {
         all.extend(target);
         all.extend(args);
         let mut result: Option<Type> = None;
+        let mut matched: Vec<&'static Overload> = Vec::new();
         for o in &f.overloads {
             if o.member != member {
                 continue;
@@ -412,6 +455,7 @@ impl<'a> Checker<'a> {
                 .collect();
             let ret = self.instantiate(&o.result, &mut fresh);
             if assignable_list(&mut self.mapping, &params, &all) {
+                matched.push(o);
                 let ret = self.sub(&ret);
                 result = Some(match result {
                     None => ret,
@@ -419,6 +463,16 @@ impl<'a> Checker<'a> {
                     Some(_) => Type::Dyn,
                 });
             }
+        }
+        if !matched.is_empty() {
+            self.calls.insert(
+                id,
+                CallRef {
+                    function: name.to_owned(),
+                    namespaced: false,
+                    overloads: matched,
+                },
+            );
         }
         if let Some(r) = result {
             return r;

@@ -53,21 +53,25 @@
 //! binary call, the `(` of a function call.
 
 mod admission;
-mod checker;
+pub(crate) mod checker;
 pub(crate) mod overloads;
 mod types;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use cel::common::ast::{IdedExpr, SourceInfo};
 use serde_json::Value;
 
-pub use types::{schema_type_of, Object, Type};
+pub(crate) use types::escape as escape_field;
+pub use types::{schema_type_of, Object, Sizes, Type};
 
-/// The declared variables an expression is checked against.
+/// The declared variables an expression is checked against, and what is
+/// known of the sizes of their values (for cost estimates).
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     vars: HashMap<String, Type>,
+    sizes: Option<Arc<Sizes>>,
 }
 
 impl Env {
@@ -87,6 +91,20 @@ impl Env {
         self.vars.get(name)
     }
 
+    /// Records the sizes of the data a rule's variables reach, for cost
+    /// estimates. As in kube's CRD size estimator, every variable path
+    /// (`self.spec.x`, `oldSelf.spec.x`) is looked up from this root, its
+    /// first element (the variable's name) skipped.
+    pub fn with_sizes(mut self, sizes: Sizes) -> Env {
+        self.sizes = Some(Arc::new(sizes));
+        self
+    }
+
+    /// The sizes recorded with [`Env::with_sizes`].
+    pub fn sizes(&self) -> Option<&Sizes> {
+        self.sizes.as_deref()
+    }
+
     /// The environment of an `x-kubernetes-validations` rule on the schema
     /// node `schema` (a JSON `openAPIV3Schema` node): `self` of the node's
     /// type, and `oldSelf` of the same type (an optional of it when the
@@ -103,7 +121,7 @@ impl Env {
                 .get("x-kubernetes-embedded-resource")
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
-        let t = schema_type_of(schema, root, "selfType")?;
+        let (t, sizes) = types::schema_decl(schema, root, "selfType")?;
         let old = if optional_old_self {
             Type::optional(t.clone())
         } else {
@@ -112,7 +130,8 @@ impl Env {
         Some(
             Env::new()
                 .with_variable("self", t)
-                .with_variable("oldSelf", old),
+                .with_variable("oldSelf", old)
+                .with_sizes(sizes),
         )
     }
 }
@@ -127,18 +146,19 @@ impl Type {
 }
 
 /// Checks `e` (parsed from `source`, with the parser's `info`) against
-/// `env`: its type, or cel-go's report of every problem, one
-/// `ERROR: <input>:LINE:COLUMN: MESSAGE` block each.
+/// `env`: its type, with the type of every node and the overloads every
+/// call may resolve to (see [`checker::Checked`]); or cel-go's report of
+/// every problem, one `ERROR: <input>:LINE:COLUMN: MESSAGE` block each.
 pub(crate) fn check(
     e: &IdedExpr,
     info: &SourceInfo,
     source: &str,
     env: &Env,
-) -> Result<Type, String> {
+) -> Result<checker::Checked, String> {
     let mut c = checker::Checker::new(env, info);
-    let t = c.check_root(e);
+    let checked = c.check_root(e);
     if c.issues.is_empty() {
-        return Ok(t);
+        return Ok(checked);
     }
     let mut located: Vec<((usize, usize), String)> = c
         .issues

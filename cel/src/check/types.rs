@@ -228,56 +228,172 @@ fn flag(s: &Value, name: &str) -> bool {
 /// custom resource, or an embedded resource). `name` names the object
 /// types (`selfType`, then `selfType.spec`...).
 pub fn schema_type_of(s: &Value, resource_root: bool, name: &str) -> Option<Type> {
+    schema_decl(s, resource_root, name).map(|(t, _)| t)
+}
+
+/// What kube's `DeclType` knows of the size of a schema node's values,
+/// for cost estimates: `MaxElements` (the longest a string or bytes, the
+/// most items or entries a list or map can have; 0 for other types, as in
+/// kube) and `MinSerializedSize` (the fewest bytes its JSON can take),
+/// with the same for its fields, elements and keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// kube's `MaxElements`.
+    pub max_elements: u64,
+    /// kube's `MinSerializedSize`.
+    pub min_serialized: u64,
+    /// An object's fields, by their CEL names.
+    pub fields: BTreeMap<String, Sizes>,
+    /// A list's items or a map's values.
+    pub elem: Option<Box<Sizes>>,
+    /// A map's keys.
+    pub key: Option<Box<Sizes>>,
+}
+
+impl Sizes {
+    fn scalar(min_serialized: u64, max_elements: u64) -> Sizes {
+        Sizes {
+            max_elements,
+            min_serialized,
+            ..Sizes::default()
+        }
+    }
+}
+
+/// kube's `MaxRequestSizeBytes`, which bounds what no schema bounds.
+const MAX_REQUEST: u64 = crate::cost::MAX_REQUEST_SIZE_BYTES;
+/// The longest RFC 3339 duration or date-time, quoted (kube's
+/// `MaxDurationSizeJSON`, `MaxDatetimeSizeJSON`).
+const MAX_DURATION_OR_DATETIME_JSON: u64 = 32;
+/// A quoted `YYYY-MM-DD` (kube's `JSONDateSize`).
+const JSON_DATE_SIZE: u64 = 12;
+
+fn int(s: &Value, name: &str) -> Option<u64> {
+    s.get(name).and_then(Value::as_i64).map(|v| v.max(0) as u64)
+}
+
+/// A string's most elements: `maxLength` (times 4: it counts code
+/// points, the size bytes), else the longest `enum` value, else what a
+/// request can hold (kube's `estimateMaxStringLengthPerRequest`).
+fn string_max(s: &Value) -> u64 {
+    if let Some(m) = int(s, "maxLength") {
+        return m.saturating_mul(4);
+    }
+    if let Some(values) = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .filter(|e| !e.is_empty())
+    {
+        return values
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|v| v.len() as u64)
+            .max()
+            .unwrap_or(0);
+    }
+    MAX_REQUEST - 2
+}
+
+/// The type and sizes of a schema node (kube's `SchemaDeclType`).
+pub(crate) fn schema_decl(s: &Value, resource_root: bool, name: &str) -> Option<(Type, Sizes)> {
     if flag(s, "x-kubernetes-int-or-string") {
-        return Some(Type::Dyn);
+        let max = int(s, "maxLength").map_or(MAX_REQUEST - 2, |m| m.saturating_mul(4));
+        return Some((Type::Dyn, Sizes::scalar(1, max)));
     }
     let embedded = |child: &Value| flag(child, "x-kubernetes-embedded-resource");
     match schema_type(s) {
         "array" => {
             let items = s.get("items")?;
-            let elem = schema_type_of(items, embedded(items), &format!("{name}.@idx"))?;
-            Some(Type::list(elem))
+            let (elem, elem_sizes) = schema_decl(items, embedded(items), &format!("{name}.@idx"))?;
+            let max = int(s, "maxItems")
+                .unwrap_or_else(|| (MAX_REQUEST - 2) / (elem_sizes.min_serialized + 1));
+            let sizes = Sizes {
+                elem: Some(Box::new(elem_sizes)),
+                ..Sizes::scalar(2, max)
+            };
+            Some((Type::list(elem), sizes))
         }
         "object" => {
             if let Some(ap) = s.get("additionalProperties").filter(|v| v.is_object()) {
-                let elem = schema_type_of(ap, embedded(ap), &format!("{name}.@elem"))?;
-                return Some(Type::map(Type::String, elem));
+                let (elem, elem_sizes) = schema_decl(ap, embedded(ap), &format!("{name}.@elem"))?;
+                let max = int(s, "maxProperties")
+                    .unwrap_or_else(|| (MAX_REQUEST - 2) / (elem_sizes.min_serialized + 6));
+                let sizes = Sizes {
+                    elem: Some(Box::new(elem_sizes)),
+                    key: Some(Box::new(Sizes::scalar(2, 0))),
+                    ..Sizes::scalar(2, max)
+                };
+                return Some((Type::map(Type::String, elem), sizes));
             }
+            let required: Vec<&str> = s
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             let mut fields = BTreeMap::new();
+            let mut sizes = Sizes::scalar(2, 0);
             if let Some(props) = s.get("properties").and_then(Value::as_object) {
                 for (k, p) in props {
-                    let Some(cel_name) = escape(k) else { continue };
-                    if let Some(t) = schema_type_of(p, embedded(p), &format!("{name}.{k}")) {
-                        fields.insert(cel_name, t);
+                    let Some((t, field_sizes)) =
+                        schema_decl(p, embedded(p), &format!("{name}.{k}"))
+                    else {
+                        continue;
+                    };
+                    // kube's minimum object: `{}` and every required
+                    // property without a default (`"name":value,`).
+                    if required.contains(&k.as_str()) && p.get("default").is_none() {
+                        sizes.min_serialized += k.len() as u64 + field_sizes.min_serialized + 4;
+                    }
+                    if let Some(cel_name) = escape(k) {
+                        fields.insert(cel_name.clone(), t);
+                        sizes.fields.insert(cel_name, field_sizes);
                     }
                 }
             }
             if resource_root {
-                add_type_and_object_meta(&mut fields, name);
+                add_type_and_object_meta(&mut fields, &mut sizes.fields, name);
             }
-            Some(Type::Object(Arc::new(Object {
+            let object = Type::Object(Arc::new(Object {
                 name: name.to_owned(),
                 fields,
-            })))
+            }));
+            Some((object, sizes))
         }
         "string" => Some(
             match s.get("format").and_then(Value::as_str).unwrap_or("") {
-                "byte" => Type::Bytes,
-                "duration" => Type::Duration,
-                "date" | "date-time" => Type::Timestamp,
-                _ => Type::String,
+                "byte" => (
+                    Type::Bytes,
+                    Sizes::scalar(2, int(s, "maxLength").unwrap_or(MAX_REQUEST - 2)),
+                ),
+                "duration" => (
+                    Type::Duration,
+                    Sizes::scalar(3, MAX_DURATION_OR_DATETIME_JSON),
+                ),
+                "date" => (
+                    Type::Timestamp,
+                    Sizes::scalar(JSON_DATE_SIZE, JSON_DATE_SIZE),
+                ),
+                "date-time" => (
+                    Type::Timestamp,
+                    Sizes::scalar(21, MAX_DURATION_OR_DATETIME_JSON),
+                ),
+                _ => (Type::String, Sizes::scalar(2, string_max(s))),
             },
         ),
-        "boolean" => Some(Type::Bool),
-        "number" => Some(Type::Double),
-        "integer" => Some(Type::Int),
+        "boolean" => Some((Type::Bool, Sizes::scalar(4, 0))),
+        "number" => Some((Type::Double, Sizes::scalar(1, 0))),
+        "integer" => Some((Type::Int, Sizes::scalar(1, 0))),
         _ => None,
     }
 }
 
 /// kube's `WithTypeAndObjectMeta`: `kind`, `apiVersion` and a `metadata`
 /// with `name` and `generateName`, unless the schema declares them all.
-fn add_type_and_object_meta(fields: &mut BTreeMap<String, Type>, name: &str) {
+fn add_type_and_object_meta(
+    fields: &mut BTreeMap<String, Type>,
+    sizes: &mut BTreeMap<String, Sizes>,
+    name: &str,
+) {
     let declared = matches!(fields.get("kind"), Some(Type::String))
         && matches!(fields.get("apiVersion"), Some(Type::String))
         && matches!(fields.get("metadata"), Some(Type::Object(m))
@@ -286,8 +402,11 @@ fn add_type_and_object_meta(fields: &mut BTreeMap<String, Type>, name: &str) {
     if declared {
         return;
     }
+    let string = || Sizes::scalar(2, MAX_REQUEST - 2);
     fields.insert("kind".into(), Type::String);
     fields.insert("apiVersion".into(), Type::String);
+    sizes.insert("kind".into(), string());
+    sizes.insert("apiVersion".into(), string());
     let meta = BTreeMap::from([
         ("name".to_owned(), Type::String),
         ("generateName".to_owned(), Type::String),
@@ -298,6 +417,16 @@ fn add_type_and_object_meta(fields: &mut BTreeMap<String, Type>, name: &str) {
             name: format!("{name}.metadata"),
             fields: meta,
         })),
+    );
+    sizes.insert(
+        "metadata".into(),
+        Sizes {
+            fields: BTreeMap::from([
+                ("name".to_owned(), string()),
+                ("generateName".to_owned(), string()),
+            ]),
+            ..Sizes::scalar(2, 0)
+        },
     );
 }
 
