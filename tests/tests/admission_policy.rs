@@ -153,6 +153,25 @@ async fn a_policy_denies_with_kubes_status_where_its_binding_matches() {
         "{}",
         stderr(&out)
     );
+    // Written expressions are type-checked as kube's admission compiler
+    // checks them: `request` has kube's type, a validation must be a bool.
+    let out = a.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: mistyped\nspec:\n  matchConstraints:\n    resourceRules: [{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [pods]}]\n  validations:\n  - expression: \"request.nosuch == 'x'\"\n  - expression: \"object.spec.replicas\"\n",
+    );
+    assert!(!out.status.success());
+    for cause in [
+        "spec.validations[0].expression: Invalid value: \"request.nosuch == 'x'\": compilation failed: ERROR: <input>:1:8: undefined field 'nosuch'",
+        "spec.validations[1].expression: Invalid value: \"object.spec.replicas\": must evaluate to bool but got dyn",
+    ] {
+        assert!(stderr(&out).contains(cause), "{}", stderr(&out));
+    }
+    assert!(
+        a.kubectl(&["get", "validatingadmissionpolicy", "mistyped"])
+            .status
+            .code()
+            != Some(0)
+    );
     // Removing the binding lifts it.
     a.kubectl_ok(&[
         "delete",
