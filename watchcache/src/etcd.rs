@@ -281,7 +281,19 @@ impl EtcdStore {
 
     /// Ok when etcd answers a quorum read in time.
     pub async fn health(&self) -> Result<()> {
-        self.current_revision().await.map(|_| ())
+        self.revision().await.map(|_| ())
+    }
+
+    /// The latest revision of this etcd cluster (a quorum read).
+    pub async fn revision(&self) -> Result<Revision> {
+        let resp = self
+            .range(
+                "get",
+                PROBE_KEY.to_vec(),
+                GetOptions::new().with_count_only(),
+            )
+            .await?;
+        Ok(header_revision(&resp))
     }
 
     /// Runs one etcd request under the store's timeout.
@@ -417,7 +429,7 @@ impl EtcdStore {
                 current: 0,
             } => StorageError::TooLargeResourceVersion {
                 requested,
-                current: self.current_revision().await.unwrap_or(0),
+                current: self.revision().await.unwrap_or(0),
             },
             other => other,
         }
@@ -687,7 +699,7 @@ impl Storage for EtcdStore {
         .await
     }
 
-    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
+    async fn grant_lease(&self, _key: &str, ttl_seconds: i64) -> Result<i64> {
         let mut client = self.client.clone();
         let resp = self
             .call(async move { client.lease_grant(ttl_seconds, None).await })
@@ -757,7 +769,7 @@ impl Storage for EtcdStore {
         } else if opts.after_revision > 0 {
             (Vec::new(), opts.after_revision)
         } else {
-            (Vec::new(), self.current_revision().await?)
+            (Vec::new(), self.revision().await?)
         };
 
         let mut options = EtcdWatchOptions::new()
@@ -888,15 +900,8 @@ impl Storage for EtcdStore {
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 
-    async fn current_revision(&self) -> Result<Revision> {
-        let resp = self
-            .range(
-                "get",
-                PROBE_KEY.to_vec(),
-                GetOptions::new().with_count_only(),
-            )
-            .await?;
-        Ok(header_revision(&resp))
+    async fn current_revision(&self, _key_or_prefix: &str) -> Result<Revision> {
+        self.revision().await
     }
 
     fn encode(&self, key: &str, value: &Value) -> Result<Encoded> {
