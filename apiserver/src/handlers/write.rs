@@ -571,7 +571,7 @@ where
                 scope
                     .state
                     .event_ttl
-                    .lease(&*scope.state.store)
+                    .lease(&*scope.state.store, &key)
                     .await
                     .map(Some)
             } else {
@@ -788,7 +788,7 @@ async fn store_new(
         }
         let key = scope.key_for(&name);
         let created = if scope.res.ttl_lease {
-            match scope.state.event_ttl.lease(&*scope.state.store).await {
+            match scope.state.event_ttl.lease(&*scope.state.store, &key).await {
                 Ok(lease) => scope.state.store.create_with_lease(&key, &obj, lease).await,
                 Err(e) => Err(e),
             }
