@@ -274,9 +274,13 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     // (encryption at rest and the storage media type go by key).
     let mut override_stores = Vec::with_capacity(planned.len());
     for p in &planned {
+        // A cluster that hangs must cost only its own resources' requests
+        // a timeout each, not every one of them: they fail fast while it
+        // does not answer.
         let cluster = connect_store(&p.servers, timeout)
             .await?
-            .with_transformers(transformers.clone());
+            .with_transformers(transformers.clone())
+            .with_fail_fast();
         if cfg.migrate_storage_layout {
             storage_migration::migrate(
                 &cluster.client(),

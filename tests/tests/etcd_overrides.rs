@@ -300,6 +300,55 @@ async fn resources_on_their_own_etcd_clusters() {
     assert!(ready.contains("[+]etcd-override-0 ok"), "{ready}");
 }
 
+/// An override cluster that hangs (SIGSTOP: connections open, no answers)
+/// costs its resources one timeout, then their requests fail at once until
+/// it answers again; the main cluster's resources never wait.
+#[tokio::test]
+async fn a_hung_override_cluster_fails_fast() {
+    let main = EtcdCluster::start(1).await;
+    let events = EtcdCluster::start(1).await;
+    let flag = format!("--etcd-servers-overrides=/events#{}", events.endpoint(0));
+    let s = Server::start_on(&main.endpoint(0), &[&flag, "--etcd-request-timeout=2"]).await;
+    assert_eq!(post(&s, EVENTS, &event("before")).await.status, 201);
+    let pid = events.pid(0).expect("etcd runs").to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(ok.success());
+    };
+    signal("-STOP");
+    // The first request finds out, within the request timeout.
+    let started = Instant::now();
+    let first = post(&s, EVENTS, &event("first")).await;
+    assert_eq!(first.status, 503, "{}", first.text());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // From then on: at once, while ConfigMaps go on as usual.
+    for i in 0..5 {
+        let started = Instant::now();
+        let r = post(&s, EVENTS, &event(&format!("fast-{i}"))).await;
+        assert_eq!(r.status, 503, "{}", r.text());
+        let r = s.request("GET", EVENTS, &[], b"").await;
+        assert_eq!(r.status, 503, "{}", r.text());
+        let r = post(&s, CONFIGMAPS, &configmap(&format!("cm-{i}"))).await;
+        assert_eq!(r.status, 201, "{}", r.text());
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(500), "round {i} took {took:?}");
+    }
+    signal("-CONT");
+    eventually_async(
+        "event writes to succeed again",
+        Duration::from_secs(20),
+        || async { (post(&s, EVENTS, &event("after")).await.status == 201).then_some(()) },
+    )
+    .await;
+}
+
 /// kube's syntax errors stop the start with kube's message; one key range
 /// on two clusters is refused as well.
 #[tokio::test]

@@ -148,6 +148,18 @@ pub struct EtcdStore {
     telemetry: EtcdTelemetry,
     /// Applied to every value written and read (encryption at rest).
     transformers: Transformers,
+    /// Set by [`EtcdStore::with_fail_fast`].
+    breaker: Option<Arc<Breaker>>,
+}
+
+/// How often a store failing fast asks its etcd whether it answers again.
+const BREAKER_PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// A cluster that stopped answering: requests fail at once (not after the
+/// timeout) until a probe in the background gets an answer.
+#[derive(Debug, Default)]
+struct Breaker {
+    down: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -190,7 +202,64 @@ impl EtcdStore {
             timeout,
             telemetry: EtcdTelemetry::default(),
             transformers: Transformers::none(),
+            breaker: None,
         })
+    }
+
+    /// This store, failing fast while its cluster does not answer: once a
+    /// request ends `Unavailable` (a timeout, or every member refusing),
+    /// every request answers `Unavailable` at once, and a probe every
+    /// 500 ms (a quorum read, bounded by the timeout) lets them through
+    /// again when the cluster answers. For the clusters of
+    /// `--etcd-servers-overrides`: a cluster that hangs would otherwise
+    /// hold each request of its resources (and the request's seat in the
+    /// server's in-flight limits) for the whole timeout. Watches already
+    /// open are not affected (they resume on their own).
+    pub fn with_fail_fast(mut self) -> Self {
+        self.breaker = Some(Arc::default());
+        self
+    }
+
+    /// `Unavailable` at once while the cluster is known not to answer.
+    fn refused_fast(&self) -> Option<StorageError> {
+        let breaker = self.breaker.as_ref()?;
+        breaker
+            .down
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then(|| {
+                StorageError::Unavailable(
+                    "etcd did not answer lately; failing fast until it does".into(),
+                )
+            })
+    }
+
+    /// Trips the breaker (and starts its probe) when `result` says the
+    /// cluster does not answer.
+    fn observe<T>(&self, result: &Result<T>) {
+        use std::sync::atomic::Ordering;
+        let Some(breaker) = &self.breaker else {
+            return;
+        };
+        if !matches!(result, Err(StorageError::Unavailable(_)))
+            || breaker.down.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        tracing::warn!("etcd does not answer: failing its requests fast until it does");
+        let (breaker, client, timeout) = (Arc::clone(breaker), self.client.clone(), self.timeout);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(BREAKER_PROBE_EVERY).await;
+                let mut kv = client.kv_client();
+                let options = GetOptions::new().with_count_only();
+                let probe = kv.get(PROBE_KEY.to_vec(), Some(options));
+                if let Ok(Ok(_)) = tokio::time::timeout(timeout, probe).await {
+                    tracing::info!("etcd answers again");
+                    breaker.down.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        });
     }
 
     /// This store, transforming values with `transformers` (encryption at
@@ -298,14 +367,19 @@ impl EtcdStore {
 
     /// Runs one etcd request under the store's timeout.
     async fn call<T>(&self, fut: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T> {
-        match tokio::time::timeout(self.timeout, fut).await {
+        if let Some(e) = self.refused_fast() {
+            return Err(e);
+        }
+        let result = match tokio::time::timeout(self.timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(map_error(e)),
             Err(_) => Err(StorageError::Unavailable(format!(
                 "etcd did not answer within {:?}",
                 self.timeout
             ))),
-        }
+        };
+        self.observe(&result);
+        result
     }
 
     /// Runs one etcd request under the store's timeout, sending it again
@@ -322,6 +396,9 @@ impl EtcdStore {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        if let Some(e) = self.refused_fast() {
+            return Err(e);
+        }
         let mut last = None;
         let attempts = async {
             let mut pause = RETRY_PAUSE_MIN;
@@ -348,14 +425,16 @@ impl EtcdStore {
                 }
             }
         };
-        match tokio::time::timeout(self.timeout, attempts).await {
+        let result = match tokio::time::timeout(self.timeout, attempts).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(map_error(e)),
             Err(_) => Err(StorageError::Unavailable(match last {
                 Some(e) => format!("etcd did not answer within {:?}: {e}", self.timeout),
                 None => format!("etcd did not answer within {:?}", self.timeout),
             })),
-        }
+        };
+        self.observe(&result);
+        result
     }
 
     /// A range is a read: any unavailability is retried. `operation` is
