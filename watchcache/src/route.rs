@@ -245,3 +245,63 @@ mod tests {
         assert_eq!(r.routes()[0].prefix, "/registry/services/specs/");
     }
 }
+
+/// Test support (feature `test-util`): the conformance suite's keys
+/// (`/registry/conformance/`) routed to a watch cache over a real etcd,
+/// every other key to a main store whose etcd does not exist, so a key
+/// sent to the wrong store fails the test.
+#[cfg(feature = "test-util")]
+pub mod testing {
+    use super::{Route, Routed};
+    use crate::cache::testing::CacheHarness;
+    use crate::storage::{Revision, Storage};
+    use crate::testing::conformance::Harness;
+    use async_trait::async_trait;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    pub struct RoutedHarness {
+        routed: Routed,
+        inner: CacheHarness,
+    }
+
+    impl RoutedHarness {
+        async fn over(inner: CacheHarness) -> Self {
+            // Nothing listens on port 1: connecting is lazy, every request
+            // fails (at once: refused).
+            let nowhere = ["http://127.0.0.1:1".to_string()];
+            let main = match crate::etcd::EtcdStore::connect(&nowhere, Duration::from_secs(1)).await
+            {
+                Ok(store) => store,
+                Err(e) => panic!("a store for the missing main etcd: {e}"),
+            };
+            let route = Route {
+                prefix: "/registry/conformance/".into(),
+                store: Arc::new(inner.cacher().clone()),
+            };
+            RoutedHarness {
+                routed: Routed::new(Arc::new(main), [route]),
+                inner,
+            }
+        }
+
+        pub async fn shared() -> Self {
+            Self::over(CacheHarness::shared().await).await
+        }
+
+        pub async fn isolated() -> Self {
+            Self::over(CacheHarness::isolated().await).await
+        }
+    }
+
+    #[async_trait]
+    impl Harness for RoutedHarness {
+        fn storage(&self) -> &dyn Storage {
+            &self.routed
+        }
+
+        async fn compact(&self, revision: Revision) {
+            self.inner.compact(revision).await
+        }
+    }
+}
