@@ -51,7 +51,7 @@ impl Routed {
                 r
             })
             .collect();
-        routes.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         Routed {
             main,
             routes: routes.into(),
