@@ -125,7 +125,11 @@ async fn resources_on_their_own_etcd_clusters() {
     let leases = EtcdCluster::start(1).await;
     let (ev, le) = (events.endpoint(0), leases.endpoint(0));
     let prefix = e2e::unique_prefix();
-    let flag = format!("--etcd-servers-overrides=/events#{ev},coordination.k8s.io/leases#{le}");
+    // Widgets (a custom resource) share the leases cluster: one cluster,
+    // one check.
+    let flag = format!(
+        "--etcd-servers-overrides=/events#{ev},coordination.k8s.io/leases#{le},e2e.example.com/widgets#{le}"
+    );
     let s = Server::start_with_prefix(&main.endpoint(0), &prefix, &[&flag]).await;
 
     // One check per override cluster, named as kube names them, after etcd.
@@ -137,6 +141,7 @@ async fn resources_on_their_own_etcd_clusters() {
     };
     assert!(at("[+]etcd ok") < at("[+]etcd-override-0 ok"));
     assert!(at("[+]etcd-override-0 ok") < at("[+]etcd-override-1 ok"));
+    assert!(!ready.contains("etcd-override-2"), "{ready}");
     let one = s.request("GET", "/readyz/etcd-override-1", &[], b"").await;
     assert_eq!((one.status, one.text()), (200, "ok".to_string()));
     let live = s.kubectl_ok(&["get", "--raw", "/livez?verbose"]);
@@ -163,6 +168,29 @@ async fn resources_on_their_own_etcd_clusters() {
     );
     assert_eq!(s.get_json(&["configmap", "cm1"])["data"]["a"], "b");
 
+    // A custom resource's keys go to its cluster once its CRD exists.
+    s.kubectl_stdin_ok(&["apply", "-f", "-"], &json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.e2e.example.com"},
+        "spec": {
+            "group": "e2e.example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }).to_string());
+    let widgets = "/apis/e2e.example.com/v1/namespaces/default/widgets";
+    let widget = json!({"apiVersion": "e2e.example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "default"}, "spec": {"size": 3}});
+    let created = eventually_async("widgets to be served", Duration::from_secs(30), || async {
+        let r = post(&s, widgets, &widget).await;
+        (r.status == 201).then(|| serde_json::from_slice::<Value>(&r.body).expect("json"))
+    })
+    .await;
+    let widget_key = format!("{prefix}/e2e.example.com/widgets/default/w1");
+    assert_eq!(rv_of(&created), etcd_revisions(&le, &widget_key).0);
+    assert_eq!(s.get_json(&["widgets", "w1"])["spec"]["size"], 3);
+
     // Keys land in their cluster, and nowhere else.
     let root = format!("{prefix}/");
     let main_keys = etcd_keys(&main.endpoint(0), &root);
@@ -186,10 +214,13 @@ async fn resources_on_their_own_etcd_clusters() {
         "{event_keys:?}"
     );
     assert!(lease_keys.contains(&format!("{prefix}/leases/default/l1")));
+    assert!(lease_keys.contains(&widget_key));
+    assert!(!main_keys.contains(&widget_key));
     assert!(
         lease_keys
             .iter()
-            .all(|k| k.starts_with(&format!("{prefix}/leases/"))),
+            .all(|k| k.starts_with(&format!("{prefix}/leases/"))
+                || k.starts_with(&format!("{prefix}/e2e.example.com/widgets/"))),
         "{lease_keys:?}"
     );
 
