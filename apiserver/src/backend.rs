@@ -21,6 +21,9 @@ pub struct Backend {
     pub cache: Option<watchcache::Cacher>,
     /// Request metrics (`None` only if their definitions were rejected).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// The `--etcd-servers-overrides` clusters (`store` routes their key
+    /// ranges to them); empty without overrides.
+    pub clusters: Arc<[crate::clusters::Cluster]>,
 }
 
 impl Backend {
@@ -35,6 +38,7 @@ impl Backend {
                 .map_err(|e| tracing::error!(error = %e, "metrics disabled"))
                 .ok()
                 .map(Arc::new),
+            clusters: Arc::new([]),
         }
     }
 
@@ -94,29 +98,53 @@ impl Backend {
             .map_err(|e| e.to_string())
     }
 
-    /// Whether etcd answers within 2 s (readiness checks).
+    /// Whether the main etcd cluster answers within 2 s (readiness
+    /// checks).
     pub async fn etcd_ok(&self) -> bool {
+        let prefix = format!("{}/", self.prefix);
         matches!(
-            tokio::time::timeout(Duration::from_secs(2), self.store.current_revision()).await,
+            tokio::time::timeout(Duration::from_secs(2), self.store.current_revision(&prefix))
+                .await,
             Ok(Ok(_))
         )
+    }
+
+    /// Whether the override cluster `name` (`etcd-override-N`) answers
+    /// within 2 s; `None` when there is no such cluster.
+    pub async fn cluster_ok(&self, name: &str) -> Option<bool> {
+        let cluster = self.clusters.iter().find(|c| c.name == name)?;
+        let answered = tokio::time::timeout(Duration::from_secs(2), cluster.etcd.revision()).await;
+        Some(matches!(answered, Ok(Ok(_))))
+    }
+
+    /// Every watch cache: the main cluster's, then each override's.
+    pub fn caches(&self) -> impl Iterator<Item = &watchcache::Cacher> {
+        self.cache
+            .iter()
+            .chain(self.clusters.iter().filter_map(|c| c.cache.as_ref()))
     }
 
     /// Stored objects per resource (`plural` or `plural.group`), a count-only
     /// etcd read each (`None` without a watch cache over etcd, or when etcd
     /// does not answer in time): APF's LIST estimates, and
-    /// `apiserver_storage_objects` at a scrape. One round waits at most 2 s.
+    /// `apiserver_storage_objects` at a scrape. One round waits at most 2 s;
+    /// a resource whose cluster does not answer is left out.
     pub async fn stored_counts(&self) -> Option<std::collections::HashMap<String, i64>> {
-        let store = self.cache.as_ref()?.store();
-        let (client, telemetry) = (store.client(), store.telemetry());
+        let main = self.cache.as_ref()?.store();
         let mut seen = std::collections::HashSet::new();
         let all = self.registry.all();
         let counts = all
             .iter()
             .filter(|res| seen.insert(crate::storage_format::segment(res)))
             .map(|res| {
-                let mut client = client.clone();
                 let prefix = self.collection_prefix(&res, None);
+                // Each resource is counted on the cluster that holds it.
+                let store = self
+                    .clusters
+                    .iter()
+                    .find(|c| c.owns(&prefix))
+                    .map_or(main, |c| &c.etcd);
+                let (mut client, telemetry) = (store.client(), store.telemetry().clone());
                 let label = if res.group.is_empty() {
                     res.plural.to_string()
                 } else {
@@ -128,15 +156,18 @@ impl Backend {
                         .with_count_only();
                     let get = client.get(prefix.as_bytes(), Some(opts));
                     let resp = telemetry.time("listWithCount", prefix.as_bytes(), get);
-                    let count = resp.await.ok()?.count();
+                    // Each count waits on its own: a cluster that does not
+                    // answer costs only its resources' counts.
+                    let resp = tokio::time::timeout(Duration::from_secs(2), resp).await;
+                    let count = resp.ok()?.ok()?.count();
                     Some((label, count))
                 }
             });
-        let all = futures_util::future::join_all(counts);
-        let Ok(results) = tokio::time::timeout(Duration::from_secs(2), all).await else {
-            tracing::debug!("counting stored objects timed out");
+        let results = futures_util::future::join_all(counts).await;
+        if results.iter().all(Option::is_none) {
+            tracing::debug!("counting stored objects: etcd did not answer");
             return None;
-        };
+        }
         Some(results.into_iter().flatten().collect())
     }
 }

@@ -25,6 +25,20 @@ pub struct Config {
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
 
+    /// Per-resource etcd servers overrides, comma separated. The individual
+    /// override format: group/resource#servers, where servers are URLs,
+    /// semicolon separated (the core group is empty), e.g.
+    /// "/events#http://etcd4:2379;http://etcd5:2379,coordination.k8s.io/leases#http://etcd6:2379".
+    /// Each resource listed lives on that etcd cluster; custom resources
+    /// may be listed too (by group/resource).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = crate::clusters::parse_override,
+        env = "APISERVER_ETCD_SERVERS_OVERRIDES"
+    )]
+    pub etcd_servers_overrides: Vec<crate::clusters::EtcdOverride>,
+
     /// Address to serve plain HTTP on, for local development and tests:
     /// every request there runs as a cluster admin, so only loopback
     /// addresses are accepted.
@@ -456,5 +470,26 @@ mod tests {
         assert_eq!(c.advertise_address, None);
         let c = Config::parse_from(["apiserver", "--secure-listen=off"]);
         assert_eq!(c.secure_listen, SecureListen(None));
+    }
+
+    #[test]
+    fn etcd_servers_overrides() {
+        let c = Config::parse_from([
+            "apiserver",
+            "--etcd-servers-overrides=/events#http://e1:2379;http://e2:2379,coordination.k8s.io/leases#http://l:2379",
+        ]);
+        let got: Vec<_> = c
+            .etcd_servers_overrides
+            .iter()
+            .map(|o| (o.group.as_str(), o.resource.as_str(), o.servers.len()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("", "events", 2), ("coordination.k8s.io", "leases", 1)]
+        );
+        let err = Config::try_parse_from(["apiserver", "--etcd-servers-overrides=events#http://e"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(crate::clusters::INVALID), "{err}");
     }
 }

@@ -53,9 +53,13 @@ impl EventLeases {
         (self.ttl / 20).min(MAX_REUSE)
     }
 
-    /// A lease to attach the next event write to: the current one while it
-    /// is young enough, else a new one granted for TTL + reuse window.
-    pub async fn lease(&self, store: &dyn Storage) -> Result<i64, StorageError> {
+    /// A lease to attach the next event write (of `key`) to: the current
+    /// one while it is young enough, else a new one granted for TTL +
+    /// reuse window by the etcd cluster that holds `key`. Every kind with
+    /// a TTL lease (core and events.k8s.io Events) is stored under the one
+    /// `events` key range, so one cluster holds them all and one current
+    /// lease serves them (with `--etcd-servers-overrides` too).
+    pub async fn lease(&self, store: &dyn Storage, key: &str) -> Result<i64, StorageError> {
         let window = self.reuse_window();
         {
             let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
@@ -67,7 +71,7 @@ impl EventLeases {
             }
         }
         let ttl = (self.ttl + window).as_secs().max(1) as i64;
-        let id = store.grant_lease(ttl).await?;
+        let id = store.grant_lease(key, ttl).await?;
         let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
         *cur = Some(Current {
             id,

@@ -2,6 +2,12 @@
 //! checks, `?verbose`, `?exclude=NAME`, and `/readyz/NAME` for one check.
 //! /livez never depends on etcd, so a replica with an etcd outage is taken
 //! out of the load balancer (readyz) but not restarted (livez).
+//!
+//! With `--etcd-servers-overrides`, /readyz and /healthz have one more
+//! check per override cluster after `etcd`, named as kube names them
+//! (`etcd-override-0`, `-1`, … one per distinct server set, in the
+//! flag's order). /livez leaves them out for the reason above (kube's
+//! livez has them, beside its `etcd`).
 
 use crate::state::{is_ready_flag, AppState};
 use axum::extract::{Path, RawQuery, State};
@@ -25,7 +31,20 @@ impl Endpoint {
         }
     }
 
-    fn checks(self) -> &'static [&'static str] {
+    /// The checks of this endpoint on `state`: the fixed ones, with an
+    /// `etcd-override-N` after `etcd` for each override cluster.
+    fn checks(self, state: &AppState) -> Vec<String> {
+        let mut all = Vec::new();
+        for name in self.fixed_checks() {
+            all.push(name.to_string());
+            if *name == "etcd" {
+                all.extend(state.clusters.iter().map(|c| c.name.clone()));
+            }
+        }
+        all
+    }
+
+    fn fixed_checks(self) -> &'static [&'static str] {
         match self {
             Endpoint::Livez => &["ping", "log"],
             Endpoint::Readyz => &[
@@ -59,9 +78,17 @@ async fn run_check(state: &AppState, name: &str) -> Result<(), &'static str> {
                 Err("etcd is not reachable")
             }
         }
-        "watch-cache" => match &state.cache {
-            Some(c) if !c.is_ready() => Err("the watch cache has not finished its first list"),
-            _ => Ok(()),
+        "watch-cache" => {
+            if state.caches().all(|c| c.is_ready()) {
+                Ok(())
+            } else {
+                Err("the watch cache has not finished its first list")
+            }
+        }
+        name if name.starts_with("etcd-override-") => match state.cluster_ok(name).await {
+            Some(true) => Ok(()),
+            Some(false) => Err("etcd is not reachable"),
+            None => Err("unknown check"),
         },
         "shutdown" => {
             if is_ready_flag(&state.shutting_down) {
@@ -132,7 +159,9 @@ async fn all_checks(state: &AppState, ep: Endpoint, query: Option<&str>) -> Resp
     let (verbose, exclude) = query_flags(query);
     let mut out = String::new();
     let mut failed = false;
-    for name in ep.checks() {
+    let checks = ep.checks(state);
+    for name in &checks {
+        let name = name.as_str();
         if exclude.iter().any(|e| e == name) {
             if verbose {
                 out.push_str(&format!("[+]{name} excluded: ok\n"));
@@ -158,7 +187,7 @@ async fn all_checks(state: &AppState, ep: Endpoint, query: Option<&str>) -> Resp
         }
     }
     for e in &exclude {
-        if !ep.checks().contains(&e.as_str()) {
+        if !checks.contains(e) {
             out.push_str(&format!(
                 "warn: some health checks cannot be excluded: no matches for \"{e}\"\n"
             ));
@@ -178,7 +207,7 @@ async fn all_checks(state: &AppState, ep: Endpoint, query: Option<&str>) -> Resp
 }
 
 async fn one_check(state: &AppState, ep: Endpoint, name: &str) -> Response {
-    if !ep.checks().contains(&name) {
+    if !ep.checks(state).iter().any(|c| c == name) {
         return text(StatusCode::NOT_FOUND, "404 page not found\n".into());
     }
     match run_check(state, name).await {

@@ -13,6 +13,7 @@ pub mod audit;
 pub mod auth;
 pub mod backend;
 pub mod bootstrap;
+pub mod clusters;
 pub mod compaction;
 pub mod componentstatus;
 pub mod config;
@@ -78,6 +79,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Encryption(#[from] encryption::ConfigError),
+    #[error(transparent)]
+    Overrides(#[from] clusters::PlanError),
     #[error(transparent)]
     AuditPolicy(#[from] audit::policy::PolicyError),
     #[error("cannot open the audit log {path}: {source}")]
@@ -183,7 +186,7 @@ pub async fn connect_store(
     let store = EtcdStore::connect(endpoints, timeout)
         .await
         .map_err(unreachable)?;
-    store.current_revision().await.map_err(unreachable)?;
+    store.revision().await.map_err(unreachable)?;
     Ok(store)
 }
 
@@ -224,6 +227,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         .as_deref()
         .map(encryption::EncryptionConfig::load)
         .transpose()?;
+    let planned = clusters::plan(&cfg.etcd_servers_overrides, &registry::RESOURCES)?;
     let auditor = audit_from(&cfg)?;
     let admission_chain = admission::plugins::Chain::new(
         &cfg.enable_admission_plugins,
@@ -250,12 +254,11 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         }
         None => watchcache::transform::Transformers::none(),
     };
-    store = store.with_transformers(
-        transformers.with_protobuf(storage_format::protobuf_prefixes(
-            &cfg.etcd_prefix,
-            cfg.storage_media_type,
-        )),
-    );
+    let transformers = transformers.with_protobuf(storage_format::protobuf_prefixes(
+        &cfg.etcd_prefix,
+        cfg.storage_media_type,
+    ));
+    store = store.with_transformers(transformers.clone());
     let etcd_client = store.client();
     if cfg.migrate_storage_layout {
         storage_migration::migrate(
@@ -266,6 +269,30 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         )
         .await
         .map_err(StartError::Migration)?;
+    }
+    // Each override cluster: its own client, the same value transformers
+    // (encryption at rest and the storage media type go by key).
+    let mut override_stores = Vec::with_capacity(planned.len());
+    for p in &planned {
+        // A cluster that hangs must cost only its own resources' requests
+        // a timeout each, not every one of them: they fail fast while it
+        // does not answer.
+        let cluster = connect_store(&p.servers, timeout)
+            .await?
+            .with_transformers(transformers.clone())
+            .with_fail_fast();
+        if cfg.migrate_storage_layout {
+            storage_migration::migrate(
+                &cluster.client(),
+                cluster.transformers(),
+                &cfg.etcd_prefix,
+                &registry::RESOURCES,
+            )
+            .await
+            .map_err(StartError::Migration)?;
+        }
+        tracing::info!(cluster = %p.name, servers = %p.servers.join(";"), segments = ?p.segments, "etcd servers override");
+        override_stores.push(cluster);
     }
     let etcd_telemetry = store.telemetry().clone();
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -280,6 +307,9 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         &cfg.listen.to_string(),
     );
     state.observe_etcd(&store);
+    for cluster in &override_stores {
+        state.observe_etcd(cluster);
+    }
     state.etcd_endpoints = endpoints.clone();
     state.services = allocator::ServiceNetwork {
         cidr: cfg.service_cluster_ip_range.trunc(),
@@ -301,19 +331,37 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         validating.len(),
         validating.join(",")
     );
+    let cache_config = CacherConfig {
+        prefix: format!("{}/", cfg.etcd_prefix.trim_end_matches('/')),
+        window_retention: Duration::from_secs(cfg.watch_cache_window_seconds),
+        window_max_events: cfg.watch_cache_max_events,
+        window_max_bytes: cfg.watch_cache_max_bytes,
+        ..CacherConfig::default()
+    };
     if cfg.watch_cache {
-        let cache = Cacher::new(
-            store,
-            CacherConfig {
-                prefix: format!("{}/", cfg.etcd_prefix.trim_end_matches('/')),
-                window_retention: Duration::from_secs(cfg.watch_cache_window_seconds),
-                window_max_events: cfg.watch_cache_max_events,
-                window_max_bytes: cfg.watch_cache_max_bytes,
-                ..CacherConfig::default()
-            },
-        );
-        state = state.with_cache(cache);
+        state = state.with_cache(Cacher::new(store, cache_config.clone()));
     }
+    // Every override cluster gets a watch cache of its own (its revisions,
+    // its consistent reads, its failures), and the backend routes its key
+    // ranges to it.
+    let clusters: Vec<clusters::Cluster> = planned
+        .into_iter()
+        .zip(override_stores)
+        .map(|(p, etcd)| clusters::Cluster {
+            prefixes: p
+                .segments
+                .iter()
+                .map(|s| format!("{}/{s}/", cfg.etcd_prefix.trim_end_matches('/')))
+                .collect(),
+            cache: cfg
+                .watch_cache
+                .then(|| Cacher::new(etcd.clone(), cache_config.clone())),
+            name: p.name,
+            servers: p.servers,
+            etcd,
+        })
+        .collect();
+    state = state.with_clusters(clusters);
     let (authorizer, rbac_index) = authorizer(
         &cfg.authorization_mode,
         Arc::clone(&state.store),
@@ -344,7 +392,24 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         if let Some(cache) = &state.cache {
             c = c.with_cache(cache.clone());
         }
-        tokio::spawn(c.run())
+        let mut all = vec![tokio::spawn(c.run())];
+        // Each override cluster is compacted too, by the same leader, each
+        // through its own coordination key (kube runs one compactor per
+        // storage backend).
+        for cluster in state.clusters.iter() {
+            let mut c = compaction::Compactor::new(
+                cluster.etcd.client(),
+                cfg.etcd_compaction_interval,
+                timeout,
+            )
+            .with_leader(leadership.subscribe())
+            .with_telemetry(cluster.etcd.telemetry().clone());
+            if let Some(cache) = &cluster.cache {
+                c = c.with_cache(cache.clone());
+            }
+            all.push(tokio::spawn(c.run()));
+        }
+        all
     });
     let secure = match cfg.secure_listen.0 {
         None => None,
@@ -450,7 +515,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
         &cfg,
     )
     .await;
-    if let Some(c) = compactor {
+    for c in compactor.into_iter().flatten() {
         c.abort();
     }
     crds.abort();

@@ -158,6 +158,30 @@ impl AppState {
         self
     }
 
+    /// Sends the key ranges of the `--etcd-servers-overrides` clusters to
+    /// them (through each one's watch cache when it has one); every other
+    /// key stays with the store set so far. Call after [`Self::with_cache`].
+    pub fn with_clusters(mut self, clusters: Vec<crate::clusters::Cluster>) -> Self {
+        if clusters.is_empty() {
+            return self;
+        }
+        let backend = Arc::make_mut(&mut self.backend);
+        let mut routes = Vec::new();
+        for c in &clusters {
+            let store: Arc<dyn Storage> = match &c.cache {
+                Some(cache) => Arc::new(cache.clone()),
+                None => Arc::new(c.etcd.clone()),
+            };
+            routes.extend(c.prefixes.iter().map(|p| watchcache::Route {
+                prefix: p.clone(),
+                store: Arc::clone(&store),
+            }));
+        }
+        backend.store = Arc::new(watchcache::Routed::new(Arc::clone(&backend.store), routes));
+        backend.clusters = clusters.into();
+        self
+    }
+
     /// Records the etcd requests of `store` (and of a watch cache over it)
     /// in this state's metrics, and puts request ids on their spans.
     pub fn observe_etcd(&self, store: &watchcache::etcd::EtcdStore) {

@@ -19,8 +19,13 @@ def compose() -> dict:
     return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 
 
-def etcd_members(compose: dict) -> dict[str, dict]:
+def etcd_services(compose: dict) -> dict[str, dict]:
     return {n: s for n, s in compose["services"].items() if s.get("image", "").startswith("quay.io/coreos/etcd:")}
+
+
+def etcd_members(compose: dict) -> dict[str, dict]:
+    """The main cluster's members (etcd-events is a cluster of its own)."""
+    return {n: s for n, s in etcd_services(compose).items() if n != "etcd-events"}
 
 
 def apiservers(compose: dict) -> dict[str, dict]:
@@ -75,7 +80,7 @@ def test_three_apiserver_replicas_use_all_members(compose):
         assert len(flags) == 1
         urls = flags[0].split("=", 1)[1].split(",")
         assert sorted(urls) == [f"http://{m}:2379" for m in members]
-        for m in members:
+        for m in members + ["etcd-events"]:
             assert svc["depends_on"][m]["condition"] == "service_healthy"
         # Replicas are reached through HAProxy only.
         assert "ports" not in svc
@@ -86,6 +91,19 @@ def test_three_apiserver_replicas_use_all_members(compose):
         assert "apiserver-data:/var/lib/apiserver" in svc["volumes"]
         assert svc["hostname"] == "apiserver"
     assert "apiserver-data" in compose["volumes"]
+
+
+def test_events_live_on_their_own_etcd(compose):
+    svc = etcd_services(compose)["etcd-events"]
+    env = svc["environment"]
+    assert env["ETCD_INITIAL_CLUSTER"] == "etcd-events=http://etcd-events:2380"
+    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == "http://etcd-events:2379"
+    assert env["ETCD_INITIAL_CLUSTER_TOKEN"] != etcd_members(compose)["etcd1"]["environment"]["ETCD_INITIAL_CLUSTER_TOKEN"]
+    assert "etcd-events-data:/var/lib/etcd" in svc["volumes"] and "etcd-events-data" in compose["volumes"]
+    assert "healthcheck" in svc
+    for replica in apiservers(compose).values():
+        flags = [a for a in replica["command"] if a.startswith("--etcd-servers-overrides=")]
+        assert flags == ["--etcd-servers-overrides=/events#http://etcd-events:2379"]
 
 
 def test_haproxy_service(compose):

@@ -169,6 +169,27 @@ def test_values_override():
     assert c["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
 
 
+def test_etcd_overrides_become_the_flag():
+    docs = render(
+        {
+            "etcd": {
+                "overrides": [
+                    {"resource": "/events", "servers": ["http://e1:2379", "http://e2:2379"]},
+                    {"resource": "coordination.k8s.io/leases", "servers": ["http://l:2379"]},
+                ]
+            }
+        }
+    )
+    _, c = container(docs)
+    flags = [a for a in c["args"] if a.startswith("--etcd-servers-overrides=")]
+    assert flags == ["--etcd-servers-overrides=/events#http://e1:2379;http://e2:2379,coordination.k8s.io/leases#http://l:2379"]
+
+
+def test_no_overrides_no_flag(default_docs):
+    _, c = container(default_docs)
+    assert not any(a.startswith("--etcd-servers-overrides") for a in c["args"])
+
+
 def test_image_defaults_to_app_version(default_docs):
     import helm_python as helm
 

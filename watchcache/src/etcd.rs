@@ -148,6 +148,18 @@ pub struct EtcdStore {
     telemetry: EtcdTelemetry,
     /// Applied to every value written and read (encryption at rest).
     transformers: Transformers,
+    /// Set by [`EtcdStore::with_fail_fast`].
+    breaker: Option<Arc<Breaker>>,
+}
+
+/// How often a store failing fast asks its etcd whether it answers again.
+const BREAKER_PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// A cluster that stopped answering: requests fail at once (not after the
+/// timeout) until a probe in the background gets an answer.
+#[derive(Debug, Default)]
+struct Breaker {
+    down: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -190,7 +202,64 @@ impl EtcdStore {
             timeout,
             telemetry: EtcdTelemetry::default(),
             transformers: Transformers::none(),
+            breaker: None,
         })
+    }
+
+    /// This store, failing fast while its cluster does not answer: once a
+    /// request ends `Unavailable` (a timeout, or every member refusing),
+    /// every request answers `Unavailable` at once, and a probe every
+    /// 500 ms (a quorum read, bounded by the timeout) lets them through
+    /// again when the cluster answers. For the clusters of
+    /// `--etcd-servers-overrides`: a cluster that hangs would otherwise
+    /// hold each request of its resources (and the request's seat in the
+    /// server's in-flight limits) for the whole timeout. Watches already
+    /// open are not affected (they resume on their own).
+    pub fn with_fail_fast(mut self) -> Self {
+        self.breaker = Some(Arc::default());
+        self
+    }
+
+    /// `Unavailable` at once while the cluster is known not to answer.
+    fn refused_fast(&self) -> Option<StorageError> {
+        let breaker = self.breaker.as_ref()?;
+        breaker
+            .down
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then(|| {
+                StorageError::Unavailable(
+                    "etcd did not answer lately; failing fast until it does".into(),
+                )
+            })
+    }
+
+    /// Trips the breaker (and starts its probe) when `result` says the
+    /// cluster does not answer.
+    fn observe<T>(&self, result: &Result<T>) {
+        use std::sync::atomic::Ordering;
+        let Some(breaker) = &self.breaker else {
+            return;
+        };
+        if !matches!(result, Err(StorageError::Unavailable(_)))
+            || breaker.down.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        tracing::warn!("etcd does not answer: failing its requests fast until it does");
+        let (breaker, client, timeout) = (Arc::clone(breaker), self.client.clone(), self.timeout);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(BREAKER_PROBE_EVERY).await;
+                let mut kv = client.kv_client();
+                let options = GetOptions::new().with_count_only();
+                let probe = kv.get(PROBE_KEY.to_vec(), Some(options));
+                if let Ok(Ok(_)) = tokio::time::timeout(timeout, probe).await {
+                    tracing::info!("etcd answers again");
+                    breaker.down.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        });
     }
 
     /// This store, transforming values with `transformers` (encryption at
@@ -281,19 +350,36 @@ impl EtcdStore {
 
     /// Ok when etcd answers a quorum read in time.
     pub async fn health(&self) -> Result<()> {
-        self.current_revision().await.map(|_| ())
+        self.revision().await.map(|_| ())
+    }
+
+    /// The latest revision of this etcd cluster (a quorum read).
+    pub async fn revision(&self) -> Result<Revision> {
+        let resp = self
+            .range(
+                "get",
+                PROBE_KEY.to_vec(),
+                GetOptions::new().with_count_only(),
+            )
+            .await?;
+        Ok(header_revision(&resp))
     }
 
     /// Runs one etcd request under the store's timeout.
     async fn call<T>(&self, fut: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T> {
-        match tokio::time::timeout(self.timeout, fut).await {
+        if let Some(e) = self.refused_fast() {
+            return Err(e);
+        }
+        let result = match tokio::time::timeout(self.timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(map_error(e)),
             Err(_) => Err(StorageError::Unavailable(format!(
                 "etcd did not answer within {:?}",
                 self.timeout
             ))),
-        }
+        };
+        self.observe(&result);
+        result
     }
 
     /// Runs one etcd request under the store's timeout, sending it again
@@ -310,6 +396,9 @@ impl EtcdStore {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        if let Some(e) = self.refused_fast() {
+            return Err(e);
+        }
         let mut last = None;
         let attempts = async {
             let mut pause = RETRY_PAUSE_MIN;
@@ -336,14 +425,16 @@ impl EtcdStore {
                 }
             }
         };
-        match tokio::time::timeout(self.timeout, attempts).await {
+        let result = match tokio::time::timeout(self.timeout, attempts).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(map_error(e)),
             Err(_) => Err(StorageError::Unavailable(match last {
                 Some(e) => format!("etcd did not answer within {:?}: {e}", self.timeout),
                 None => format!("etcd did not answer within {:?}", self.timeout),
             })),
-        }
+        };
+        self.observe(&result);
+        result
     }
 
     /// A range is a read: any unavailability is retried. `operation` is
@@ -417,7 +508,7 @@ impl EtcdStore {
                 current: 0,
             } => StorageError::TooLargeResourceVersion {
                 requested,
-                current: self.current_revision().await.unwrap_or(0),
+                current: self.revision().await.unwrap_or(0),
             },
             other => other,
         }
@@ -687,7 +778,7 @@ impl Storage for EtcdStore {
         .await
     }
 
-    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
+    async fn grant_lease(&self, _key: &str, ttl_seconds: i64) -> Result<i64> {
         let mut client = self.client.clone();
         let resp = self
             .call(async move { client.lease_grant(ttl_seconds, None).await })
@@ -757,7 +848,7 @@ impl Storage for EtcdStore {
         } else if opts.after_revision > 0 {
             (Vec::new(), opts.after_revision)
         } else {
-            (Vec::new(), self.current_revision().await?)
+            (Vec::new(), self.revision().await?)
         };
 
         let mut options = EtcdWatchOptions::new()
@@ -888,15 +979,8 @@ impl Storage for EtcdStore {
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 
-    async fn current_revision(&self) -> Result<Revision> {
-        let resp = self
-            .range(
-                "get",
-                PROBE_KEY.to_vec(),
-                GetOptions::new().with_count_only(),
-            )
-            .await?;
-        Ok(header_revision(&resp))
+    async fn current_revision(&self, _key_or_prefix: &str) -> Result<Revision> {
+        self.revision().await
     }
 
     fn encode(&self, key: &str, value: &Value) -> Result<Encoded> {

@@ -3,12 +3,14 @@
 
 pub mod cache;
 pub mod etcd;
+pub mod route;
 pub mod storage;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod transform;
 
 pub use cache::{CacheStats, Cacher, CacherConfig, Phase as CachePhase};
+pub use route::{Route, Routed};
 pub use storage::{
     Encoded, EventType, ListOptions, ListResult, Object, Revision, Storage, StorageError,
     WatchEvent, WatchOptions, WatchStream,

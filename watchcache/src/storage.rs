@@ -573,14 +573,18 @@ pub trait Storage: Send + Sync + 'static {
     /// Watches `key_or_prefix` (a prefix ends in `/`).
     async fn watch(&self, key_or_prefix: &str, opts: WatchOptions) -> Result<WatchStream>;
 
-    /// The latest revision of the store (a quorum read for etcd).
-    async fn current_revision(&self) -> Result<Revision>;
+    /// The latest revision of the store that holds `key_or_prefix` (a
+    /// quorum read for etcd). Only a store over several etcd clusters
+    /// looks at the key: each cluster has revisions of its own.
+    async fn current_revision(&self, key_or_prefix: &str) -> Result<Revision>;
 
     /// Grants a lease of `ttl_seconds`: keys written with it (see
     /// [`Storage::create_with_lease`]) are deleted by the store when it
-    /// expires, with an ordinary delete event (kube's event TTL).
-    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
-        let _ = ttl_seconds;
+    /// expires, with an ordinary delete event (kube's event TTL). The
+    /// lease is granted by the etcd cluster that holds `key` (a lease
+    /// lives in one cluster), so it serves writes of that key's resource.
+    async fn grant_lease(&self, key: &str, ttl_seconds: i64) -> Result<i64> {
+        let _ = (key, ttl_seconds);
         Err(StorageError::Internal("this store has no leases".into()))
     }
 

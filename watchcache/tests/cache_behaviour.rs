@@ -156,7 +156,7 @@ async fn exact_reads_equal_etcd_at_every_revision() {
     let cache = cacher(etcd, settings).await;
     let store = etcd.store().await;
     let prefix = unique_prefix("exact");
-    let first = cache.current_revision().await.expect("revision");
+    let first = cache.revision().await.expect("revision");
     let mut revisions = vec![first];
     for i in 0..24 {
         let key = format!("{prefix}k{}", i % 7);
@@ -217,7 +217,7 @@ async fn idle_watchers_get_bookmarks() {
     let etcd = TestEtcd::shared().await;
     let cache = cacher(etcd, config()).await;
     let prefix = unique_prefix("bookmarks");
-    let start = cache.current_revision().await.expect("revision");
+    let start = cache.revision().await.expect("revision");
     let mut opts = watch_from(start);
     opts.predicate = label_predicate("app=none");
     let mut stream = cache.watch(&prefix, opts).await.expect("watch");
@@ -250,7 +250,7 @@ async fn slow_watchers_are_ended_and_counted() {
     settings.window_max_events = 10;
     let cache = cacher(&etcd, settings).await;
     let prefix = unique_prefix("slow");
-    let start = cache.current_revision().await.expect("revision");
+    let start = cache.revision().await.expect("revision");
     let mut slow = cache
         .watch(&prefix, watch_from(start))
         .await
@@ -296,7 +296,7 @@ async fn watchers_of_quiet_prefixes_outlive_churn_elsewhere() {
     let cache = cacher(&etcd, settings).await;
     let quiet = unique_prefix("quiet");
     let busy = unique_prefix("busy");
-    let start = cache.current_revision().await.expect("revision");
+    let start = cache.revision().await.expect("revision");
     let mut namespace = cache.watch(&quiet, watch_from(start)).await.expect("watch");
     let key = format!("{quiet}one");
     let mut single = cache.watch(&key, watch_from(start)).await.expect("watch");
@@ -328,7 +328,7 @@ async fn label_watchers_outlive_churn_of_other_labels() {
     settings.window_max_events = 10;
     let cache = cacher(&etcd, settings).await;
     let prefix = unique_prefix("labels");
-    let start = cache.current_revision().await.expect("revision");
+    let start = cache.revision().await.expect("revision");
     let mut web = cache
         .watch(
             &prefix,
@@ -374,7 +374,7 @@ async fn a_broken_etcd_watch_is_resumed() {
     let cache = cacher(etcd, settings).await;
     let store = etcd.store().await;
     let prefix = unique_prefix("resume");
-    let start = cache.current_revision().await.expect("revision");
+    let start = cache.revision().await.expect("revision");
     let mut stream = cache
         .watch(&prefix, watch_from(start))
         .await
@@ -497,7 +497,7 @@ async fn dropping_the_cache_ends_its_watchers() {
     let etcd = TestEtcd::shared().await;
     let cache = cacher(etcd, config()).await;
     let prefix = unique_prefix("drop");
-    let start = cache.current_revision().await.expect("revision");
+    let start = cache.revision().await.expect("revision");
     let mut stream = cache
         .watch(&prefix, watch_from(start))
         .await

@@ -271,7 +271,7 @@ async fn watchers_see_exactly_the_etcd_history() {
     let etcd = TestEtcd::shared().await;
     let cacher = cache_testing::cacher(etcd, cache_testing::config()).await;
     let prefix = unique_prefix("history");
-    let start = cacher.current_revision().await.expect("current revision");
+    let start = cacher.revision().await.expect("current revision");
     let (final_tx, final_rx) = tokio::sync::watch::channel(0);
 
     let mut specs = Vec::new();
@@ -333,7 +333,7 @@ async fn watchers_see_exactly_the_etcd_history() {
     let both = vec![second.clone(), cacher.clone()];
     // Watchers joining mid-way: from the start, from a revision reached by
     // then, and with initial events from a consistent snapshot.
-    let middle = cacher.current_revision().await.expect("current revision");
+    let middle = cacher.revision().await.expect("current revision");
     for (i, selector) in selectors.iter().enumerate() {
         let starts = [
             (Some(start), Some(4)),
@@ -359,7 +359,7 @@ async fn watchers_see_exactly_the_etcd_history() {
         written += writer.await.expect("writer").len();
     }
     assert_eq!(written, WRITERS as usize * OPS_PER_WRITER);
-    let end = cacher.current_revision().await.expect("current revision");
+    let end = cacher.revision().await.expect("current revision");
     final_tx.send_replace(end);
 
     let history = etcd_history(etcd, &prefix, start, end).await;

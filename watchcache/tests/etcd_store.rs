@@ -65,7 +65,7 @@ async fn unreachable_etcd_is_unavailable_quickly() {
         .await
         .expect("connect is lazy");
     let started = Instant::now();
-    match store.current_revision().await {
+    match store.revision().await {
         Err(StorageError::Unavailable(_)) => {}
         other => panic!("current_revision: {other:?}"),
     }

@@ -125,7 +125,7 @@ async fn write(state: &AppState, mut obj: Value, reason: &str) {
     let name = object::name(&obj).unwrap_or("").to_string();
     object::prepare_create(&res, &mut obj, Some(&ns), &object::now());
     let key = state.key(&res, Some(&ns), &name);
-    let written = match state.event_ttl.lease(&*state.store).await {
+    let written = match state.event_ttl.lease(&*state.store, &key).await {
         Ok(lease) => state.store.create_with_lease(&key, &obj, lease).await,
         Err(e) => Err(e),
     };

@@ -422,7 +422,8 @@ async fn feed(gc: Arc<Collector>, state: Arc<AppState>, queue: Arc<WorkQueue>) {
     // a second full list and decode of every object, beside the cache's,
     // which at start-up with 1,000,000 objects took as long as the cache's.
     // kube's collector also starts from informers that have synced.
-    if let Some(cache) = &state.cache {
+    // Every cluster's cache (`--etcd-servers-overrides`) before starting.
+    for cache in state.caches() {
         while !cache.wait_ready(CACHE_WAIT_LOG).await {
             if cache.phase() == watchcache::CachePhase::Stopped {
                 return;

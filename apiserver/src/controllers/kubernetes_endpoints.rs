@@ -261,7 +261,7 @@ async fn renew(state: &AppState, key: &str, ip: IpAddr) -> Result<(), StorageErr
         .max(1);
     let value = lease_object(ip);
     for _ in 0..3 {
-        let lease = state.store.grant_lease(ttl).await?;
+        let lease = state.store.grant_lease(key, ttl).await?;
         let r = match state.store.get(key, Freshness::MostRecent).await? {
             None => state.store.create_with_lease(key, &value, lease).await,
             Some(cur) => {

@@ -606,7 +606,7 @@ where
                 scope
                     .state
                     .event_ttl
-                    .lease(&*scope.state.store)
+                    .lease(&*scope.state.store, &key)
                     .await
                     .map(Some)
             } else {
@@ -823,7 +823,7 @@ async fn store_new(
         }
         let key = scope.key_for(&name);
         let created = if scope.res.ttl_lease {
-            match scope.state.event_ttl.lease(&*scope.state.store).await {
+            match scope.state.event_ttl.lease(&*scope.state.store, &key).await {
                 Ok(lease) => scope.state.store.create_with_lease(&key, &obj, lease).await,
                 Err(e) => Err(e),
             }

@@ -47,6 +47,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $servers := required "etcd.servers must list the etcd client URLs" .Values.etcd.servers -}}
 - {{ printf "--etcd-servers=%s" (join "," $servers) | quote }}
 - {{ printf "--etcd-prefix=%s" .Values.etcd.prefix | quote }}
+{{- with .Values.etcd.overrides }}
+{{- $entries := list }}
+{{- range . }}
+{{- $servers := required "etcd.overrides: every entry needs servers" .servers }}
+{{- $entries = append $entries (printf "%s#%s" (required "etcd.overrides: every entry needs a resource (group/resource)" .resource) (join ";" $servers)) }}
+{{- end }}
+- {{ printf "--etcd-servers-overrides=%s" (join "," $entries) | quote }}
+{{- end }}
 - {{ printf "--watch-cache=%t" .Values.server.watchCache | quote }}
 - {{ printf "--request-timeout=%ds" (int .Values.server.requestTimeoutSeconds) | quote }}
 - {{ printf "--max-requests-inflight=%d" (int .Values.server.maxRequestsInflight) | quote }}

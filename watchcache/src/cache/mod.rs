@@ -418,6 +418,12 @@ impl Cacher {
         }
     }
 
+    /// The latest revision of the etcd cluster under the cache (a quorum
+    /// read).
+    pub async fn revision(&self) -> Result<Revision> {
+        self.inner.store.revision().await
+    }
+
     /// The wrapped etcd store.
     pub fn store(&self) -> &EtcdStore {
         &self.inner.store
@@ -563,7 +569,7 @@ impl Cacher {
         {
             return Ok(true);
         }
-        let current = self.inner.store.current_revision().await?;
+        let current = self.inner.store.revision().await?;
         if current < n {
             return Err(StorageError::TooLargeResourceVersion {
                 requested: n,
@@ -800,8 +806,8 @@ impl Storage for Cacher {
         Ok(updated)
     }
 
-    async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64> {
-        self.inner.store.grant_lease(ttl_seconds).await
+    async fn grant_lease(&self, key: &str, ttl_seconds: i64) -> Result<i64> {
+        self.inner.store.grant_lease(key, ttl_seconds).await
     }
 
     async fn create_with_lease(&self, key: &str, value: &Value, lease: i64) -> Result<Object> {
@@ -898,8 +904,8 @@ impl Storage for Cacher {
         Ok(watcher::stream(self.shared().clone(), target, start))
     }
 
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.store.current_revision().await
+    async fn current_revision(&self, _key_or_prefix: &str) -> Result<Revision> {
+        self.inner.store.revision().await
     }
 
     async fn is_stale(&self, key: &str) -> Result<bool> {

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::etcd::EtcdStore;
-use crate::storage::{Revision, Storage, StorageError};
+use crate::storage::{Revision, StorageError};
 
 type Answer = oneshot::Sender<Result<Revision, StorageError>>;
 
@@ -69,7 +69,7 @@ async fn serve(store: EtcdStore, mut rx: mpsc::Receiver<Answer>, reads: Arc<Atom
             batch.push(more);
         }
         reads.fetch_add(1, Ordering::Relaxed);
-        let revision = store.current_revision().await;
+        let revision = store.revision().await;
         for waiter in batch.drain(..) {
             let _ = waiter.send(revision.clone());
         }

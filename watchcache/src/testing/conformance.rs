@@ -359,7 +359,7 @@ pub async fn create_get(h: &dyn Harness, prefix: &str) {
     .await;
     assert_eq!(missing, None);
 
-    let current = ok("current revision", s.current_revision().await).await;
+    let current = ok("current revision", s.current_revision(prefix).await).await;
     assert!(current >= created.revision);
 }
 
@@ -423,7 +423,7 @@ pub async fn delete_precondition(h: &dyn Harness, prefix: &str) {
     assert_eq!(data_of(&deleted), "2");
     assert!(deleted.revision > updated.revision);
     assert_versioned(&deleted);
-    let current = ok("current revision", s.current_revision().await).await;
+    let current = ok("current revision", s.current_revision(prefix).await).await;
     assert!(current >= deleted.revision);
 
     assert_eq!(
@@ -739,7 +739,7 @@ pub async fn continue_after_compaction(h: &dyn Harness, prefix: &str) {
     )
     .await;
     create(s, &format!("{prefix}e"), &object("e", &[], "1")).await;
-    let latest = ok("current revision", s.current_revision().await).await;
+    let latest = ok("current revision", s.current_revision(prefix).await).await;
     h.compact(latest).await;
 
     let fresh = match s
@@ -783,7 +783,7 @@ pub async fn continue_after_compaction(h: &dyn Harness, prefix: &str) {
 /// Deleted event carries the last state at the deletion revision.
 pub async fn watch_events(h: &dyn Harness, prefix: &str) {
     let s = h.storage();
-    let start = ok("current revision", s.current_revision().await).await;
+    let start = ok("current revision", s.current_revision(prefix).await).await;
     let mut stream = watch(s, prefix, watch_options(start, false)).await;
     let key = format!("{prefix}a");
     let a1 = create(s, &key, &object("a", &[], "1")).await;
@@ -816,7 +816,7 @@ pub async fn watch_events(h: &dyn Harness, prefix: &str) {
 pub async fn watch_single_key(h: &dyn Harness, prefix: &str) {
     let s = h.storage();
     let key = format!("{prefix}a");
-    let start = ok("current revision", s.current_revision().await).await;
+    let start = ok("current revision", s.current_revision(prefix).await).await;
     let mut stream = watch(s, &key, watch_options(start, false)).await;
     create(s, &format!("{prefix}ab"), &object("ab", &[], "x")).await;
     create(s, &format!("{prefix}a/b"), &object("a/b", &[], "x")).await;
@@ -948,7 +948,7 @@ pub async fn watch_initial_events_not_older_than(h: &dyn Harness, prefix: &str) 
         earlier.push((name, c.revision));
     }
 
-    let current = ok("current revision", s.current_revision().await).await;
+    let current = ok("current revision", s.current_revision(prefix).await).await;
     let far = current + 1_000_000;
     let opts = WatchOptions {
         initial_events: true,
@@ -973,7 +973,7 @@ pub async fn watch_initial_events_not_older_than(h: &dyn Harness, prefix: &str) 
 /// non-matching changes are not sent.
 pub async fn watch_predicate_transitions(h: &dyn Harness, prefix: &str) {
     let s = h.storage();
-    let start = ok("current revision", s.current_revision().await).await;
+    let start = ok("current revision", s.current_revision(prefix).await).await;
     let mut opts = watch_options(start, false);
     opts.predicate = label_predicate("app=web");
     let mut stream = watch(s, prefix, opts).await;
