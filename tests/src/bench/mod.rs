@@ -18,6 +18,7 @@
 
 pub mod admission;
 pub mod client;
+pub mod clusters;
 pub mod crds;
 pub mod fixture;
 pub mod gc;
@@ -160,6 +161,8 @@ pub enum Phase {
     Storage,
     /// Open-loop creates past the sustainable rate, as a non-exempt user.
     Overload,
+    /// Events on an etcd of their own beside ConfigMaps on the main one.
+    Clusters,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -311,6 +314,7 @@ impl Plan {
                     Phase::Admission,
                     Phase::Storage,
                     Phase::Overload,
+                    Phase::Clusters,
                 ]
             }),
         }
@@ -362,6 +366,9 @@ pub struct Bench {
     pub server_args: Vec<String>,
     pub prefix: String,
     pub logs: PathBuf,
+    /// For phases that start an etcd of their own, in `work`.
+    pub etcd_bin: PathBuf,
+    pub work: PathBuf,
 }
 
 impl Bench {
@@ -416,7 +423,7 @@ mod tests {
         let plan = Plan::from_args(&args);
         assert_eq!(plan.tier, "smoke");
         assert_eq!(plan.duration, Duration::from_secs(3));
-        assert_eq!(plan.phases.len(), 9);
+        assert_eq!(plan.phases.len(), 10);
         assert_eq!(plan.gc_objects, 600);
         assert_eq!(plan.admission_creates, 50);
         assert_eq!(plan.crds, 10);

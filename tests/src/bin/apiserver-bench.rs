@@ -128,6 +128,8 @@ async fn run(
         server_args: server_args.to_vec(),
         prefix,
         logs: logs.path().to_path_buf(),
+        etcd_bin: etcd_bin.to_path_buf(),
+        work: work.to_path_buf(),
     };
     let mut rows = Vec::new();
     for phase in &plan.phases {
@@ -143,6 +145,7 @@ async fn run(
             Phase::Admission => bench::admission::run(&b).await,
             Phase::Storage => bench::storage::run(&b).await,
             Phase::Overload => bench::overload::run(&b).await,
+            Phase::Clusters => bench::clusters::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -174,6 +177,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Admission => "8 admission",
         Phase::Storage => "9 storage",
         Phase::Overload => "10 overload",
+        Phase::Clusters => "11 clusters",
     }
 }
 
