@@ -72,14 +72,20 @@ impl Measured {
         self.events
             .problem()
             .map(|e| format!("Events: {e}"))
-            .or_else(|| self.configmaps.problem().map(|e| format!("ConfigMaps: {e}")))
+            .or_else(|| {
+                self.configmaps
+                    .problem()
+                    .map(|e| format!("ConfigMaps: {e}"))
+            })
     }
 }
 
 pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let c = b.plan.concurrency.iter().copied().max().unwrap_or(1);
     let one = {
-        let server = b.start_server("/bench-clusters-one", "clusters-one").await?;
+        let server = b
+            .start_server("/bench-clusters-one", "clusters-one")
+            .await?;
         let m = measure(b, &server.http, server.pid(), &[("main", b.etcd.pid())], c).await;
         server.stop();
         m?
