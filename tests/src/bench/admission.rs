@@ -158,6 +158,12 @@ async fn with_quota(http: &super::client::Http, n: usize) -> Result<Row> {
         fmt_duration(bare.quantile(0.99))
     );
     row.ratio = format!("+{:.0} µs", p50(&quota) - p50(&bare));
+    row.plot(
+        "create p50 (bare namespace as the limit)",
+        "µs",
+        p50(&quota),
+        Some(p50(&bare)),
+    );
     Ok(row)
 }
 
@@ -265,6 +271,12 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             fmt_duration(bare.quantile(0.99))
         );
         row.ratio = format!("+{added:.0} µs");
+        row.plot(
+            "create p50 (bare namespace as the limit)",
+            "µs",
+            p50(h),
+            Some(base),
+        );
         row.budget = Some(Budget::under(target, added, budget, " µs"));
         rows.push(row);
     }
@@ -283,6 +295,12 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         fmt_duration(without_plugins.quantile(0.99))
     );
     row.ratio = format!("+{:.0} µs", p50(&with_plugins) - p50(&without_plugins));
+    row.plot(
+        "create p50 (bare namespace as the limit)",
+        "µs",
+        p50(&with_plugins),
+        Some(p50(&without_plugins)),
+    );
     rows.push(row);
     rows.push(quota_row);
     Ok(rows)

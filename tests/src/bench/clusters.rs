@@ -114,6 +114,16 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     row.server = format!("own etcd: {}", split.summary());
     row.limit = format!("one etcd: {}", one.summary());
     row.ratio = format!("{} combined", fmt_ratio(split.combined() / one.combined()));
+    row.plot(
+        "combined writes (one etcd as the limit)",
+        "/s",
+        split.combined(),
+        Some(one.combined()),
+    );
+    row.plot_p99(
+        split.events.p99().max(split.configmaps.p99()),
+        Some(one.events.p99().max(one.configmaps.p99())),
+    );
     // No budget: the issue asks for the figures side by side. Both etcds
     // and the server share this machine's CPUs, so the sum measures CPU,
     // not what a second etcd machine would add.

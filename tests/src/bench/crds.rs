@@ -314,6 +314,7 @@ impl Served {
             fmt_duration(self.creates.quantile(0.5)),
             fmt_duration(self.creates.quantile(0.99))
         );
+        row.plot_p99(self.quantile(0.99), Some(self.creates.quantile(0.99)));
         row.ratio = format!(
             "{} served p50 over create p50",
             fmt_ratio(self.quantile(0.5).as_secs_f64() / self.creates.quantile(0.5).as_secs_f64())
@@ -446,6 +447,7 @@ impl Endpoints {
         let crds = fmt_count(n as u64);
         let row = |case: String, after: &Latency, before: &Latency, what: &str| {
             let mut row = Row::new(PHASE, case);
+            row.plot_p99(after.hist.quantile(0.99), Some(before.hist.quantile(0.99)));
             row.server = after.summary();
             row.limit = format!("{what} before the CRDs: {}", before.summary());
             row.ratio = format!(
@@ -524,6 +526,12 @@ fn rss_row(n: usize, before: [u64; 2], after: [Result<u64>; 2], served: &Served)
         served.crd_bytes as f64 / 1024.0
     );
     let worst = per_a.max(per_b);
+    row.plot(
+        "RSS per CRD (its JSON as the limit)",
+        "KiB",
+        worst / 1024.0,
+        Some(served.crd_bytes as f64 / 1024.0),
+    );
     row.ratio = format!(
         "{} the CRD's JSON (worse replica)",
         fmt_ratio(worst / served.crd_bytes as f64)
@@ -667,6 +675,7 @@ fn compare(case: String, what: &str, cr: &LoadResult, cm: &LoadResult, budget: b
     row.limit = format!("ConfigMap {what}: {}", cm.summary());
     let ratio = cr.rate() / cm.rate();
     row.ratio = format!("{} throughput", fmt_ratio(ratio));
+    row.plot_load(cr, Some(cm));
     row.problem = cr
         .problem()
         .or_else(|| cm.problem().map(|p| format!("ConfigMap: {p}")));

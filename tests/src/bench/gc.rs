@@ -240,6 +240,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         ),
     );
     row.server = fmt_duration(working);
+    row.plot("time", "s", working.as_secs_f64(), None);
     rows.push(row);
     for (case, took) in [
         ("background delete of an owner", background),
@@ -253,6 +254,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
             format!("{case} of {} dependents, {graph}", fmt_count(d)),
         );
         row.server = fmt_duration(took);
+        row.plot("time", "s", took.as_secs_f64(), Some(raw.as_secs_f64()));
         row.limit = limit.clone();
         row.ratio = format!(
             "{} time of etcd",

@@ -98,6 +98,12 @@ async fn two_kib(b: &Bench) -> Result<Vec<Row>> {
         "{} time of the etcd range",
         fmt_ratio(server.startup.as_secs_f64() / etcd_range.as_secs_f64())
     );
+    startup.plot(
+        "start → /readyz (etcd's range as the limit)",
+        "s",
+        server.startup.as_secs_f64(),
+        Some(etcd_range.as_secs_f64()),
+    );
 
     tokio::time::sleep(SETTLE).await;
     let started_rss = server.rss()?;
@@ -113,6 +119,12 @@ async fn two_kib(b: &Bench) -> Result<Vec<Row>> {
     );
     let growth = rss.saturating_sub(empty_rss);
     let ratio = growth as f64 / raw_bytes as f64;
+    row.plot(
+        "RSS growth (raw bytes as the limit)",
+        "MiB",
+        mib(growth),
+        Some(mib(raw_bytes)),
+    );
     row.server = format!(
         "RSS {} ({} over the empty server's {}; {} over it when ready, before the LIST)",
         fmt_mib(rss),
@@ -218,6 +230,12 @@ async fn one_kib(b: &Bench, n: u64) -> Result<Vec<Row>> {
         "{} time of the etcd ranges",
         fmt_ratio(server.startup.as_secs_f64() / etcd_range.as_secs_f64())
     );
+    startup.plot(
+        "start → /readyz (etcd's range as the limit)",
+        "s",
+        server.startup.as_secs_f64(),
+        Some(etcd_range.as_secs_f64()),
+    );
     if n == LARGE_OBJECTS {
         startup.budget = Some(Budget::under(
             "< 10 s at 1,000,000",
@@ -255,6 +273,12 @@ async fn one_kib(b: &Bench, n: u64) -> Result<Vec<Row>> {
     );
     held.limit = format!("raw bytes: {}", fmt_mib(raw_bytes));
     held.ratio = format!("{} raw", fmt_ratio(rss as f64 / raw_bytes as f64));
+    held.plot(
+        "RSS (raw bytes as the limit)",
+        "MiB",
+        mib(rss),
+        Some(mib(raw_bytes)),
+    );
     let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
     let rss_budget = LARGE_RSS_BUDGET_GIB * n as f64 / LARGE_OBJECTS as f64;
     match failure {
@@ -285,6 +309,7 @@ async fn one_kib(b: &Bench, n: u64) -> Result<Vec<Row>> {
     );
     match list {
         Ok((median, bytes)) => {
+            list_row.plot("LIST p50", "ms", median.as_secs_f64() * 1e3, None);
             list_row.server = format!(
                 "p50 {} · {:.0} MB/s · peak RSS {} ({} over the {} before; the reply is {})",
                 fmt_duration(median),
@@ -432,6 +457,7 @@ async fn idle_watchers(b: &Bench, server: &Server, h2: bool) -> Row {
     let second_half = n - half;
     let opened = second_half.saturating_sub(failed).max(1) as f64;
     let per_watcher = after.saturating_sub(before) as f64 / opened;
+    row.plot("RSS per idle watcher", "KiB", per_watcher / 1024.0, None);
     row.server = format!(
         "{} per 1,000 ({:.1} KiB each; RSS {} → {} while the second {} opened)",
         fmt_mib((per_watcher * 1000.0) as u64),
@@ -524,4 +550,9 @@ async fn registered_watchers(server: &Server) -> Option<u64> {
         .find_map(|l| l.strip_prefix("apiserver_registered_watchers "))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map(|v| v as u64)
+}
+
+/// Bytes as MiB, for plots.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }

@@ -25,6 +25,7 @@ pub mod gc;
 pub mod load;
 pub mod memory;
 pub mod overload;
+pub mod plot;
 pub mod procs;
 pub mod reads;
 pub mod report;

@@ -74,6 +74,8 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         fmt_duration(closed.2)
     );
     base.problem = closed.3;
+    base.plot("admitted", "/s", sustainable, None);
+    base.plot_p99(closed.2, None);
     let failed = base.problem.is_some() || sustainable <= 0.0;
     rows.push(base);
     if failed {
@@ -91,6 +93,9 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         );
         row.server = level.summary();
         row.problem = level.problem();
+        let admitted = level.admitted as f64 / level.elapsed.as_secs_f64().max(1e-9);
+        row.plot("admitted", "/s", admitted, None);
+        row.plot_p99(level.p99, first.as_ref().map(|one| one.p99));
         if let Some(one) = &first {
             let p99 = level.p99.as_secs_f64() / one.p99.as_secs_f64().max(1e-6);
             let rss = level.rss_peak as f64 / one.rss_peak.max(1) as f64;

@@ -111,6 +111,7 @@ async fn gets(b: &Bench) -> Result<Vec<Row>> {
         row.server = srv.summary();
         row.limit = format!("{} get: {}", read.etcd(), raw.summary());
         row.ratio = format!("{} throughput", fmt_ratio(srv.rate() / raw.rate()));
+        row.plot_load(&srv, Some(&raw));
         row.problem = problem(&srv, &raw);
         if let Read::Consistent = read {
             // Issue 17: consistent GETs served from memory, at least as
@@ -143,6 +144,7 @@ async fn gets(b: &Bench) -> Result<Vec<Row>> {
             "{} p99",
             fmt_ratio(srv.p99().as_secs_f64() / raw.p99().as_secs_f64())
         );
+        row.plot_p99(srv.p99(), Some(raw.p99()));
         row.problem = problem(&srv, &raw);
         let target = if rate < BUDGET_RATE {
             format!(
@@ -339,6 +341,8 @@ fn list_row(case: String, srv: &Lists, raw: &Lists, what: &str) -> Row {
         "{} time",
         fmt_ratio(srv.p50().as_secs_f64() / raw.p50().as_secs_f64())
     );
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    row.plot("LIST p50", "ms", ms(srv.p50()), Some(ms(raw.p50())));
     row.problem = srv
         .problem
         .clone()

@@ -2,6 +2,8 @@
 //! ratio and the budget; and its place in BENCHMARKS.md, between two
 //! markers so that the prose around it stays hand-written.
 
+use super::load::LoadResult;
+use super::plot;
 use super::procs::Machine;
 use super::Result;
 use std::path::Path;
@@ -9,6 +11,8 @@ use std::time::Duration;
 
 const BEGIN: &str = "<!-- apiserver-bench:begin (generated: edit around it, not inside) -->";
 const END: &str = "<!-- apiserver-bench:end -->";
+/// Where the phases' plots go, beside the markdown file.
+const PLOTS_DIR: &str = "data/bench";
 
 /// Whether a figure reaches its budget.
 pub enum Verdict {
@@ -107,6 +111,17 @@ pub struct Row {
     pub budget: Option<Budget>,
     /// Errors or missing numbers: the smoke run fails on any.
     pub problem: Option<String>,
+    /// The numbers behind the cells, for the phase's plot.
+    pub plot: Vec<Point>,
+}
+
+/// One plotted number: the quantity (a panel of the phase's plot), its
+/// unit, the server's value and the limit's, when the row has one.
+pub struct Point {
+    pub what: &'static str,
+    pub unit: &'static str,
+    pub server: f64,
+    pub limit: Option<f64>,
 }
 
 impl Row {
@@ -119,7 +134,41 @@ impl Row {
             ratio: "—".into(),
             budget: None,
             problem: None,
+            plot: Vec::new(),
         }
+    }
+
+    /// Adds a number to the phase's plot.
+    pub fn plot(
+        &mut self,
+        what: &'static str,
+        unit: &'static str,
+        server: f64,
+        limit: Option<f64>,
+    ) {
+        self.plot.push(Point {
+            what,
+            unit,
+            server,
+            limit,
+        });
+    }
+
+    /// Plots a load's throughput and p99 beside its limit's.
+    pub fn plot_load(&mut self, server: &LoadResult, limit: Option<&LoadResult>) {
+        self.plot(
+            "throughput",
+            "/s",
+            server.rate(),
+            limit.map(LoadResult::rate),
+        );
+        self.plot_p99(server.p99(), limit.map(LoadResult::p99));
+    }
+
+    /// Plots a p99 latency beside its limit's.
+    pub fn plot_p99(&mut self, server: Duration, limit: Option<Duration>) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        self.plot("p99", "ms", ms(server), limit.map(ms));
     }
 
     /// A row for a measurement that could not be made.
@@ -179,6 +228,25 @@ impl Report {
         out
     }
 
+    /// Each phase's plot: the phase, its file name and the SVG, in the
+    /// order the phases ran.
+    pub fn plots(&self) -> Vec<(&'static str, String, String)> {
+        let mut phases: Vec<&'static str> = Vec::new();
+        for r in &self.rows {
+            if !phases.contains(&r.phase) {
+                phases.push(r.phase);
+            }
+        }
+        phases
+            .into_iter()
+            .filter_map(|phase| {
+                let rows: Vec<&Row> = self.rows.iter().filter(|r| r.phase == phase).collect();
+                plot::phase_svg(phase, &rows)
+                    .map(|svg| (phase, format!("{}.svg", plot::slug(phase)), svg))
+            })
+            .collect()
+    }
+
     /// The missed budgets, one line each.
     pub fn missed(&self) -> Vec<String> {
         self.rows
@@ -232,6 +300,13 @@ impl Report {
         }
         out.push('\n');
         out.push_str(&self.table());
+        let plots = self.plots();
+        if !plots.is_empty() {
+            out.push_str("\nOne plot per phase, drawn by the tool from this run's numbers:\n\n");
+            for (phase, file, _) in &plots {
+                out.push_str(&format!("![phase {phase}]({PLOTS_DIR}/{file})\n"));
+            }
+        }
         let missed = self.missed();
         if !missed.is_empty() {
             out.push_str("\nBudgets missed in this run:\n\n");
@@ -252,6 +327,11 @@ impl Report {
     /// Writes the generated part into `path` between the markers, keeping
     /// the rest; a file without markers gets them appended.
     pub fn write(&self, path: &Path) -> Result<()> {
+        let dir = path.parent().unwrap_or(Path::new(".")).join(PLOTS_DIR);
+        for (_, file, svg) in self.plots() {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(file), svg)?;
+        }
         let generated = format!("{BEGIN}\n{}{END}", self.markdown());
         let old = std::fs::read_to_string(path).unwrap_or_default();
         let new = match (old.find(BEGIN), old.find(END)) {

@@ -60,6 +60,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         row.server = format!("protobuf: {p:.0} B");
         row.limit = format!("JSON: {j:.0} B");
         row.ratio = format!("{} size", fmt_ratio(p / j));
+        row.plot("etcd bytes per object (JSON as the limit)", "B", p, Some(j));
         if p == 0.0 || j == 0.0 {
             row.problem = Some("no objects stored".into());
         }
@@ -81,6 +82,7 @@ pub async fn run(b: &Bench) -> Result<Vec<Row>> {
         row.server = format!("protobuf: {}", p.summary());
         row.limit = format!("JSON: {}", j.summary());
         row.ratio = format!("{} throughput", fmt_ratio(p.rate() / j.rate()));
+        row.plot_load(p, Some(j));
         row.problem = p
             .problem()
             .or_else(|| j.problem().map(|e| format!("JSON: {e}")));

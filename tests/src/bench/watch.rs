@@ -300,6 +300,7 @@ async fn fan_out(b: &Bench, index: usize, shape: WatchShape, encoding: Encoding)
         "{} p99",
         fmt_ratio(hist.quantile(0.99).as_secs_f64() / etcd.quantile(0.99).as_secs_f64())
     );
+    row.plot_p99(hist.quantile(0.99), Some(etcd.quantile(0.99)));
     let mut problems = Vec::new();
     if let Some(p) = writes.problem() {
         problems.push(format!("writes: {p}"));

@@ -210,6 +210,7 @@ fn row(
     );
     let ratio = srv.rate() / raw.rate();
     row.ratio = format!("{} throughput", fmt_ratio(ratio));
+    row.plot_load(srv, Some(raw));
     row.problem = srv
         .problem()
         .or_else(|| raw.problem().map(|p| format!("raw etcd: {p}")));
