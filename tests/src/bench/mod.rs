@@ -255,7 +255,8 @@ impl Plan {
                 // 1–4 KiB over HTTP/2) stands out of the RSS noise of a
                 // server holding 100,000 objects.
                 idle_watchers: 4_000,
-                crds: 1_000,
+                // Crossplane's scale (issue 31).
+                crds: 5_000,
                 gc_objects: 100_000,
                 gc_dependents: 10_000,
                 admission_creates: 3_000,
@@ -430,7 +431,7 @@ mod tests {
         assert_eq!(plan.crds, 10);
         let full = Plan::from_args(&Args::parse_from(["apiserver-bench", "--full"]));
         assert_eq!(full.list_objects, vec![10_000, 100_000]);
-        assert_eq!(full.crds, 1_000);
+        assert_eq!(full.crds, 5_000);
         let only = Args::parse_from(["apiserver-bench", "--phases", "crds", "--crds", "50"]);
         let only = Plan::from_args(&only);
         assert_eq!((only.phases, only.crds), (vec![Phase::Crds], 50));
