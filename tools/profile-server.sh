@@ -5,7 +5,8 @@
 #     target/release/apiserver-bench --phases memory --no-write \
 #     --server-bin tools/profile-server.sh
 #
-# PROFILE is massif (heap), callgrind (instructions; collection starts
+# PROFILE is massif or heaptrack (heap: build the server with
+# `--features system-alloc`, as both see only malloc, not mimalloc), callgrind (instructions; collection starts
 # CALLGRIND_DELAY seconds after the start, default 14, so that start-up is
 # left out) or perf (cpu-clock samples; hardware counters are often missing
 # in VMs; PERF_CALLGRAPH=1 adds call chains). The tool SIGKILLs this script when it is done with a server; the
@@ -26,6 +27,10 @@ massif)
     --depth=40 --max-snapshots=200 --detailed-freq=5 "$bin" "$@" &
   pid=$!
   ;;
+heaptrack)
+  heaptrack -o "$out/heaptrack.$$" "$bin" "$@" &
+  pid=$!
+  ;;
 callgrind)
   valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.%p.out" \
     --instr-atstart=no "$bin" "$@" &
@@ -39,7 +44,7 @@ perf)
   pid=$!
   ;;
 *)
-  echo "PROFILE must be massif, callgrind or perf" >&2
+  echo "PROFILE must be massif, heaptrack, callgrind or perf" >&2
   exit 2
   ;;
 esac

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -63,6 +63,10 @@ struct GvkEntry {
 #[derive(Debug, Clone)]
 pub struct Schema {
     definitions: Map<String, Value>,
+    /// Definitions shared with other schemas (a custom resource's
+    /// ObjectMeta family), looked up after the schema's own: one copy for
+    /// every CRD version instead of one each.
+    shared: Option<Arc<Map<String, Value>>>,
     /// kind → every (group, version, definition) that declares it.
     by_kind: HashMap<String, Vec<GvkEntry>>,
 }
@@ -71,6 +75,16 @@ impl Schema {
     /// Builds a schema from an OpenAPI `definitions` map (name → schema) and
     /// indexes its `x-kubernetes-group-version-kind` extensions.
     pub fn new(definitions: Map<String, Value>) -> Schema {
+        Schema::with_shared(definitions, None)
+    }
+
+    /// A schema of `definitions` that also resolves names in `shared`
+    /// (which are not indexed by kind: shared definitions are the types
+    /// kinds refer to, not kinds).
+    pub fn with_shared(
+        definitions: Map<String, Value>,
+        shared: Option<Arc<Map<String, Value>>>,
+    ) -> Schema {
         let mut by_kind: HashMap<String, Vec<GvkEntry>> = HashMap::new();
         for (name, def) in &definitions {
             let Some(gvks) = def
@@ -102,8 +116,31 @@ impl Schema {
         }
         Schema {
             definitions,
+            shared,
             by_kind,
         }
+    }
+
+    /// A definition by name: the schema's own, else a shared one.
+    fn definition(&self, name: &str) -> Option<(&String, &Value)> {
+        self.definitions.get_key_value(name).or_else(|| {
+            self.shared
+                .as_deref()
+                .and_then(|shared| shared.get_key_value(name))
+        })
+    }
+
+    /// Every definition, the schema's own and then the shared ones it does
+    /// not override.
+    pub fn all_definitions(&self) -> impl Iterator<Item = (&String, &Value)> + '_ {
+        let own = &self.definitions;
+        own.iter().chain(
+            self.shared
+                .as_deref()
+                .into_iter()
+                .flat_map(|m| m.iter())
+                .filter(move |(name, _)| !own.contains_key(*name)),
+        )
     }
 
     /// The type registered for a group-version-kind (`""` is the core group).
@@ -123,7 +160,7 @@ impl Schema {
 
     /// A definition by its full name, e.g. `io.k8s.api.apps.v1.Deployment`.
     pub fn by_name(&self, definition: &str) -> Option<TypeRef<'_>> {
-        let (name, node) = self.definitions.get_key_value(definition)?;
+        let (name, node) = self.definition(definition)?;
         let node = node.as_object()?;
         Some(TypeRef {
             schema: self,
@@ -133,7 +170,9 @@ impl Schema {
         })
     }
 
-    /// The raw definitions (descriptions stripped), e.g. for serving OpenAPI.
+    /// The raw definitions (descriptions stripped), e.g. for serving
+    /// OpenAPI: the schema's own, without the shared ones
+    /// ([`Schema::all_definitions`] has both).
     pub fn definitions(&self) -> &Map<String, Value> {
         &self.definitions
     }
@@ -168,7 +207,7 @@ impl Schema {
                 });
             };
             let target = reference.as_str()?.strip_prefix(REF_PREFIX)?;
-            let (key, def) = self.definitions.get_key_value(target)?;
+            let (key, def) = self.definition(target)?;
             node = def.as_object()?;
             name = Some(key.as_str());
         }

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 /// mimalloc instead of glibc's malloc: with many threads glibc keeps freed
 /// memory in per-thread arenas it rarely returns, and the watch cache's RSS
 /// was several times the heap it uses (BENCHMARKS.md, "Memory (issue 17)").
+/// The `system-alloc` feature leaves glibc's for heap profilers.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -63,8 +63,8 @@ pub fn condition_true(crd: &Value, type_: &str) -> bool {
 
 /// The definitions every CR schema refers to (ObjectMeta and what it uses),
 /// copied from the built-in schema once.
-fn meta_definitions() -> &'static Map<String, Value> {
-    static META: OnceLock<Map<String, Value>> = OnceLock::new();
+fn meta_definitions() -> &'static Arc<Map<String, Value>> {
+    static META: OnceLock<Arc<Map<String, Value>>> = OnceLock::new();
     META.get_or_init(|| {
         let defs = apimachinery::schema::builtin().definitions();
         let mut out = Map::new();
@@ -77,7 +77,7 @@ fn meta_definitions() -> &'static Map<String, Value> {
             collect_refs(def, &mut todo);
             out.insert(name, def.clone());
         }
-        out
+        Arc::new(out)
     })
 }
 
@@ -135,7 +135,7 @@ fn version_schema(
         json!([{"group": group, "version": version, "kind": kind}]),
     );
     let name = definition_name(group, version, kind);
-    let mut defs = meta_definitions().clone();
+    let mut defs = Map::new();
     defs.insert(name.clone(), Value::Object(root));
     (name, defs)
 }
@@ -352,7 +352,12 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                 storage_version: storage_version.clone(),
                 deprecation,
                 columns: columns(v),
-                compiled: VersionSchema::new(definition, defs, &openapi),
+                compiled: VersionSchema::new(
+                    definition,
+                    defs,
+                    meta_definitions().clone(),
+                    &openapi,
+                ),
                 conversion: conversion::webhook_of(spec),
                 terminating,
             });

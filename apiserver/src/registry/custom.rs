@@ -82,7 +82,14 @@ impl VersionSchema {
     /// Compiles a version's schema: `definitions` hold its OpenAPI form
     /// under the name `definition`, `openapi` is the CRD's
     /// `openAPIV3Schema` for it.
-    pub fn new(definition: String, definitions: Map<String, Value>, openapi: &Value) -> Self {
+    /// `shared` are the definitions every version refers to (the ObjectMeta
+    /// family), kept once for all.
+    pub fn new(
+        definition: String,
+        definitions: Map<String, Value>,
+        shared: std::sync::Arc<Map<String, Value>>,
+        openapi: &Value,
+    ) -> Self {
         let structural = Structural::from_json(openapi).ok().map(|mut st| {
             apimachinery::crd::prune_defaults(&mut st);
             // Validation never reads descriptions; OpenAPI has them.
@@ -99,7 +106,7 @@ impl VersionSchema {
             .is_some_and(|v| has_defaults(v.schema()));
         LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         VersionSchema {
-            schema: apimachinery::schema::Schema::new(definitions),
+            schema: apimachinery::schema::Schema::with_shared(definitions, Some(shared)),
             definition,
             structural,
             rules,
