@@ -1,0 +1,524 @@
+//! The override-cluster outage scenario (issue #32): resources on three
+//! etcd clusters behind `--etcd-servers-overrides` (ConfigMaps on the main
+//! cluster, Events on an events cluster, Leases on a leases cluster) and
+//! several replicas; clients write all three under load while the events
+//! cluster is killed and restarted, and the run checks that
+//!
+//! - no acknowledged write on any cluster is lost: each cluster's recorded
+//!   history (its clients' operations and watch streams) is judged by
+//!   [`checker::check`] against that cluster's own etcd log ([`Truth`]);
+//! - writes to the other clusters are neither refused nor slowed by the
+//!   outage: every one gets a definite answer, and their p99 latency while
+//!   the events cluster is down stays within [`latency_bound`] of their p99
+//!   in the normal window before the first outage;
+//! - event writes during the outage answer 503 with a ServiceUnavailable
+//!   Status within [`PROMPT`]; once the cluster is back, they succeed again
+//!   within [`RECOVERY`];
+//! - watches on events outlive the outage: a watch held on each replica
+//!   from the start is one stream to the end (no ERROR, no 410, no end)
+//!   that carries events written after the recovery, and no event watcher
+//!   has to relist (which the checker's gap-free, duplicate-free rule
+//!   would also catch as an ADDED replay).
+//!
+//! The run is split into `outages` equal cycles; in each the events
+//! cluster is up for the first 35%, down until 65%, then up again.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::json;
+
+use super::checker::{self, Anomaly, Checked};
+use super::history::{History, Op, Outcome, Request, Segment};
+use super::{client_loop, watch_loop, Addrs, Clock, Resource, Truth, CONFIGMAPS, EVENTS, LEASES};
+use crate::cluster::EtcdCluster;
+use crate::Server;
+
+/// How soon an event write must be refused while its cluster is down (a
+/// dead cluster refuses connections at once; this is the slack of a busy
+/// machine).
+pub const PROMPT: Duration = Duration::from_secs(1);
+/// How soon after the events cluster answers again an event write must
+/// succeed.
+pub const RECOVERY: Duration = Duration::from_secs(10);
+/// The start of the run not measured (connections and caches warming up).
+const WARM_UP: Duration = Duration::from_secs(1);
+
+/// The most the p99 of other clusters' writes may reach during an outage,
+/// given their normal p99: twice the normal p99, and never less than it
+/// plus 100 ms. One p99 of a few hundred requests on a shared 2-core
+/// machine moves by tens of milliseconds between windows for no reason of
+/// ours; an outage that made those writes wait on the dead cluster (a
+/// shared lock, a shared connection, a retry loop) would cost them
+/// seconds, far past either margin.
+pub fn latency_bound(normal_p99: Duration) -> Duration {
+    (normal_p99 * 2).max(normal_p99 + Duration::from_millis(100))
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct OutageConfig {
+    pub seed: u64,
+    pub duration: Duration,
+    pub replicas: usize,
+    /// Writing clients per resource.
+    pub clients: usize,
+    /// Distinct objects per resource.
+    pub keys: usize,
+    /// Members of each etcd cluster.
+    pub members: usize,
+    /// Outages of the events cluster, one per cycle of the run.
+    pub outages: usize,
+}
+
+/// The checker's verdict on one cluster's history.
+#[derive(Debug)]
+pub struct ClusterCheck {
+    pub cluster: &'static str,
+    pub resource: &'static str,
+    pub checked: Checked,
+    pub anomalies: Vec<Anomaly>,
+}
+
+/// What a run did and found.
+#[derive(Debug)]
+pub struct OutageReport {
+    pub seed: u64,
+    pub elapsed: Duration,
+    pub clusters: Vec<ClusterCheck>,
+    /// p99 of acknowledged writes to the main and leases clusters, before
+    /// the first outage and during the outages, and the bound of the
+    /// latter.
+    pub normal_p99: Duration,
+    pub outage_p99: Duration,
+    pub bound: Duration,
+    /// Acknowledged writes to the main and leases clusters in each window.
+    pub normal_writes: usize,
+    pub outage_writes: usize,
+    /// Event writes refused with 503 during the outages, and the slowest.
+    pub refused_events: usize,
+    pub slowest_refusal: Duration,
+    /// For each outage, from the events cluster answering again to the
+    /// first event write acknowledged after it.
+    pub recoveries: Vec<Duration>,
+    /// Expectations that failed (besides the checker's anomalies).
+    pub findings: Vec<String>,
+}
+
+impl OutageReport {
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.findings.is_empty() && self.clusters.iter().all(|c| c.anomalies.is_empty())
+    }
+}
+
+impl std::fmt::Display for OutageReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "seed {} ran {:.0?}", self.seed, self.elapsed)?;
+        writeln!(
+            f,
+            "other clusters' writes: normal p99 {:.0?} ({} writes), during outages p99 {:.0?} ({} writes), bound {:.0?}",
+            self.normal_p99, self.normal_writes, self.outage_p99, self.outage_writes, self.bound
+        )?;
+        writeln!(
+            f,
+            "event writes refused with 503: {} (slowest {:.0?}); recoveries {:.0?}",
+            self.refused_events, self.slowest_refusal, self.recoveries
+        )?;
+        for c in &self.clusters {
+            writeln!(
+                f,
+                "{} cluster ({}): {:?}, anomalies {}",
+                c.cluster,
+                c.resource,
+                c.checked,
+                c.anomalies.len()
+            )?;
+            for a in c.anomalies.iter().take(10) {
+                writeln!(f, "  {a}")?;
+            }
+        }
+        write!(f, "findings: {}", self.findings.len())?;
+        for x in self.findings.iter().take(20) {
+            write!(f, "\n  {x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One outage on the run's clock (nanoseconds): the events cluster was
+/// killed at `down`, started again at `restarted`, and answered at `up`.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    down: u64,
+    restarted: u64,
+    up: u64,
+}
+
+/// What one resource's clients recorded.
+struct Recorded {
+    resource: Resource,
+    cluster: &'static str,
+    ops: Arc<Mutex<Vec<Op>>>,
+    segments: Arc<Mutex<Vec<Segment>>>,
+    /// Client ids of its watchers: hopping ones, then held ones.
+    hopping: Vec<usize>,
+    held: Vec<usize>,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn p99(mut latencies: Vec<u64>) -> Duration {
+    if latencies.is_empty() {
+        return Duration::ZERO;
+    }
+    latencies.sort_unstable();
+    let i = (latencies.len() * 99).div_ceil(100) - 1;
+    Duration::from_nanos(latencies[i])
+}
+
+/// Runs `cfg` and checks what it recorded.
+pub async fn run(cfg: OutageConfig) -> OutageReport {
+    let started = Instant::now();
+    let main = EtcdCluster::start(cfg.members).await;
+    let mut events = EtcdCluster::start(cfg.members).await;
+    let leases = EtcdCluster::start(cfg.members).await;
+    let prefix = crate::unique_prefix();
+    let flag = format!(
+        "--etcd-servers-overrides=/events#{},coordination.k8s.io/leases#{}",
+        events.endpoints().join(";"),
+        leases.endpoints().join(";")
+    );
+    let flags = [flag.as_str(), "--etcd-compaction-interval=0"];
+    let mut servers = Vec::new();
+    for _ in 0..cfg.replicas {
+        servers.push(Server::start_with_prefix(&main.endpoints().join(","), &prefix, &flags).await);
+    }
+    let addrs: Addrs = Arc::new(RwLock::new(
+        servers.iter().map(|s| s.addr().to_string()).collect(),
+    ));
+    let ns =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": super::NAMESPACE}});
+    let resp = servers[0]
+        .request(
+            "POST",
+            "/api/v1/namespaces",
+            &[("Content-Type", "application/json")],
+            ns.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(resp.status, 201, "namespace: {}", resp.text());
+
+    // The truth of each cluster, from its own etcd.
+    let truths = [
+        Truth::start(&main.endpoints(), &prefix, CONFIGMAPS).await,
+        Truth::start(&events.endpoints(), &prefix, EVENTS).await,
+        Truth::start(&leases.endpoints(), &prefix, LEASES).await,
+    ];
+
+    let clock = Clock(Instant::now());
+    let begin = tokio::time::Instant::now();
+    let deadline = begin + cfg.duration;
+    let mut tasks = Vec::new();
+    let mut recorded = Vec::new();
+    for (r, (resource, cluster)) in [(CONFIGMAPS, "main"), (EVENTS, "events"), (LEASES, "leases")]
+        .into_iter()
+        .enumerate()
+    {
+        let ops = Arc::new(Mutex::new(Vec::new()));
+        let segments = Arc::new(Mutex::new(Vec::new()));
+        let seed = |n: usize| {
+            cfg.seed
+                .wrapping_mul(1000)
+                .wrapping_add((100 * r + n) as u64)
+        };
+        for c in 0..cfg.clients {
+            tasks.push(tokio::spawn(client_loop(
+                c,
+                resource,
+                StdRng::seed_from_u64(seed(c)),
+                cfg.keys,
+                addrs.clone(),
+                clock,
+                deadline,
+                ops.clone(),
+            )));
+        }
+        // One hopping watcher per resource; on events also one held
+        // watch per replica.
+        let held = if resource.plural == EVENTS.plural {
+            cfg.replicas
+        } else {
+            0
+        };
+        let mut rec = Recorded {
+            resource,
+            cluster,
+            ops: ops.clone(),
+            segments: segments.clone(),
+            hopping: Vec::new(),
+            held: Vec::new(),
+        };
+        for w in 0..1 + held {
+            let client = cfg.clients + w;
+            let hold = w > 0;
+            if hold {
+                rec.held.push(client);
+            } else {
+                rec.hopping.push(client);
+            }
+            tasks.push(tokio::spawn(watch_loop(
+                w,
+                client,
+                resource,
+                hold,
+                StdRng::seed_from_u64(seed(50 + w)),
+                addrs.clone(),
+                clock,
+                deadline,
+                ops.clone(),
+                segments.clone(),
+            )));
+        }
+        recorded.push(rec);
+    }
+
+    // The outages: kill every member of the events cluster, then start
+    // them again on their data.
+    let cycle = cfg.duration / u32::try_from(cfg.outages.max(1)).unwrap_or(1);
+    let mut windows = Vec::new();
+    for i in 0..cfg.outages {
+        let at = begin + cycle * u32::try_from(i).unwrap_or(0);
+        tokio::time::sleep_until(at + cycle * 35 / 100).await;
+        let down = clock.now();
+        for j in 0..events.len() {
+            events.kill(j);
+        }
+        tokio::time::sleep_until(at + cycle * 65 / 100).await;
+        let restarted = clock.now();
+        for j in 0..events.len() {
+            events.spawn(j);
+        }
+        for j in 0..events.len() {
+            events.wait_healthy(j).await;
+        }
+        windows.push(Window {
+            down,
+            restarted,
+            up: clock.now(),
+        });
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+
+    let mut clusters = Vec::new();
+    let mut findings = Vec::new();
+    for (truth, rec) in truths.into_iter().zip(&recorded) {
+        let (start_revision, changes) = truth.finish().await;
+        let history = History {
+            changes,
+            start_revision,
+            ops: rec.ops.lock().unwrap().clone(),
+            segments: rec.segments.lock().unwrap().clone(),
+        };
+        let (checked, anomalies) = checker::check(&history);
+        if rec.resource.plural == EVENTS.plural {
+            check_events(&history, rec, &windows, &mut findings);
+        }
+        clusters.push(ClusterCheck {
+            cluster: rec.cluster,
+            resource: rec.resource.plural,
+            checked,
+            anomalies,
+        });
+    }
+
+    // The other clusters' writes: all answered, and as fast as before.
+    let first_down = windows.first().map_or(u64::MAX, |w| w.down);
+    let in_outage = |t: u64| windows.iter().any(|w| w.down <= t && t < w.up);
+    let (mut normal, mut outage) = (Vec::new(), Vec::new());
+    for rec in recorded
+        .iter()
+        .filter(|r| r.resource.plural != EVENTS.plural)
+    {
+        for op in rec.ops.lock().unwrap().iter().filter(|op| op.is_write()) {
+            match op.outcome {
+                Outcome::Written { .. } if op.start >= nanos(WARM_UP) && op.end < first_down => {
+                    normal.push(op.latency())
+                }
+                Outcome::Written { .. } if in_outage(op.start) => outage.push(op.latency()),
+                _ if op.code == 0 || op.code == 429 || op.code >= 500 => findings.push(format!(
+                    "a {} write got no definite answer: {} {:?} after {:.0?}: {:?}",
+                    rec.resource.plural,
+                    op.code,
+                    op.reason,
+                    Duration::from_nanos(op.latency()),
+                    op.request
+                )),
+                _ => {}
+            }
+        }
+    }
+    let (normal_writes, outage_writes) = (normal.len(), outage.len());
+    let (normal_p99, outage_p99) = (p99(normal), p99(outage));
+    let bound = latency_bound(normal_p99);
+    if normal_writes < 20 || outage_writes < 20 {
+        findings.push(format!(
+            "too few writes to measure: {normal_writes} normal, {outage_writes} during outages"
+        ));
+    }
+    if outage_p99 > bound {
+        findings.push(format!(
+            "writes to the other clusters slowed by the outage: p99 {outage_p99:.0?} > {bound:.0?} (normal {normal_p99:.0?})"
+        ));
+    }
+
+    let events_ops = recorded[1].ops.lock().unwrap().clone();
+    let refusals: Vec<&Op> = events_ops
+        .iter()
+        .filter(|op| {
+            op.is_write()
+                && windows
+                    .iter()
+                    .any(|w| w.down <= op.start && op.end < w.restarted)
+        })
+        .collect();
+    let recoveries = windows
+        .iter()
+        .map(|w| {
+            events_ops
+                .iter()
+                .filter(|op| {
+                    op.is_write()
+                        && op.start >= w.restarted
+                        && matches!(op.outcome, Outcome::Written { .. })
+                })
+                .map(|op| Duration::from_nanos(op.end.saturating_sub(w.up)))
+                .min()
+                .unwrap_or(Duration::MAX)
+        })
+        .collect::<Vec<_>>();
+    for (i, r) in recoveries.iter().enumerate() {
+        if *r > RECOVERY {
+            findings.push(format!(
+                "event writes did not recover within {RECOVERY:?} of outage {i} ending: {r:.0?}"
+            ));
+        }
+    }
+    if !findings.is_empty() || clusters.iter().any(|c| !c.anomalies.is_empty()) {
+        for (i, s) in servers.iter().enumerate() {
+            eprintln!("--- replica {i} log (tail)\n{}", super::tail(&s.log(), 40));
+        }
+    }
+    OutageReport {
+        seed: cfg.seed,
+        elapsed: started.elapsed(),
+        clusters,
+        normal_p99,
+        outage_p99,
+        bound,
+        normal_writes,
+        outage_writes,
+        refused_events: refusals.iter().filter(|op| op.code == 503).count(),
+        slowest_refusal: refusals
+            .iter()
+            .map(|op| Duration::from_nanos(op.latency()))
+            .max()
+            .unwrap_or_default(),
+        recoveries,
+        findings,
+    }
+}
+
+/// The events cluster's own expectations: refusals during each outage,
+/// and watches that outlive it.
+fn check_events(h: &History, rec: &Recorded, windows: &[Window], findings: &mut Vec<String>) {
+    for (i, w) in windows.iter().enumerate() {
+        // Writes sent while it was down (and answered before it was started
+        // again) are refused at once, with kube's Status.
+        let during: Vec<&Op> = h
+            .ops
+            .iter()
+            .filter(|op| op.is_write() && w.down <= op.start && op.end < w.restarted)
+            .collect();
+        if during.is_empty() {
+            findings.push(format!("no event write was sent during outage {i}"));
+        }
+        for op in during {
+            let took = Duration::from_nanos(op.latency());
+            if op.code != 503 || op.reason.as_deref() != Some("ServiceUnavailable") || took > PROMPT
+            {
+                findings.push(format!(
+                    "event write during outage {i}: {} {:?} after {took:.0?} (wanted 503 ServiceUnavailable within {PROMPT:?}): {:?}",
+                    op.code, op.reason, op.request
+                ));
+            }
+        }
+    }
+    // No watcher relisted after the first outage began, and no stream
+    // expired.
+    let first_down = windows.first().map_or(u64::MAX, |w| w.down);
+    for op in &h.ops {
+        if matches!(op.request, Request::List { .. })
+            && rec.hopping.iter().chain(&rec.held).any(|&c| c == op.client)
+            && op.start >= first_down
+        {
+            findings.push(format!(
+                "event watcher {} relisted at {:.1?}",
+                op.client,
+                Duration::from_nanos(op.start)
+            ));
+        }
+    }
+    for seg in h.segments.iter().filter(|s| s.expired) {
+        findings.push(format!(
+            "an event watch from {} on replica {} ended with 410 Gone",
+            seg.from, seg.replica
+        ));
+    }
+    // A held watch is one stream from before the first outage to the end,
+    // carrying an event written after the last recovery.
+    let Some(last_up) = windows.last().map(|w| w.up) else {
+        return;
+    };
+    let late: Vec<&str> = h
+        .ops
+        .iter()
+        .filter(|op| op.start >= last_up)
+        .filter_map(|op| match (&op.request, &op.outcome) {
+            (
+                Request::Create { wid, .. } | Request::Update { wid, .. },
+                Outcome::Written { .. },
+            ) => Some(wid.as_str()),
+            _ => None,
+        })
+        .collect();
+    let held_watchers = rec.held.len();
+    for w in 1..=held_watchers {
+        let streams: Vec<&Segment> = h.segments.iter().filter(|s| s.watcher == w).collect();
+        if streams.len() != 1 {
+            findings.push(format!(
+                "held event watch {w} was {} streams, not one",
+                streams.len()
+            ));
+        }
+        let carried_on = streams.iter().any(|s| {
+            s.events.iter().any(|e| {
+                e.object
+                    .wid
+                    .as_deref()
+                    .is_some_and(|wid| late.contains(&wid))
+            })
+        });
+        if !carried_on {
+            findings.push(format!(
+                "held event watch {w} saw no event written after the last recovery"
+            ));
+        }
+    }
+}
