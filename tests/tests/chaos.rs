@@ -73,5 +73,5 @@ async fn events_cluster_outage_spares_the_other_clusters() {
         assert!(c.checked.acknowledged_writes > 10, "{report}");
         assert!(c.checked.watch_events > 5, "{report}");
     }
-    assert!(report.refused_events > 3, "{report}");
+    assert!(report.verdict.refused_events > 3, "{report}");
 }

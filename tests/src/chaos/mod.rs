@@ -550,6 +550,13 @@ fn write_outcome(resp: Option<&crate::HttpResponse>) -> Outcome {
     }
 }
 
+/// A 200 carrying a Status of `Success`.
+fn is_success_status(resp: &crate::HttpResponse) -> bool {
+    resp.status == 200
+        && serde_json::from_slice::<Value>(&resp.body)
+            .is_ok_and(|v| v["kind"] == "Status" && v["status"] == "Success")
+}
+
 /// The status code of an answer (0: none in time) and, for an error, its
 /// Status's reason.
 fn answer_of(resp: Option<&crate::HttpResponse>) -> (u16, Option<String>) {
@@ -620,7 +627,18 @@ impl Recorder {
         };
         let start = self.clock.now();
         let resp = send(addr, method, &path, Some(body)).await;
-        let outcome = write_outcome(resp.as_ref());
+        let outcome = match (&request, write_outcome(resp.as_ref())) {
+            // Most kinds answer a delete with a Success Status, which names
+            // no revision: the precondition is the one it acknowledged.
+            (Request::Delete { precondition, .. }, Outcome::Unknown)
+                if resp.as_ref().is_some_and(is_success_status) =>
+            {
+                Outcome::Written {
+                    revision: *precondition,
+                }
+            }
+            (_, outcome) => outcome,
+        };
         let outcome = self.push(replica, request, outcome, resp.as_ref(), start);
         backoff(outcome).await
     }

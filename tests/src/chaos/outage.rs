@@ -88,6 +88,12 @@ pub struct OutageReport {
     pub seed: u64,
     pub elapsed: Duration,
     pub clusters: Vec<ClusterCheck>,
+    pub verdict: Verdict,
+}
+
+/// What the scenario measured and judged beyond the checker.
+#[derive(Debug, Default)]
+pub struct Verdict {
     /// p99 of acknowledged writes to the main and leases clusters, before
     /// the first outage and during the outages, and the bound of the
     /// latter.
@@ -110,22 +116,23 @@ pub struct OutageReport {
 impl OutageReport {
     /// Whether every check passed.
     pub fn passed(&self) -> bool {
-        self.findings.is_empty() && self.clusters.iter().all(|c| c.anomalies.is_empty())
+        self.verdict.findings.is_empty() && self.clusters.iter().all(|c| c.anomalies.is_empty())
     }
 }
 
 impl std::fmt::Display for OutageReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = &self.verdict;
         writeln!(f, "seed {} ran {:.0?}", self.seed, self.elapsed)?;
         writeln!(
             f,
             "other clusters' writes: normal p99 {:.0?} ({} writes), during outages p99 {:.0?} ({} writes), bound {:.0?}",
-            self.normal_p99, self.normal_writes, self.outage_p99, self.outage_writes, self.bound
+            v.normal_p99, v.normal_writes, v.outage_p99, v.outage_writes, v.bound
         )?;
         writeln!(
             f,
             "event writes refused with 503: {} (slowest {:.0?}); recoveries {:.0?}",
-            self.refused_events, self.slowest_refusal, self.recoveries
+            v.refused_events, v.slowest_refusal, v.recoveries
         )?;
         for c in &self.clusters {
             writeln!(
@@ -140,8 +147,8 @@ impl std::fmt::Display for OutageReport {
                 writeln!(f, "  {a}")?;
             }
         }
-        write!(f, "findings: {}", self.findings.len())?;
-        for x in self.findings.iter().take(20) {
+        write!(f, "findings: {}", v.findings.len())?;
+        for x in v.findings.iter().take(20) {
             write!(f, "\n  {x}")?;
         }
         Ok(())
@@ -317,7 +324,8 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
     }
 
     let mut clusters = Vec::new();
-    let mut findings = Vec::new();
+    let mut verdict = Verdict::default();
+    let mut others = Vec::new();
     for (truth, rec) in truths.into_iter().zip(&recorded) {
         let (start_revision, changes) = truth.finish().await;
         let history = History {
@@ -328,7 +336,10 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
         };
         let (checked, anomalies) = checker::check(&history);
         if rec.resource.plural == EVENTS.plural {
-            check_events(&history, rec, &windows, &mut findings);
+            let watchers: Vec<usize> = rec.hopping.iter().chain(&rec.held).copied().collect();
+            judge_events(&history, &watchers, rec.held.len(), &windows, &mut verdict);
+        } else {
+            others.push((rec.resource.plural, history.ops));
         }
         clusters.push(ClusterCheck {
             cluster: rec.cluster,
@@ -337,80 +348,8 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
             anomalies,
         });
     }
-
-    // The other clusters' writes: all answered, and as fast as before.
-    let first_down = windows.first().map_or(u64::MAX, |w| w.down);
-    let in_outage = |t: u64| windows.iter().any(|w| w.down <= t && t < w.up);
-    let (mut normal, mut outage) = (Vec::new(), Vec::new());
-    for rec in recorded
-        .iter()
-        .filter(|r| r.resource.plural != EVENTS.plural)
-    {
-        for op in rec.ops.lock().unwrap().iter().filter(|op| op.is_write()) {
-            match op.outcome {
-                Outcome::Written { .. } if op.start >= nanos(WARM_UP) && op.end < first_down => {
-                    normal.push(op.latency())
-                }
-                Outcome::Written { .. } if in_outage(op.start) => outage.push(op.latency()),
-                _ if op.code == 0 || op.code == 429 || op.code >= 500 => findings.push(format!(
-                    "a {} write got no definite answer: {} {:?} after {:.0?}: {:?}",
-                    rec.resource.plural,
-                    op.code,
-                    op.reason,
-                    Duration::from_nanos(op.latency()),
-                    op.request
-                )),
-                _ => {}
-            }
-        }
-    }
-    let (normal_writes, outage_writes) = (normal.len(), outage.len());
-    let (normal_p99, outage_p99) = (p99(normal), p99(outage));
-    let bound = latency_bound(normal_p99);
-    if normal_writes < 20 || outage_writes < 20 {
-        findings.push(format!(
-            "too few writes to measure: {normal_writes} normal, {outage_writes} during outages"
-        ));
-    }
-    if outage_p99 > bound {
-        findings.push(format!(
-            "writes to the other clusters slowed by the outage: p99 {outage_p99:.0?} > {bound:.0?} (normal {normal_p99:.0?})"
-        ));
-    }
-
-    let events_ops = recorded[1].ops.lock().unwrap().clone();
-    let refusals: Vec<&Op> = events_ops
-        .iter()
-        .filter(|op| {
-            op.is_write()
-                && windows
-                    .iter()
-                    .any(|w| w.down <= op.start && op.end < w.restarted)
-        })
-        .collect();
-    let recoveries = windows
-        .iter()
-        .map(|w| {
-            events_ops
-                .iter()
-                .filter(|op| {
-                    op.is_write()
-                        && op.start >= w.restarted
-                        && matches!(op.outcome, Outcome::Written { .. })
-                })
-                .map(|op| Duration::from_nanos(op.end.saturating_sub(w.up)))
-                .min()
-                .unwrap_or(Duration::MAX)
-        })
-        .collect::<Vec<_>>();
-    for (i, r) in recoveries.iter().enumerate() {
-        if *r > RECOVERY {
-            findings.push(format!(
-                "event writes did not recover within {RECOVERY:?} of outage {i} ending: {r:.0?}"
-            ));
-        }
-    }
-    if !findings.is_empty() || clusters.iter().any(|c| !c.anomalies.is_empty()) {
+    judge_others(&others, &windows, &mut verdict);
+    if !verdict.findings.is_empty() || clusters.iter().any(|c| !c.anomalies.is_empty()) {
         for (i, s) in servers.iter().enumerate() {
             eprintln!("--- replica {i} log (tail)\n{}", super::tail(&s.log(), 40));
         }
@@ -419,38 +358,79 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
         seed: cfg.seed,
         elapsed: started.elapsed(),
         clusters,
-        normal_p99,
-        outage_p99,
-        bound,
-        normal_writes,
-        outage_writes,
-        refused_events: refusals.iter().filter(|op| op.code == 503).count(),
-        slowest_refusal: refusals
-            .iter()
-            .map(|op| Duration::from_nanos(op.latency()))
-            .max()
-            .unwrap_or_default(),
-        recoveries,
-        findings,
+        verdict,
     }
 }
 
-/// The events cluster's own expectations: refusals during each outage,
-/// and watches that outlive it.
-fn check_events(h: &History, rec: &Recorded, windows: &[Window], findings: &mut Vec<String>) {
+/// The other clusters' writes (`(resource, its ops)`): every one answered
+/// (no timeout, 429 or 5xx), and those acknowledged during the outages
+/// within [`latency_bound`] of those before.
+fn judge_others(others: &[(&str, Vec<Op>)], windows: &[Window], v: &mut Verdict) {
+    let first_down = windows.first().map_or(u64::MAX, |w| w.down);
+    let in_outage = |t: u64| windows.iter().any(|w| w.down <= t && t < w.up);
+    let (mut normal, mut outage) = (Vec::new(), Vec::new());
+    for (resource, ops) in others {
+        for op in ops.iter().filter(|op| op.is_write()) {
+            if op.code == 0 || op.code == 429 || op.code >= 500 {
+                v.findings.push(format!(
+                    "a {resource} write got no definite answer: {} {:?} after {:.0?}: {:?}",
+                    op.code,
+                    op.reason,
+                    Duration::from_nanos(op.latency()),
+                    op.request
+                ));
+            }
+            if !matches!(op.outcome, Outcome::Written { .. }) {
+                continue;
+            }
+            if op.start >= nanos(WARM_UP) && op.end < first_down {
+                normal.push(op.latency());
+            } else if in_outage(op.start) {
+                outage.push(op.latency());
+            }
+        }
+    }
+    (v.normal_writes, v.outage_writes) = (normal.len(), outage.len());
+    (v.normal_p99, v.outage_p99) = (p99(normal), p99(outage));
+    v.bound = latency_bound(v.normal_p99);
+    if v.normal_writes < 20 || v.outage_writes < 20 {
+        v.findings.push(format!(
+            "too few writes to measure: {} normal, {} during outages",
+            v.normal_writes, v.outage_writes
+        ));
+    }
+    if v.outage_p99 > v.bound {
+        v.findings.push(format!(
+            "writes to the other clusters slowed by the outage: p99 {:.0?} > {:.0?} (normal {:.0?})",
+            v.outage_p99, v.bound, v.normal_p99
+        ));
+    }
+}
+
+/// The events cluster's own expectations: writes refused at once during
+/// each outage and accepted soon after it, and watches (`watchers`: their
+/// client ids; the first `held` watcher indexes after 0 hold one stream)
+/// that outlive it.
+fn judge_events(h: &History, watchers: &[usize], held: usize, windows: &[Window], v: &mut Verdict) {
+    let findings = &mut v.findings;
     for (i, w) in windows.iter().enumerate() {
-        // Writes sent while it was down (and answered before it was started
-        // again) are refused at once, with kube's Status.
+        // Writes sent while it was down (but in the last PROMPT before it
+        // was started again) are refused at once, with kube's Status.
+        let restarted = w.restarted.saturating_sub(nanos(PROMPT));
         let during: Vec<&Op> = h
             .ops
             .iter()
-            .filter(|op| op.is_write() && w.down <= op.start && op.end < w.restarted)
+            .filter(|op| op.is_write() && w.down <= op.start && op.start < restarted)
             .collect();
         if during.is_empty() {
             findings.push(format!("no event write was sent during outage {i}"));
         }
         for op in during {
             let took = Duration::from_nanos(op.latency());
+            v.slowest_refusal = v.slowest_refusal.max(took);
+            if op.code == 503 {
+                v.refused_events += 1;
+            }
             if op.code != 503 || op.reason.as_deref() != Some("ServiceUnavailable") || took > PROMPT
             {
                 findings.push(format!(
@@ -460,12 +440,32 @@ fn check_events(h: &History, rec: &Recorded, windows: &[Window], findings: &mut 
             }
         }
     }
+    // Accepted again soon after it answers.
+    for (i, w) in windows.iter().enumerate() {
+        let recovery = h
+            .ops
+            .iter()
+            .filter(|op| {
+                op.is_write()
+                    && op.start >= w.restarted
+                    && matches!(op.outcome, Outcome::Written { .. })
+            })
+            .map(|op| Duration::from_nanos(op.end.saturating_sub(w.up)))
+            .min()
+            .unwrap_or(Duration::MAX);
+        if recovery > RECOVERY {
+            findings.push(format!(
+                "event writes did not recover within {RECOVERY:?} of outage {i} ending: {recovery:.0?}"
+            ));
+        }
+        v.recoveries.push(recovery);
+    }
     // No watcher relisted after the first outage began, and no stream
     // expired.
     let first_down = windows.first().map_or(u64::MAX, |w| w.down);
     for op in &h.ops {
         if matches!(op.request, Request::List { .. })
-            && rec.hopping.iter().chain(&rec.held).any(|&c| c == op.client)
+            && watchers.contains(&op.client)
             && op.start >= first_down
         {
             findings.push(format!(
@@ -498,8 +498,7 @@ fn check_events(h: &History, rec: &Recorded, windows: &[Window], findings: &mut 
             _ => None,
         })
         .collect();
-    let held_watchers = rec.held.len();
-    for w in 1..=held_watchers {
+    for w in 1..=held {
         let streams: Vec<&Segment> = h.segments.iter().filter(|s| s.watcher == w).collect();
         if streams.len() != 1 {
             findings.push(format!(
@@ -519,6 +518,193 @@ fn check_events(h: &History, rec: &Recorded, windows: &[Window], findings: &mut 
             findings.push(format!(
                 "held event watch {w} saw no event written after the last recovery"
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::history::{Seen, WatchEvent};
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    /// Down at 10 s, started again at 20 s, answering at 20.5 s.
+    const WINDOW: Window = Window {
+        down: 10_000 * MS,
+        restarted: 20_000 * MS,
+        up: 20_500 * MS,
+    };
+
+    fn create(client: usize, wid: &str, code: u16, start_ms: u64, took_ms: u64) -> Op {
+        Op {
+            client,
+            replica: 0,
+            request: Request::Create {
+                name: "chaos-0".into(),
+                wid: wid.into(),
+            },
+            outcome: match code {
+                201 => Outcome::Written { revision: 5 },
+                409 => Outcome::Refused { code },
+                _ => Outcome::Unknown,
+            },
+            code,
+            reason: (code == 503).then(|| "ServiceUnavailable".to_string()),
+            start: start_ms * MS,
+            end: (start_ms + took_ms) * MS,
+        }
+    }
+
+    /// Writes every 100 ms from 1 s to 30 s taking `normal_ms`, and
+    /// `outage_ms` while the events cluster is down.
+    fn others(normal_ms: u64, outage_ms: u64) -> Vec<(&'static str, Vec<Op>)> {
+        let ops = (10..300)
+            .map(|i| {
+                let start = i * 100;
+                let down = (10_000..20_500).contains(&start);
+                create(
+                    0,
+                    &format!("w{i}"),
+                    201,
+                    start,
+                    if down { outage_ms } else { normal_ms },
+                )
+            })
+            .collect();
+        vec![("configmaps", ops)]
+    }
+
+    fn judged_others(others: &[(&str, Vec<Op>)]) -> Verdict {
+        let mut v = Verdict::default();
+        judge_others(others, &[WINDOW], &mut v);
+        v
+    }
+
+    #[test]
+    fn the_latency_bound_has_a_floor() {
+        assert_eq!(
+            latency_bound(Duration::from_millis(20)),
+            Duration::from_millis(120)
+        );
+        assert_eq!(
+            latency_bound(Duration::from_millis(300)),
+            Duration::from_millis(600)
+        );
+    }
+
+    #[test]
+    fn slow_or_unanswered_writes_elsewhere_are_found() {
+        let v = judged_others(&others(20, 30));
+        assert!(v.findings.is_empty(), "{:?}", v.findings);
+        assert_eq!(v.normal_p99, Duration::from_millis(20));
+        assert_eq!(v.outage_p99, Duration::from_millis(30));
+
+        let v = judged_others(&others(20, 500));
+        assert!(
+            v.findings[0].contains("slowed by the outage"),
+            "{:?}",
+            v.findings
+        );
+
+        let mut o = others(20, 30);
+        o[0].1.push(create(1, "x", 503, 12_000, 5));
+        o[0].1.push(create(1, "y", 0, 13_000, 5000));
+        let v = judged_others(&o);
+        assert_eq!(v.findings.len(), 2, "{:?}", v.findings);
+        assert!(
+            v.findings[0].contains("no definite answer"),
+            "{:?}",
+            v.findings
+        );
+    }
+
+    /// Event writes refused during the outage, accepted after it; watcher
+    /// 1 (client 11) held one stream carrying a late write, watcher 0
+    /// (client 10) hopped.
+    fn events() -> History {
+        let mut ops = vec![
+            create(0, "e1", 201, 5_000, 10),
+            create(0, "e2", 503, 11_000, 5),
+            create(0, "e3", 503, 15_000, 5),
+            create(0, "e4", 201, 21_000, 10),
+            create(10, "", 0, 0, 0),
+        ];
+        ops[4].request = Request::List {
+            not_older_than: None,
+            paged: false,
+        };
+        let event = |wid: &str| WatchEvent {
+            event_type: "ADDED".into(),
+            object: Seen {
+                name: "chaos-0".into(),
+                revision: 5,
+                wid: Some(wid.into()),
+            },
+        };
+        let segment = |watcher, events| Segment {
+            watcher,
+            replica: 0,
+            from: 1,
+            events,
+            bookmarks: vec![],
+            expired: false,
+        };
+        History {
+            ops,
+            segments: vec![
+                segment(0, vec![event("e1")]),
+                segment(1, vec![event("e1"), event("e4")]),
+            ],
+            ..History::default()
+        }
+    }
+
+    fn judged_events(h: &History) -> Vec<String> {
+        let mut v = Verdict::default();
+        judge_events(h, &[10, 11], 1, &[WINDOW], &mut v);
+        v.findings
+    }
+
+    #[test]
+    fn a_sound_outage_passes() {
+        let h = events();
+        let mut v = Verdict::default();
+        judge_events(&h, &[10, 11], 1, &[WINDOW], &mut v);
+        assert!(v.findings.is_empty(), "{:?}", v.findings);
+        assert_eq!(v.refused_events, 2);
+        assert_eq!(v.recoveries, vec![Duration::from_millis(510)]);
+    }
+
+    #[test]
+    fn outage_misbehaviour_is_found() {
+        let mut slow = events();
+        slow.ops[1].end = slow.ops[1].start + 3000 * MS;
+        let mut wrong = events();
+        wrong.ops[2].code = 500;
+        let mut never_back = events();
+        never_back.ops[3].outcome = Outcome::Unknown;
+        let mut relisted = events();
+        relisted.ops[4].start = 16_000 * MS;
+        let mut expired = events();
+        expired.segments[0].expired = true;
+        let mut broken = events();
+        broken.segments.push(broken.segments[1].clone());
+        let mut stale = events();
+        stale.segments[1].events.pop();
+        for (h, what) in [
+            (slow, "event write during outage"),
+            (wrong, "event write during outage"),
+            (never_back, "did not recover"),
+            (relisted, "relisted"),
+            (expired, "410 Gone"),
+            (broken, "2 streams"),
+            (stale, "no event written after the last recovery"),
+        ] {
+            let findings = judged_events(&h);
+            assert!(
+                findings.iter().any(|f| f.contains(what)),
+                "{what}: {findings:?}"
+            );
         }
     }
 }
