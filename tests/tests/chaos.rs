@@ -2,12 +2,17 @@
 //! replicas on a 3-member etcd while faults are injected, then a check of
 //! the recorded history against etcd's own. CI runs a short schedule;
 //! `CHAOS_SECONDS=600 CHAOS_SEED=<n> cargo test -p e2e --test chaos --
-//! --nocapture` runs a long one (README, "Reliability").
+//! --nocapture` runs a long one (README, "Reliability"). The second test
+//! is the override-cluster outage scenario (tests/src/chaos/outage.rs).
 
 use std::time::Duration;
 
 use e2e::chaos::outage::{self, OutageConfig};
 use e2e::chaos::{run, Config};
+
+/// The two scenarios take turns: the outage scenario compares latencies
+/// across its own windows, which the other's faults would skew.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -18,6 +23,7 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_anomaly_under_faults() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let cfg = Config {
         seed: env("CHAOS_SEED", 1),
         duration: Duration::from_secs(env("CHAOS_SECONDS", 40)),
@@ -52,6 +58,7 @@ async fn no_anomaly_under_faults() {
 /// --test chaos events_cluster -- --nocapture` runs a long one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn events_cluster_outage_spares_the_other_clusters() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let cfg = OutageConfig {
         seed: env("CHAOS_SEED", 1),
         duration: Duration::from_secs(env("CHAOS_SECONDS", 30)),
