@@ -2,7 +2,8 @@
 //! etcd clusters behind `--etcd-servers-overrides` (ConfigMaps on the main
 //! cluster, Events on an events cluster, Leases on a leases cluster) and
 //! several replicas; clients write all three under load while the events
-//! cluster is killed and restarted, and the run checks that
+//! cluster is taken down and brought back ([`Outage`]: killed and
+//! restarted, or hung with SIGSTOP and resumed), and the run checks that
 //!
 //! - no acknowledged write on any cluster is lost: each cluster's recorded
 //!   history (its clients' operations and watch streams) is judged by
@@ -13,8 +14,10 @@
 //!   in the normal window before the first outage;
 //! - event writes during the outage answer 503 with a ServiceUnavailable
 //!   Status within [`PROMPT`] (or, on a machine so busy that the other
-//!   writes' [`latency_bound`] is longer, within that); once the cluster is back, they succeed again
-//!   within [`RECOVERY`];
+//!   writes' [`latency_bound`] is longer, within that; a hung cluster may
+//!   first cost the requests sent before the server found it out one
+//!   [`HUNG_REQUEST_TIMEOUT`]); once the cluster is back, they succeed
+//!   again within [`RECOVERY`];
 //! - watches on events outlive the outage: a watch held on each replica
 //!   from the start is one stream to the end (no ERROR, no 410, no end)
 //!   that carries events written after the recovery, and no event watcher
@@ -44,6 +47,10 @@ pub const PROMPT: Duration = Duration::from_secs(1);
 /// How soon after the events cluster answers again an event write must
 /// succeed.
 pub const RECOVERY: Duration = Duration::from_secs(10);
+/// The servers' `--etcd-request-timeout` (seconds) when outages hang the
+/// cluster (the default, 10 s, would spend a short run's outage on the
+/// first timeout).
+pub const HUNG_REQUEST_TIMEOUT: u64 = 2;
 /// The start of the run not measured (connections and caches warming up).
 const WARM_UP: Duration = Duration::from_secs(1);
 
@@ -72,6 +79,45 @@ pub struct OutageConfig {
     pub members: usize,
     /// Outages of the events cluster, one per cycle of the run.
     pub outages: usize,
+    /// How each takes the cluster down.
+    pub outage: Outage,
+}
+
+/// How the events cluster goes down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// SIGKILL of every member, restarted on its data: connections are
+    /// refused meanwhile.
+    Kill,
+    /// SIGSTOP of every member, then SIGCONT: connections stay open and
+    /// nothing answers.
+    Pause,
+    /// Kill and pause in turns, kill first.
+    Both,
+}
+
+impl Outage {
+    /// Whether outage `i` of a run hangs the cluster (else kills it).
+    fn hangs(self, i: usize) -> bool {
+        match self {
+            Outage::Kill => false,
+            Outage::Pause => true,
+            Outage::Both => i % 2 == 1,
+        }
+    }
+}
+
+impl std::str::FromStr for Outage {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kill" => Ok(Outage::Kill),
+            "pause" => Ok(Outage::Pause),
+            "both" => Ok(Outage::Both),
+            _ => Err(format!("{s}: not kill, pause or both")),
+        }
+    }
 }
 
 /// The checker's verdict on one cluster's history.
@@ -156,13 +202,16 @@ impl std::fmt::Display for OutageReport {
     }
 }
 
-/// One outage on the run's clock (nanoseconds): the events cluster was
-/// killed at `down`, started again at `restarted`, and answered at `up`.
+/// One outage on the run's clock (nanoseconds): the events cluster went
+/// down at `down`, was started or resumed at `restarted`, and answered at
+/// `up`; `detect` is how long a request sent at `down` may wait before the
+/// server finds the cluster gone (0 when it refuses connections).
 #[derive(Debug, Clone, Copy)]
 struct Window {
     down: u64,
     restarted: u64,
     up: u64,
+    detect: u64,
 }
 
 /// What one resource's clients recorded.
@@ -201,7 +250,11 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
         events.endpoints().join(";"),
         leases.endpoints().join(";")
     );
-    let flags = [flag.as_str(), "--etcd-compaction-interval=0"];
+    let mut flags = vec![flag.as_str(), "--etcd-compaction-interval=0"];
+    let timeout = format!("--etcd-request-timeout={HUNG_REQUEST_TIMEOUT}");
+    if (0..cfg.outages).any(|i| cfg.outage.hangs(i)) {
+        flags.push(&timeout);
+    }
     let mut servers = Vec::new();
     for _ in 0..cfg.replicas {
         servers.push(Server::start_with_prefix(&main.endpoints().join(","), &prefix, &flags).await);
@@ -296,20 +349,32 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
     }
 
     // The outages: kill every member of the events cluster, then start
-    // them again on their data.
+    // them again on their data; or stop them all, then resume them.
     let cycle = cfg.duration / u32::try_from(cfg.outages.max(1)).unwrap_or(1);
     let mut windows = Vec::new();
     for i in 0..cfg.outages {
         let at = begin + cycle * u32::try_from(i).unwrap_or(0);
         tokio::time::sleep_until(at + cycle * 35 / 100).await;
+        let hangs = cfg.outage.hangs(i);
+        let pids: Vec<u32> = (0..events.len())
+            .map(|j| events.pid(j).expect("etcd pid"))
+            .collect();
         let down = clock.now();
-        for j in 0..events.len() {
-            events.kill(j);
+        for (j, &pid) in pids.iter().enumerate() {
+            if hangs {
+                super::signal(pid, "STOP");
+            } else {
+                events.kill(j);
+            }
         }
         tokio::time::sleep_until(at + cycle * 65 / 100).await;
         let restarted = clock.now();
-        for j in 0..events.len() {
-            events.spawn(j);
+        for (j, &pid) in pids.iter().enumerate() {
+            if hangs {
+                super::signal(pid, "CONT");
+            } else {
+                events.spawn(j);
+            }
         }
         for j in 0..events.len() {
             events.wait_healthy(j).await;
@@ -318,6 +383,11 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
             down,
             restarted,
             up: clock.now(),
+            detect: if hangs {
+                nanos(Duration::from_secs(HUNG_REQUEST_TIMEOUT))
+            } else {
+                0
+            },
         });
     }
     for t in tasks {
@@ -434,6 +504,12 @@ fn judge_events(h: &History, watchers: &[usize], held: usize, windows: &[Window]
         }
         for op in during {
             let took = Duration::from_nanos(op.latency());
+            // Sent before the server could know: it may wait that long.
+            let prompt = if op.start < w.down + w.detect {
+                prompt + Duration::from_nanos(w.detect)
+            } else {
+                prompt
+            };
             v.slowest_refusal = v.slowest_refusal.max(took);
             if op.code == 503 {
                 v.refused_events += 1;
@@ -540,6 +616,7 @@ mod tests {
         down: 10_000 * MS,
         restarted: 20_000 * MS,
         up: 20_500 * MS,
+        detect: 0,
     };
 
     fn create(client: usize, wid: &str, code: u16, start_ms: u64, took_ms: u64) -> Op {
@@ -680,6 +757,24 @@ mod tests {
         assert!(v.findings.is_empty(), "{:?}", v.findings);
         assert_eq!(v.refused_events, 2);
         assert_eq!(v.recoveries, vec![Duration::from_millis(510)]);
+    }
+
+    #[test]
+    fn a_hung_cluster_may_cost_one_timeout_first() {
+        let hung = Window {
+            detect: 2_000 * MS,
+            ..WINDOW
+        };
+        let mut h = events();
+        h.ops[1].end = h.ops[1].start + 2_100 * MS;
+        let mut v = Verdict::default();
+        judge_events(&h, &[10, 11], 1, &[hung], &mut v);
+        assert!(v.findings.is_empty(), "{:?}", v.findings);
+        // Later ones are refused at once.
+        h.ops[2].end = h.ops[2].start + 2_100 * MS;
+        let mut v = Verdict::default();
+        judge_events(&h, &[10, 11], 1, &[hung], &mut v);
+        assert_eq!(v.findings.len(), 1, "{:?}", v.findings);
     }
 
     #[test]
