@@ -504,8 +504,10 @@ fn judge_events(h: &History, watchers: &[usize], held: usize, windows: &[Window]
         }
         for op in during {
             let took = Duration::from_nanos(op.latency());
-            // Sent before the server could know: it may wait that long.
-            let prompt = if op.start < w.down + w.detect {
+            // Sent before the replica could know (one request timeout after
+            // the first request that met the hung cluster, which this load
+            // sends within PROMPT): it may wait its whole timeout.
+            let prompt = if w.detect > 0 && op.start < w.down + w.detect + nanos(PROMPT) {
                 prompt + Duration::from_nanos(w.detect)
             } else {
                 prompt
