@@ -408,3 +408,21 @@ async fn malformed_overrides_stop_the_start() {
         assert!(err.contains(message), "{flag}:\n{err}");
     }
 }
+
+// ---- The Python client over the three clusters (issue #32's tests).
+
+/// The Python `kubernetes` package sees one API across the clusters:
+/// creates, reads and lists ConfigMaps, Events and Leases, watches events,
+/// and the resourceVersions it gets are the owning cluster's revisions
+/// (tests/clients/overrides_python.py).
+#[tokio::test]
+async fn the_python_client_sees_one_api() {
+    let main = EtcdCluster::start(1).await;
+    let events = EtcdCluster::start(1).await;
+    let leases = EtcdCluster::start(1).await;
+    let (ev, le) = (events.endpoint(0), leases.endpoint(0));
+    let prefix = e2e::unique_prefix();
+    let flag = format!("--etcd-servers-overrides=/events#{ev},coordination.k8s.io/leases#{le}");
+    let s = Server::start_with_prefix(&main.endpoint(0), &prefix, &[&flag]).await;
+    e2e::run_python_client_with(&s, "overrides_python.py", &[&ev, &le, &prefix]);
+}

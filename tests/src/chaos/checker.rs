@@ -475,6 +475,8 @@ mod tests {
             replica: 0,
             request,
             outcome,
+            code: 200,
+            reason: None,
             start,
             end,
         }

@@ -101,8 +101,27 @@ pub struct Op {
     pub replica: usize,
     pub request: Request,
     pub outcome: Outcome,
+    /// The HTTP status of the (last) answer; 0 when none came in time.
+    pub code: u16,
+    /// The `reason` of the Status an error answer carried.
+    pub reason: Option<String>,
     pub start: u64,
     pub end: u64,
+}
+
+impl Op {
+    /// A create, update or delete.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.request,
+            Request::Create { .. } | Request::Update { .. } | Request::Delete { .. }
+        )
+    }
+
+    /// How long it took, in nanoseconds.
+    pub fn latency(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
 }
 
 /// One event of a watch stream.

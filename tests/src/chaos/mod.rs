@@ -16,12 +16,17 @@
 //! - **The truth** is etcd's own change log of the objects, read by a watch
 //!   on etcd itself that the schedule never compacts past.
 //!
+//! [`outage`] is a second scenario on the same parts: resources on three
+//! etcd clusters (`--etcd-servers-overrides`), the events cluster killed
+//! under load, one [`Truth`] and one checked history per cluster.
+//!
 //! A seed fixes every choice of the schedule (operations, keys, replicas,
 //! faults and their lengths); timing is the machine's, so a failing seed is
 //! rerun with `CHAOS_SEED=<seed>` to reproduce the same schedule.
 
 pub mod checker;
 pub mod history;
+pub mod outage;
 pub mod proxy;
 
 use std::collections::BTreeMap;
@@ -46,6 +51,87 @@ const NAMESPACE: &str = "chaos";
 const NAME_PREFIX: &str = "chaos-";
 /// How long a client waits for any answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client waits before its next request after one that got no
+/// definite answer (a client backs off from a failing server).
+const BACKOFF: Duration = Duration::from_millis(50);
+/// The annotation a write's id travels in (`wid:<id>;`), for every kind.
+const WID_ANNOTATION: &str = "e2e.chaos/w";
+
+/// A kind of object the clients write, in the run's namespace.
+#[derive(Debug, Clone, Copy)]
+pub struct Resource {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    /// The API path of its group version (`/api/v1`, `/apis/<g>/<v>`).
+    pub group_version_path: &'static str,
+    /// Its plural, which is also its segment of the etcd keys.
+    pub plural: &'static str,
+    /// The fields an object named so needs besides its metadata.
+    pub fields: fn(&str) -> Value,
+}
+
+pub const CONFIGMAPS: Resource = Resource {
+    api_version: "v1",
+    kind: "ConfigMap",
+    group_version_path: "/api/v1",
+    plural: "configmaps",
+    fields: |_| json!({}),
+};
+
+pub const EVENTS: Resource = Resource {
+    api_version: "v1",
+    kind: "Event",
+    group_version_path: "/api/v1",
+    plural: "events",
+    fields: |name| {
+        json!({
+            "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+                               "namespace": NAMESPACE},
+            "reason": "Chaos", "message": "chaos", "type": "Normal",
+        })
+    },
+};
+
+pub const LEASES: Resource = Resource {
+    api_version: "coordination.k8s.io/v1",
+    kind: "Lease",
+    group_version_path: "/apis/coordination.k8s.io/v1",
+    plural: "leases",
+    fields: |_| json!({"spec": {"holderIdentity": "chaos", "leaseDurationSeconds": 30}}),
+};
+
+impl Resource {
+    fn list_path(self) -> String {
+        format!(
+            "{}/namespaces/{NAMESPACE}/{}",
+            self.group_version_path, self.plural
+        )
+    }
+
+    fn path_of(self, name: &str) -> String {
+        format!("{}/{name}", self.list_path())
+    }
+
+    /// What lies between the server's prefix and an object's name in its
+    /// etcd keys.
+    pub fn key_infix(self) -> String {
+        format!("/{}/{NAMESPACE}/", self.plural)
+    }
+
+    /// The object `name` carrying write `wid` (with `resourceVersion` for
+    /// an update).
+    fn object(self, name: &str, wid: &str, resource_version: Option<i64>) -> Value {
+        let mut v = (self.fields)(name);
+        v["apiVersion"] = self.api_version.into();
+        v["kind"] = self.kind.into();
+        v["metadata"] = json!({"name": name, "namespace": NAMESPACE,
+            "annotations": {WID_ANNOTATION: format!("wid:{wid};")}});
+        if let Some(rv) = resource_version {
+            v["metadata"]["resourceVersion"] = rv.to_string().into();
+        }
+        v
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -148,25 +234,11 @@ pub async fn run(cfg: Config) -> Report {
         .await;
     assert_eq!(resp.status, 201, "namespace: {}", resp.text());
 
-    // The truth: etcd's own log of the prefix, from now on.
+    // The truth: etcd's own log of the objects, from now on.
+    let truth = Truth::start(&endpoints, &prefix, CONFIGMAPS).await;
     let mut client = etcd_client::Client::connect(&endpoints, None)
         .await
         .expect("etcd client");
-    let start_revision = client
-        .get("\0", None)
-        .await
-        .expect("etcd revision")
-        .header()
-        .map_or(0, |h| h.revision());
-    let recorded = Arc::new(AtomicI64::new(start_revision));
-    let changes = Arc::new(Mutex::new(Vec::new()));
-    let recorder = tokio::spawn(record(
-        endpoints.clone(),
-        format!("{prefix}/"),
-        start_revision,
-        recorded.clone(),
-        changes.clone(),
-    ));
 
     let clock = Clock(Instant::now());
     let deadline = tokio::time::Instant::now() + cfg.duration;
@@ -177,6 +249,7 @@ pub async fn run(cfg: Config) -> Report {
         let rng = StdRng::seed_from_u64(cfg.seed.wrapping_mul(1000).wrapping_add(c as u64));
         tasks.push(tokio::spawn(client_loop(
             c,
+            CONFIGMAPS,
             rng,
             cfg.keys,
             addrs.clone(),
@@ -190,6 +263,8 @@ pub async fn run(cfg: Config) -> Report {
         tasks.push(tokio::spawn(watch_loop(
             w,
             cfg.clients + w,
+            CONFIGMAPS,
+            false,
             rng,
             addrs.clone(),
             clock,
@@ -211,7 +286,7 @@ pub async fn run(cfg: Config) -> Report {
             flags: &flags,
             addrs: &addrs,
             client: &mut client,
-            recorded: &recorded,
+            recorded: &truth.recorded,
         };
         while tokio::time::Instant::now() + Duration::from_secs(3) < deadline {
             tokio::time::sleep(Duration::from_millis(rng.random_range(300..1500))).await;
@@ -223,41 +298,9 @@ pub async fn run(cfg: Config) -> Report {
         t.await.expect("client task");
     }
 
-    // Everything has settled: mark the end of the log and wait for it.
-    // (The run's client may hold a connection to a member the schedule
-    // restarted: retry on a fresh one.)
-    let mut marker = None;
-    for _ in 0..40 {
-        match client
-            .put(format!("{prefix}/chaos-end-marker"), "end", None)
-            .await
-        {
-            Ok(resp) => {
-                marker = resp.header().map(|h| h.revision());
-                break;
-            }
-            Err(e) => {
-                eprintln!("end marker: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                if let Ok(c) = etcd_client::Client::connect(&endpoints, None).await {
-                    client = c;
-                }
-            }
-        }
-    }
-    let marker = marker.expect("etcd took the end marker");
-    let wait = tokio::time::Instant::now() + Duration::from_secs(60);
-    while recorded.load(Ordering::SeqCst) < marker {
-        assert!(
-            tokio::time::Instant::now() < wait,
-            "etcd's history did not reach {marker}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    recorder.abort();
-
+    let (start_revision, changes) = truth.finish().await;
     let history = History {
-        changes: changes.lock().unwrap().clone(),
+        changes,
         start_revision,
         ops: ops.lock().unwrap().clone(),
         segments: segments.lock().unwrap().clone(),
@@ -314,16 +357,102 @@ fn wid_in(bytes: &[u8]) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes[at..end]).into_owned())
 }
 
+/// etcd's own log of one resource's objects on one cluster, recorded from
+/// the moment it starts by a watch on that cluster: the truth a run's
+/// history is judged by (one per cluster when resources live on several).
+pub struct Truth {
+    endpoints: Vec<String>,
+    prefix: String,
+    start_revision: i64,
+    /// The newest revision the watch has read.
+    recorded: Arc<AtomicI64>,
+    changes: Arc<Mutex<Vec<Change>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Truth {
+    /// Starts recording the changes to `resource`'s objects under the
+    /// server prefix `prefix` on the cluster at `endpoints`.
+    pub async fn start(endpoints: &[String], prefix: &str, resource: Resource) -> Truth {
+        let mut client = etcd_client::Client::connect(endpoints, None)
+            .await
+            .expect("etcd client");
+        let start_revision = client
+            .get("\0", None)
+            .await
+            .expect("etcd revision")
+            .header()
+            .map_or(0, |h| h.revision());
+        let recorded = Arc::new(AtomicI64::new(start_revision));
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn(record(
+            endpoints.to_vec(),
+            format!("{prefix}/"),
+            resource.key_infix(),
+            start_revision,
+            recorded.clone(),
+            changes.clone(),
+        ));
+        Truth {
+            endpoints: endpoints.to_vec(),
+            prefix: prefix.to_string(),
+            start_revision,
+            recorded,
+            changes,
+            task,
+        }
+    }
+
+    /// Once everything has settled: marks the end of the log, waits for
+    /// the watch to read it, and returns the revision the log starts after
+    /// and its changes. (A member may have been restarted: the marker is
+    /// retried on fresh connections.)
+    pub async fn finish(self) -> (i64, Vec<Change>) {
+        let mut marker = None;
+        for _ in 0..40 {
+            let put = match etcd_client::Client::connect(&self.endpoints, None).await {
+                Ok(mut c) => c
+                    .put(format!("{}/chaos-end-marker", self.prefix), "end", None)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match put {
+                Ok(resp) => {
+                    marker = resp.header().map(|h| h.revision());
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("end marker: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+        let marker = marker.expect("etcd took the end marker");
+        let wait = tokio::time::Instant::now() + Duration::from_secs(60);
+        while self.recorded.load(Ordering::SeqCst) < marker {
+            assert!(
+                tokio::time::Instant::now() < wait,
+                "etcd's history did not reach {marker}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.task.abort();
+        let changes = self.changes.lock().unwrap().clone();
+        (self.start_revision, changes)
+    }
+}
+
 /// Records etcd's changes to the objects under test, resuming after any
 /// error from the revision after the last one it saw.
 async fn record(
     endpoints: Vec<String>,
     prefix: String,
+    infix: String,
     start: i64,
     recorded: Arc<AtomicI64>,
     changes: Arc<Mutex<Vec<Change>>>,
 ) {
-    let infix = format!("/configmaps/{NAMESPACE}/");
     let mut next = start + 1;
     loop {
         let Ok(mut client) = etcd_client::Client::connect(&endpoints, None).await else {
@@ -397,12 +526,14 @@ fn seen_of(v: &Value) -> Option<Seen> {
     Some(Seen {
         name: v["metadata"]["name"].as_str()?.to_string(),
         revision: v["metadata"]["resourceVersion"].as_str()?.parse().ok()?,
-        wid: v["data"]["w"].as_str().and_then(|w| wid_in(w.as_bytes())),
+        wid: v["metadata"]["annotations"][WID_ANNOTATION]
+            .as_str()
+            .and_then(|w| wid_in(w.as_bytes())),
     })
 }
 
 /// A write's outcome from its answer.
-fn write_outcome(resp: Option<crate::HttpResponse>) -> Outcome {
+fn write_outcome(resp: Option<&crate::HttpResponse>) -> Outcome {
     let Some(resp) = resp else {
         return Outcome::Unknown;
     };
@@ -419,16 +550,29 @@ fn write_outcome(resp: Option<crate::HttpResponse>) -> Outcome {
     }
 }
 
-fn path_of(name: &str) -> String {
-    format!("/api/v1/namespaces/{NAMESPACE}/configmaps/{name}")
+/// A 200 carrying a Status of `Success`.
+fn is_success_status(resp: &crate::HttpResponse) -> bool {
+    resp.status == 200
+        && serde_json::from_slice::<Value>(&resp.body)
+            .is_ok_and(|v| v["kind"] == "Status" && v["status"] == "Success")
 }
 
-fn list_path() -> String {
-    format!("/api/v1/namespaces/{NAMESPACE}/configmaps")
+/// The status code of an answer (0: none in time) and, for an error, its
+/// Status's reason.
+fn answer_of(resp: Option<&crate::HttpResponse>) -> (u16, Option<String>) {
+    let Some(resp) = resp else {
+        return (0, None);
+    };
+    let reason = (resp.status >= 300)
+        .then(|| serde_json::from_slice::<Value>(&resp.body).ok())
+        .flatten()
+        .and_then(|v| v["reason"].as_str().map(str::to_string));
+    (resp.status, reason)
 }
 
 struct Recorder {
     client: usize,
+    resource: Resource,
     clock: Clock,
     ops: Arc<Mutex<Vec<Op>>>,
     /// The newest revision this client has seen.
@@ -436,7 +580,14 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn push(&mut self, replica: usize, request: Request, outcome: Outcome, start: u64) -> Outcome {
+    fn push(
+        &mut self,
+        replica: usize,
+        request: Request,
+        outcome: Outcome,
+        answer: Option<&crate::HttpResponse>,
+        start: u64,
+    ) -> Outcome {
         match &outcome {
             Outcome::Written { revision } | Outcome::Listed { revision, .. } => {
                 self.seen = self.seen.max(*revision)
@@ -444,15 +595,52 @@ impl Recorder {
             Outcome::Found(s) => self.seen = self.seen.max(s.revision),
             _ => {}
         }
+        let (code, reason) = answer_of(answer);
         self.ops.lock().unwrap().push(Op {
             client: self.client,
             replica,
             request,
             outcome: outcome.clone(),
+            code,
+            reason,
             start,
             end: self.clock.now(),
         });
         outcome
+    }
+
+    /// Sends a write of `request` with `body`, and records it.
+    async fn write(
+        &mut self,
+        addr: &str,
+        replica: usize,
+        method: &str,
+        request: Request,
+        body: &Value,
+    ) -> Outcome {
+        let path = match &request {
+            Request::Create { .. } => self.resource.list_path(),
+            Request::Update { name, .. } | Request::Delete { name, .. } => {
+                self.resource.path_of(name)
+            }
+            _ => unreachable!("not a write: {request:?}"),
+        };
+        let start = self.clock.now();
+        let resp = send(addr, method, &path, Some(body)).await;
+        let outcome = match (&request, write_outcome(resp.as_ref())) {
+            // Most kinds answer a delete with a Success Status, which names
+            // no revision: the precondition is the one it acknowledged.
+            (Request::Delete { precondition, .. }, Outcome::Unknown)
+                if resp.as_ref().is_some_and(is_success_status) =>
+            {
+                Outcome::Written {
+                    revision: *precondition,
+                }
+            }
+            (_, outcome) => outcome,
+        };
+        let outcome = self.push(replica, request, outcome, resp.as_ref(), start);
+        backoff(outcome).await
     }
 
     async fn get(
@@ -464,10 +652,11 @@ impl Recorder {
     ) -> Outcome {
         let start = self.clock.now();
         let path = match not_older_than {
-            Some(rv) => format!("{}?resourceVersion={rv}", path_of(name)),
-            None => path_of(name),
+            Some(rv) => format!("{}?resourceVersion={rv}", self.resource.path_of(name)),
+            None => self.resource.path_of(name),
         };
-        let outcome = match send(addr, "GET", &path, None).await {
+        let resp = send(addr, "GET", &path, None).await;
+        let outcome = match &resp {
             Some(r) if r.status == 200 => serde_json::from_slice::<Value>(&r.body)
                 .ok()
                 .and_then(|v| seen_of(&v))
@@ -482,7 +671,8 @@ impl Recorder {
             name: name.to_string(),
             not_older_than,
         };
-        self.push(replica, request, outcome, start)
+        let outcome = self.push(replica, request, outcome, resp.as_ref(), start);
+        backoff(outcome).await
     }
 
     async fn list(
@@ -496,6 +686,7 @@ impl Recorder {
         let mut items = Vec::new();
         let mut pages = Vec::new();
         let mut cont: Option<String> = None;
+        let mut last;
         let outcome = loop {
             let mut q = Vec::new();
             if paged {
@@ -508,8 +699,9 @@ impl Recorder {
                 )),
                 (None, None) => {}
             }
-            let path = format!("{}?{}", list_path(), q.join("&"));
-            let Some(r) = send(addr, "GET", &path, None).await else {
+            let path = format!("{}?{}", self.resource.list_path(), q.join("&"));
+            last = send(addr, "GET", &path, None).await;
+            let Some(r) = &last else {
                 break Outcome::Unknown;
             };
             if r.status != 200 {
@@ -541,16 +733,21 @@ impl Recorder {
                 }
             }
         };
-        self.push(
-            replica,
-            Request::List {
-                not_older_than,
-                paged,
-            },
-            outcome,
-            start,
-        )
+        let request = Request::List {
+            not_older_than,
+            paged,
+        };
+        let outcome = self.push(replica, request, outcome, last.as_ref(), start);
+        backoff(outcome).await
     }
+}
+
+/// Returns `outcome`, after a pause when it was no definite answer.
+async fn backoff(outcome: Outcome) -> Outcome {
+    if outcome == Outcome::Unknown {
+        tokio::time::sleep(BACKOFF).await;
+    }
+    outcome
 }
 
 fn pick(rng: &mut StdRng, addrs: &Addrs) -> (usize, String) {
@@ -559,8 +756,12 @@ fn pick(rng: &mut StdRng, addrs: &Addrs) -> (usize, String) {
     (i, addrs[i].clone())
 }
 
+/// One client: random creates, updates, deletes (with preconditions),
+/// gets and lists of `resource`'s objects on random replicas.
+#[allow(clippy::too_many_arguments)]
 async fn client_loop(
     client: usize,
+    resource: Resource,
     mut rng: StdRng,
     keys: usize,
     addrs: Addrs,
@@ -570,6 +771,7 @@ async fn client_loop(
 ) {
     let mut rec = Recorder {
         client,
+        resource,
         clock,
         ops,
         seen: 0,
@@ -582,34 +784,27 @@ async fn client_loop(
             writes += 1;
             format!("c{client}w{writes}")
         };
+        // Each arm records its operations (and backs off after no answer).
         match rng.random_range(0..100) {
             0..20 => {
                 let wid = wid();
-                let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": NAMESPACE},
-                    "data": {"w": format!("wid:{wid};")}});
-                let start = clock.now();
-                let outcome = write_outcome(send(&addr, "POST", &list_path(), Some(&body)).await);
-                rec.push(replica, Request::Create { name, wid }, outcome, start);
+                let body = resource.object(&name, &wid, None);
+                let request = Request::Create { name, wid };
+                rec.write(&addr, replica, "POST", request, &body).await
             }
             20..45 => {
                 let Outcome::Found(current) = rec.get(&addr, replica, &name, None).await else {
                     continue;
                 };
                 let wid = wid();
-                let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": NAMESPACE,
-                                 "resourceVersion": current.revision.to_string()},
-                    "data": {"w": format!("wid:{wid};")}});
+                let body = resource.object(&name, &wid, Some(current.revision));
                 let (replica, addr) = pick(&mut rng, &addrs);
-                let start = clock.now();
-                let outcome = write_outcome(send(&addr, "PUT", &path_of(&name), Some(&body)).await);
                 let request = Request::Update {
                     name,
                     precondition: current.revision,
                     wid,
                 };
-                rec.push(replica, request, outcome, start);
+                rec.write(&addr, replica, "PUT", request, &body).await
             }
             45..55 => {
                 let Outcome::Found(current) = rec.get(&addr, replica, &name, None).await else {
@@ -618,41 +813,40 @@ async fn client_loop(
                 let body = json!({"apiVersion": "v1", "kind": "DeleteOptions",
                     "preconditions": {"resourceVersion": current.revision.to_string()}});
                 let (replica, addr) = pick(&mut rng, &addrs);
-                let start = clock.now();
-                let outcome =
-                    write_outcome(send(&addr, "DELETE", &path_of(&name), Some(&body)).await);
                 let request = Request::Delete {
                     name,
                     precondition: current.revision,
                 };
-                rec.push(replica, request, outcome, start);
+                rec.write(&addr, replica, "DELETE", request, &body).await
             }
-            55..72 => {
-                rec.get(&addr, replica, &name, None).await;
-            }
+            55..72 => rec.get(&addr, replica, &name, None).await,
             72..82 => {
                 let rv = rec.seen.max(1);
-                rec.get(&addr, replica, &name, Some(rv)).await;
+                rec.get(&addr, replica, &name, Some(rv)).await
             }
             82..92 => {
                 let paged = rng.random_bool(0.5);
-                rec.list(&addr, replica, None, paged).await;
+                rec.list(&addr, replica, None, paged).await
             }
             _ => {
                 let rv = rec.seen.max(1);
-                rec.list(&addr, replica, Some(rv), false).await;
+                rec.list(&addr, replica, Some(rv), false).await
             }
-        }
+        };
     }
 }
 
-/// One watcher: lists for a start, then watches on a random replica for a
-/// random while, and resumes on another from the last revision it saw;
-/// after 410 Gone it lists again.
+/// One watcher of `resource`: lists for a start, then watches on a random
+/// replica for a random while, and resumes on another from the last
+/// revision it saw; after 410 Gone it lists again. A watcher that `hold`s
+/// keeps one stream on one replica (`watcher` modulo their number) until
+/// the deadline, resuming it there only if it breaks.
 #[allow(clippy::too_many_arguments)]
 async fn watch_loop(
     watcher: usize,
     client: usize,
+    resource: Resource,
+    hold: bool,
     mut rng: StdRng,
     addrs: Addrs,
     clock: Clock,
@@ -662,13 +856,20 @@ async fn watch_loop(
 ) {
     let mut rec = Recorder {
         client,
+        resource,
         clock,
         ops,
         seen: 0,
     };
     let mut from: Option<i64> = None;
     while tokio::time::Instant::now() < deadline {
-        let (replica, addr) = pick(&mut rng, &addrs);
+        let (replica, addr) = if hold {
+            let addrs = addrs.read().unwrap();
+            let i = watcher % addrs.len();
+            (i, addrs[i].clone())
+        } else {
+            pick(&mut rng, &addrs)
+        };
         let Some(start) = from else {
             if let Outcome::Listed { revision, .. } = rec.list(&addr, replica, None, false).await {
                 from = Some(revision);
@@ -677,13 +878,18 @@ async fn watch_loop(
         };
         let path = format!(
             "{}?watch=1&resourceVersion={start}&allowWatchBookmarks=true",
-            list_path()
+            resource.list_path()
         );
-        let lifetime = Duration::from_millis(rng.random_range(500..4000));
+        let lifetime = if hold {
+            deadline.saturating_duration_since(tokio::time::Instant::now())
+        } else {
+            Duration::from_millis(rng.random_range(500..4000))
+        };
         let Ok(Ok(mut lines)) =
             tokio::time::timeout(Duration::from_secs(2), crate::watch::open_raw(&addr, &path))
                 .await
         else {
+            tokio::time::sleep(BACKOFF).await;
             continue;
         };
         let mut seg = Segment {
