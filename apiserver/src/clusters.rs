@@ -248,4 +248,45 @@ mod tests {
             "--etcd-servers-overrides: /events and events.k8s.io/events are stored under the same keys (events) but name different servers"
         );
     }
+
+    /// `tools/etcd_move.py` maps `group/resource` to keys with a table of
+    /// its own (operators run it without the server): it must name the
+    /// same key range as the server does for every stored built-in
+    /// resource and for custom resources, or a move would copy the wrong
+    /// keys.
+    #[test]
+    fn etcd_move_tool_maps_resources_as_the_server_does() {
+        let tool = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/etcd_move.py");
+        let mut named = vec![
+            ("example.com".to_string(), "widgets".to_string()),
+            ("gateway.networking.k8s.io".into(), "gateways".into()),
+            ("extensions".into(), "ingresses".into()),
+            (String::new(), "bananas".into()),
+        ];
+        let builtin = &*crate::registry::RESOURCES;
+        named.extend(
+            builtin
+                .iter()
+                .filter(|r| r.virtual_create.is_none() && r.computed.is_none())
+                .map(|r| (r.group.to_string(), r.plural.to_string())),
+        );
+        let mut cmd = std::process::Command::new("python3");
+        cmd.args([tool, "--print-prefix", "--etcd-prefix", "/registry"]);
+        for (g, r) in &named {
+            cmd.arg(format!("--resource={g}/{r}"));
+        }
+        let out = cmd.output().expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8(out.stdout).expect("utf-8");
+        let printed: Vec<&str> = printed.lines().collect();
+        assert_eq!(printed.len(), named.len(), "{printed:?}");
+        for ((g, r), line) in named.iter().zip(printed) {
+            let want = format!("/registry/{}/", segment_of(builtin, g, r));
+            assert_eq!(line, want, "{g}/{r}");
+        }
+    }
 }
