@@ -461,4 +461,32 @@ mod tests {
         assert_eq!(rem["lastTransitionTime"], "t2");
         assert_eq!(ns["status"]["conditions"].as_array().map(Vec::len), Some(6));
     }
+
+    #[test]
+    fn content_failures_are_counted_and_sorted_as_kube_reports_them() {
+        let round = Round {
+            errors: vec![
+                "etcd is unavailable; please retry".into(),
+                "bad things happened".into(),
+            ],
+            ..Round::default()
+        };
+        let cs = conditions(&round, "t");
+        let failure = cs
+            .iter()
+            .find(|c| c["type"] == "NamespaceDeletionContentFailure")
+            .expect("the content condition");
+        assert_eq!(failure["status"], "True");
+        assert_eq!(failure["reason"], "ContentDeletionFailed");
+        assert_eq!(
+            failure["message"],
+            "Failed to delete all resource types, 2 remaining: bad things happened, etcd is unavailable; please retry"
+        );
+        // Discovery is the registry in process: it never fails.
+        let discovery = cs
+            .iter()
+            .find(|c| c["type"] == "NamespaceDeletionDiscoveryFailure")
+            .expect("the discovery condition");
+        assert_eq!(discovery["status"], "False");
+    }
 }
