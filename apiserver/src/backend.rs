@@ -126,10 +126,37 @@ impl Backend {
 
     /// Stored objects per resource (`plural` or `plural.group`), a count-only
     /// etcd read each (`None` without a watch cache over etcd, or when etcd
-    /// does not answer in time): APF's LIST estimates, and
-    /// `apiserver_storage_objects` at a scrape. One round waits at most 2 s;
-    /// a resource whose cluster does not answer is left out.
+    /// does not answer in time): APF's LIST estimates. A resource whose
+    /// cluster does not answer is left out.
     pub async fn stored_counts(&self) -> Option<std::collections::HashMap<String, i64>> {
+        let results = self.count_stored().await?;
+        if results.iter().all(|(_, n)| n.is_none()) {
+            tracing::debug!("counting stored objects: etcd did not answer");
+            return None;
+        }
+        Some(
+            results
+                .into_iter()
+                .filter_map(|(label, n)| Some((label, n?)))
+                .collect(),
+        )
+    }
+
+    /// `apiserver_storage_objects` at a scrape: every resource's count, -1
+    /// for one whose cluster did not answer (kube's value for a fetching
+    /// error); empty without a watch cache over etcd.
+    pub async fn stored_object_metrics(&self) -> Vec<(String, i64)> {
+        self.count_stored()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(label, n)| (label, n.unwrap_or(-1)))
+            .collect()
+    }
+
+    /// One count round: each resource counted on the cluster that holds
+    /// it, waiting at most 2 s (`None`: no answer in time).
+    async fn count_stored(&self) -> Option<Vec<(String, Option<i64>)>> {
         let main = self.cache.as_ref()?.store();
         let mut seen = std::collections::HashSet::new();
         let all = self.registry.all();
@@ -159,15 +186,45 @@ impl Backend {
                     // Each count waits on its own: a cluster that does not
                     // answer costs only its resources' counts.
                     let resp = tokio::time::timeout(Duration::from_secs(2), resp).await;
-                    let count = resp.ok()?.ok()?.count();
-                    Some((label, count))
+                    let count = resp.ok().and_then(Result::ok).map(|r| r.count());
+                    (label, count)
                 }
             });
-        let results = futures_util::future::join_all(counts).await;
-        if results.iter().all(Option::is_none) {
-            tracing::debug!("counting stored objects: etcd did not answer");
-            return None;
-        }
-        Some(results.into_iter().flatten().collect())
+        Some(futures_util::future::join_all(counts).await)
+    }
+
+    /// `apiserver_storage_size_bytes` at a scrape: each etcd cluster's
+    /// database size (a Status call to one member), labelled as kube labels
+    /// it: `etcd-0` the main cluster, then the override clusters in order
+    /// (`etcd-override-N` is `etcd-N+1`). A cluster that does not answer
+    /// within 1 s is left out, as kube leaves it out; empty without a watch
+    /// cache over etcd.
+    pub async fn storage_sizes(&self) -> Vec<(String, i64)> {
+        let Some(main) = self.cache.as_ref().map(watchcache::Cacher::store) else {
+            return Vec::new();
+        };
+        let stores = std::iter::once(main).chain(self.clusters.iter().map(|c| &c.etcd));
+        let sizes = stores.enumerate().map(|(i, store)| {
+            let mut client = store.client();
+            async move {
+                let status = tokio::time::timeout(Duration::from_secs(1), client.status()).await;
+                match status {
+                    Ok(Ok(s)) => Some((format!("etcd-{i}"), s.db_size())),
+                    Ok(Err(e)) => {
+                        tracing::info!(storage_cluster_id = %format!("etcd-{i}"), error = %e, "failed to get storage metrics");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::info!(storage_cluster_id = %format!("etcd-{i}"), "failed to get storage metrics: timed out");
+                        None
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(sizes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }

@@ -58,15 +58,19 @@ pub async fn priority_and_fairness(
 }
 
 /// `GET /metrics`: brings the scrape-time metrics up to date (watch cache,
-/// stored objects, audit log) and renders them all.
+/// stored objects, storage sizes, audit log) and renders them all.
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let Some(metrics) = &state.metrics else {
         return (StatusCode::NOT_FOUND, "metrics are not available\n").into_response();
     };
     if let Some(cache) = &state.cache {
         metrics.record_cache(&cache.stats());
-        let counts = state.backend.stored_counts().await;
-        metrics.record_stored_objects(counts.unwrap_or_default());
+        let (counts, sizes) = tokio::join!(
+            state.backend.stored_object_metrics(),
+            state.backend.storage_sizes()
+        );
+        metrics.record_stored_objects(counts);
+        metrics.record_storage_sizes(sizes);
     }
     if let Some(audit) = &state.audit {
         use std::sync::atomic::Ordering::Relaxed;

@@ -279,6 +279,7 @@ pub struct Metrics {
     inflight: IntGaugeVec,
     longrunning: IntGaugeVec,
     storage_objects: IntGaugeVec,
+    storage_size: IntGaugeVec,
     terminated_watchers: IntCounter,
     registered_watchers: IntGauge,
     cache_revision: IntGauge,
@@ -413,6 +414,12 @@ impl Metrics {
                 "apiserver_storage_objects",
                 "Number of stored objects at the time of last check split by kind.",
                 &["resource"],
+            )?,
+            storage_size: gauge_vec(
+                &r,
+                "apiserver_storage_size_bytes",
+                "Size of the storage database file physically allocated in bytes.",
+                &["storage_cluster_id"],
             )?,
             terminated_watchers: counter(
                 &r,
@@ -749,10 +756,21 @@ impl Metrics {
     }
 
     /// `apiserver_storage_objects`: stored objects per resource (`plural`
-    /// or `plural.group`), as counted at a scrape.
-    pub fn record_stored_objects(&self, counts: HashMap<String, i64>) {
+    /// or `plural.group`), as counted at a scrape (-1: not counted).
+    pub fn record_stored_objects(&self, counts: impl IntoIterator<Item = (String, i64)>) {
         for (label, count) in counts {
             self.storage_objects.with_label_values(&[&label]).set(count);
+        }
+    }
+
+    /// `apiserver_storage_size_bytes`: the database size of each cluster
+    /// that answered at this scrape (`etcd-0`, `etcd-1`, …); a cluster
+    /// that did not has no series, as in kube.
+    pub fn record_storage_sizes(&self, sizes: impl IntoIterator<Item = (String, i64)>) {
+        let _serial = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+        self.storage_size.reset();
+        for (id, bytes) in sizes {
+            self.storage_size.with_label_values(&[&id]).set(bytes);
         }
     }
 

@@ -126,6 +126,21 @@ async fn request_counters_carry_kube_labels() {
         .is_some_and(|n| n >= 1.0),
         "{text}"
     );
+    // One etcd cluster: one database size, kube's first cluster id.
+    assert!(
+        sample(
+            &text,
+            "apiserver_storage_size_bytes",
+            &[("storage_cluster_id", "etcd-0")]
+        )
+        .is_some_and(|n| n > 0.0),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("apiserver_storage_size_bytes{").count(),
+        1,
+        "{text}"
+    );
     assert!(sample(&text, "apiserver_watch_cache_resource_version", &[]).is_some_and(|n| n > 0.0));
     assert!(sample(&text, "apiserver_terminated_watchers_total", &[]).is_some());
     assert_eq!(

@@ -16,6 +16,7 @@
 //! looked at again after a short delay; failures back off per namespace.
 
 use super::{name_key, Controller, Next, Source};
+use crate::error::ApiError;
 use crate::handlers::write::after_delete;
 use crate::object;
 use crate::registry::Row;
@@ -199,11 +200,16 @@ pub async fn delete_content(state: &Arc<AppState>, ns: &str) -> Round {
         let listed = match state.store.list(&prefix, &opts).await {
             Ok(l) => l,
             Err(e) => {
-                round.errors.push(format!("{gr}: {e}"));
+                round.errors.push(failure(e, &res, ""));
                 continue;
             }
         };
+        let mut failed = false;
         for item in &listed.items {
+            if failed {
+                *round.remaining.entry(gr.clone()).or_default() += 1;
+                continue;
+            }
             let v = item.value();
             let name = object::meta_str(v, "name").unwrap_or("");
             let key = state.key(&res, Some(ns), name);
@@ -226,12 +232,24 @@ pub async fn delete_content(state: &Arc<AppState>, ns: &str) -> Round {
                 Err(StorageError::NotFound { .. }) => continue,
                 // Changed meanwhile: the next round sees it again.
                 Err(StorageError::Conflict { .. }) => {}
-                Err(e) => round.errors.push(format!("{gr} {name}: {e}")),
+                Err(e) => {
+                    // As kube's deleter, the first failure ends the
+                    // collection's round (its cluster may be down).
+                    round.errors.push(failure(e, &res, name));
+                    failed = true;
+                }
             }
             *round.remaining.entry(gr.clone()).or_default() += 1;
         }
     }
     round
+}
+
+/// A failure as kube's controller reports it: the message of the Status a
+/// client would get for it (`etcd is unavailable; please retry` while the
+/// resource's etcd cluster is down).
+fn failure(e: StorageError, res: &Row, name: &str) -> String {
+    ApiError::storage(e, res, name).to_status().message
 }
 
 /// A condition as kube's namespace controller reports it.
@@ -253,12 +271,15 @@ fn condition(kind: &str, bad: Option<(&str, String)>, ok: (&str, &str), now: &st
 /// messages; discovery cannot fail here, as the registry is in process).
 pub fn conditions(round: &Round, now: &str) -> Vec<Value> {
     let failure = (!round.errors.is_empty()).then(|| {
+        // Sorted, as kube sorts them, so the message is stable.
+        let mut errors: Vec<&str> = round.errors.iter().map(String::as_str).collect();
+        errors.sort_unstable();
         (
             "ContentDeletionFailed",
             format!(
                 "Failed to delete all resource types, {} remaining: {}",
-                round.errors.len(),
-                round.errors.join(", ")
+                errors.len(),
+                errors.join(", ")
             ),
         )
     });
@@ -439,5 +460,33 @@ mod tests {
         assert_eq!(rem["reason"], "ContentRemoved");
         assert_eq!(rem["lastTransitionTime"], "t2");
         assert_eq!(ns["status"]["conditions"].as_array().map(Vec::len), Some(6));
+    }
+
+    #[test]
+    fn content_failures_are_counted_and_sorted_as_kube_reports_them() {
+        let round = Round {
+            errors: vec![
+                "etcd is unavailable; please retry".into(),
+                "bad things happened".into(),
+            ],
+            ..Round::default()
+        };
+        let cs = conditions(&round, "t");
+        let failure = cs
+            .iter()
+            .find(|c| c["type"] == "NamespaceDeletionContentFailure")
+            .expect("the content condition");
+        assert_eq!(failure["status"], "True");
+        assert_eq!(failure["reason"], "ContentDeletionFailed");
+        assert_eq!(
+            failure["message"],
+            "Failed to delete all resource types, 2 remaining: bad things happened, etcd is unavailable; please retry"
+        );
+        // Discovery is the registry in process: it never fails.
+        let discovery = cs
+            .iter()
+            .find(|c| c["type"] == "NamespaceDeletionDiscoveryFailure")
+            .expect("the discovery condition");
+        assert_eq!(discovery["status"], "False");
     }
 }
