@@ -190,3 +190,36 @@ async fn a_compacted_revision_is_refused() {
         other => panic!("read at a compacted revision: {:?}", other.map(|r| r.0)),
     }
 }
+
+/// Times the start-up read of a loaded etcd, as one range and in ranges:
+/// `STARTUP_ETCD=http://… STARTUP_PREFIX=/registry/ cargo test --release
+/// -p watchcache --features test-util --test cache_start -- --ignored`.
+#[tokio::test]
+#[ignore]
+async fn time_reading_a_loaded_etcd() {
+    let (Ok(endpoint), Ok(prefix)) = (
+        std::env::var("STARTUP_ETCD"),
+        std::env::var("STARTUP_PREFIX"),
+    ) else {
+        panic!("set STARTUP_ETCD and STARTUP_PREFIX");
+    };
+    let client = Client::connect([endpoint], None)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    for range_keys in [Some(0), None, Some(0), None] {
+        let how = RangeRead {
+            timeout: Duration::from_secs(120),
+            page: 10_000,
+            range_keys,
+        };
+        let start = std::time::Instant::now();
+        let (_, ranges, kvs) = read_all(&client, prefix.as_bytes(), 0, &how)
+            .await
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        eprintln!(
+            "{ranges} ranges: {} keys in {:.2} s",
+            kvs.len(),
+            start.elapsed().as_secs_f64()
+        );
+    }
+}

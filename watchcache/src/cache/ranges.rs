@@ -97,8 +97,9 @@ pub(crate) async fn read_prefix(
     // (so the earliest unfinished range always holds one), each a few
     // pages ahead of the consumer, who takes the ranges in order.
     let range_count = ranges.len();
-    let permits = Arc::new(Semaphore::new(PARALLEL));
-    let (ranges_tx, ranges_rx) = mpsc::channel(PARALLEL);
+    let parallel = knob("WATCHCACHE_LIST_PARALLEL").unwrap_or(PARALLEL as u64) as usize;
+    let permits = Arc::new(Semaphore::new(parallel.max(1)));
+    let (ranges_tx, ranges_rx) = mpsc::channel(parallel.max(1));
     let starter = tokio::spawn(async move {
         for (start, end) in ranges {
             let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -225,20 +226,23 @@ impl Reader {
             } else {
                 common_prefix(&start, &end).to_vec()
             };
-            // A whole subtree: skip the '/'-separated segments every key
-            // shares (one count each), so that a deep common prefix does
-            // not cost a level per byte.
+            // A whole subtree: find the prefix every key shares, by a
+            // binary search on the first key's prefixes (a count each), so
+            // that a deep common prefix does not cost a level per byte.
             if end == prefix_range_end(&start) {
                 if let Some(first) = self.first_key(&start, &end).await? {
-                    for (i, b) in first.iter().enumerate().skip(common.len()) {
-                        if *b != b'/' {
-                            continue;
+                    let (mut shared, mut longer) = (common.len(), first.len() + 1);
+                    while longer - shared > 1 {
+                        let mid = (shared + longer) / 2;
+                        let candidate = &first[..mid];
+                        if self.count(candidate, &prefix_range_end(candidate)).await? == count {
+                            shared = mid;
+                        } else {
+                            longer = mid;
                         }
-                        let longer = &first[..=i];
-                        if self.count(longer, &prefix_range_end(longer)).await? != count {
-                            break;
-                        }
-                        common = longer.to_vec();
+                    }
+                    if shared > common.len() {
+                        common = first[..shared].to_vec();
                     }
                 }
             }
@@ -345,6 +349,12 @@ impl Reader {
             }
         }
     }
+}
+
+/// A start-up knob for measurements (issue 31): a number from the
+/// environment.
+pub(crate) fn knob(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
 }
 
 fn common_prefix<'a>(a: &'a [u8], b: &[u8]) -> &'a [u8] {

@@ -181,16 +181,17 @@ async fn list_all(
     let how = RangeRead {
         timeout: config.etcd_timeout,
         page: config.list_page_size.max(1),
-        range_keys: None,
+        range_keys: super::ranges::knob("WATCHCACHE_LIST_RANGE_KEYS"),
     };
     let (revision, mut pages) =
         super::ranges::read_prefix(client, &shared.telemetry, config.prefix.as_bytes(), 0, &how)
             .await?;
     let mut objects = Objects::new();
+    let decoders = super::ranges::knob("WATCHCACHE_LIST_DECODING").map_or(DECODING, |n| n as usize);
     let mut decoding: VecDeque<tokio::task::JoinHandle<Page>> = VecDeque::new();
     while let Some(kvs) = pages.next().await {
         let kvs = kvs?;
-        if decoding.len() >= DECODING {
+        if decoding.len() >= decoders.max(1) {
             if let Some(page) = decoding.pop_front() {
                 insert_page(&mut objects, page).await?;
             }
