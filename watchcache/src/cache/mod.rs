@@ -80,6 +80,7 @@
 
 mod config;
 mod index;
+mod ranges;
 mod read;
 mod read_index;
 mod reflector;

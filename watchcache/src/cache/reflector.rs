@@ -13,13 +13,14 @@
 //! resourceVersion it got from another replica a few minutes ago then gets
 //! its missed events instead of a 410.
 
+use super::ranges::RangeRead;
 use super::state::{Cached, Change, Incoming, Objects, Phase, Put};
 use super::Shared;
 use crate::storage::{Object, Revision, StorageError};
 use etcd_client::{
     Client, EventType as EtcdEventType, GetOptions, KeyValue, WatchOptions as EtcdWatchOptions,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,8 @@ use std::time::Duration;
 pub(crate) const MAX_MESSAGE: usize = 256 << 20;
 /// A key no object uses, for compaction probes.
 const PROBE_KEY: &[u8] = b"\0";
+/// Listed pages decoded at the same time at start-up.
+const DECODING: usize = 2;
 /// How often the window's time bound is applied when nothing happens.
 const EVICT_TICK: Duration = Duration::from_secs(1);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -163,8 +166,9 @@ fn is_compacted(e: &etcd_client::Error) -> bool {
         if s.message().contains("required revision has been compacted"))
 }
 
-/// Every key under the prefix at one revision, page by page. A page is
-/// decoded on the blocking pool while the next one is read from etcd: at
+/// Every key under the prefix at one revision, read in parallel key ranges
+/// (see [`super::ranges`]). Pages are decoded on the blocking pool, up to
+/// [`DECODING`] at a time, while the next ones are read from etcd: at
 /// start-up etcd's ranges and the decoding take about as long each, and
 /// one after the other they took both (28.9 s for 1,000,000 objects, 9.4 s
 /// of it etcd's).
@@ -174,50 +178,33 @@ async fn list_all(
 ) -> Result<(Objects, Revision), StorageError> {
     let config = &shared.config;
     shared.clear_unreadable();
-    let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
-    let end = prefix_range_end(config.prefix.as_bytes());
-    let mut start = config.prefix.as_bytes().to_vec();
-    let mut revision = 0;
+    let how = RangeRead {
+        timeout: config.etcd_timeout,
+        page: config.list_page_size.max(1),
+        range_keys: super::ranges::knob("WATCHCACHE_LIST_RANGE_KEYS"),
+    };
+    let (revision, mut pages) =
+        super::ranges::read_prefix(client, &shared.telemetry, config.prefix.as_bytes(), 0, &how)
+            .await?;
     let mut objects = Objects::new();
-    let mut decoding: Option<tokio::task::JoinHandle<Page>> = None;
-    loop {
-        let mut options = GetOptions::new()
-            .with_range(end.clone())
-            .with_limit(config.list_page_size.max(1));
-        if revision > 0 {
-            options = options.with_revision(revision);
-        }
-        let get = call(config.etcd_timeout, kv.get(start.clone(), Some(options)));
-        let mut resp = shared.telemetry.time("list", &start, get).await?;
-        if revision == 0 {
-            revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        }
-        let more = resp.more();
-        let kvs = resp.take_kvs();
-        let next = match kvs.last() {
-            Some(last) if more => {
-                let mut next = last.key().to_vec();
-                next.push(0);
-                Some(next)
+    let decoders = super::ranges::knob("WATCHCACHE_LIST_DECODING").map_or(DECODING, |n| n as usize);
+    let mut decoding: VecDeque<tokio::task::JoinHandle<Page>> = VecDeque::new();
+    while let Some(kvs) = pages.next().await {
+        let kvs = kvs?;
+        if decoding.len() >= decoders.max(1) {
+            if let Some(page) = decoding.pop_front() {
+                insert_page(&mut objects, page).await?;
             }
-            _ => None,
-        };
-        if let Some(page) = decoding.take() {
-            insert_page(&mut objects, page).await?;
         }
         let page_shared = shared.clone();
-        let page = tokio::task::spawn_blocking(move || decode_page(&page_shared, &kvs));
-        match next {
-            Some(next) => {
-                start = next;
-                decoding = Some(page);
-            }
-            None => {
-                insert_page(&mut objects, page).await?;
-                return Ok((objects, revision));
-            }
-        }
+        decoding.push_back(tokio::task::spawn_blocking(move || {
+            decode_page(&page_shared, &kvs)
+        }));
     }
+    for page in decoding {
+        insert_page(&mut objects, page).await?;
+    }
+    Ok((objects, revision))
 }
 
 /// The decoded objects of one listed page, by key.

@@ -2,6 +2,7 @@
 //! a real etcd (the test binary's shared one, or one of its own), as a
 //! conformance `Harness`.
 
+pub use super::ranges::{read_all, RangeRead};
 use super::{Cacher, CacherConfig};
 use crate::storage::{Revision, Storage};
 use crate::testing::conformance::Harness;
