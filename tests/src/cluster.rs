@@ -96,6 +96,27 @@ impl Drop for Supervised {
     }
 }
 
+/// The keys under `prefix` in the etcd at `endpoint`, read with etcdctl
+/// (but the watch cache's own progress mark, which each cluster has).
+pub fn etcd_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint, "get", "--prefix", "--keys-only"])
+        .arg(prefix)
+        .output()
+        .expect("etcdctl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.ends_with("/.progress"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// `n` distinct free ports on 127.0.0.1 (all held until all are known).
 pub fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..n)

@@ -9,34 +9,14 @@
 //! series per cluster that answers (kube's `storage_cluster_id`), and
 //! the down cluster's resources count -1 in `apiserver_storage_objects`.
 
-use e2e::cluster::EtcdCluster;
+use e2e::cluster::{etcd_keys, EtcdCluster};
 use e2e::{eventually_async, HttpResponse, Server};
 use serde_json::{json, Value};
-use std::process::Command;
 use std::time::Duration;
 
 /// How long a controller may take to finish once its cluster is back
 /// (its retries back off to at most 30 s).
 const SETTLE: Duration = Duration::from_secs(90);
-
-fn etcd_keys(endpoint: &str, prefix: &str) -> Vec<String> {
-    let out = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", endpoint, "get", "--prefix", "--keys-only"])
-        .arg(prefix)
-        .output()
-        .expect("etcdctl runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty() && !l.ends_with("/.progress"))
-        .map(str::to_string)
-        .collect()
-}
 
 async fn send(s: &Server, method: &str, path: &str, body: &Value) -> HttpResponse {
     s.request(

@@ -5,34 +5,13 @@
 //! fails its own resources (503) while the others keep serving; once it is
 //! back, a watch opened before the outage goes on without a relist.
 
-use e2e::cluster::EtcdCluster;
+use e2e::cluster::{etcd_keys, EtcdCluster};
 use e2e::watch::{self, Line};
 use e2e::{eventually_async, server_binary, HttpResponse, Server};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
-
-/// The keys under `prefix` in the etcd at `endpoint`, read with etcdctl
-/// (but the watch cache's own progress mark, which each cluster has).
-fn etcd_keys(endpoint: &str, prefix: &str) -> Vec<String> {
-    let out = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", endpoint, "get", "--prefix", "--keys-only"])
-        .arg(prefix)
-        .output()
-        .expect("etcdctl runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty() && !l.ends_with("/.progress"))
-        .map(str::to_string)
-        .collect()
-}
 
 /// The mod revision of `key` and the cluster's current revision, read with
 /// etcdctl.

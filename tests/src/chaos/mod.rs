@@ -186,6 +186,24 @@ impl Clock {
 /// The replicas' current addresses (a restarted replica has a new port).
 type Addrs = Arc<RwLock<Vec<String>>>;
 
+/// The replicas' addresses for the clients, once the scenario's namespace
+/// exists (created through the first replica).
+async fn serve(servers: &[Server]) -> Addrs {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+    let resp = servers[0]
+        .request(
+            "POST",
+            "/api/v1/namespaces",
+            &[("Content-Type", "application/json")],
+            ns.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(resp.status, 201, "namespace: {}", resp.text());
+    Arc::new(RwLock::new(
+        servers.iter().map(|s| s.addr().to_string()).collect(),
+    ))
+}
+
 /// Runs `cfg` and checks what it recorded.
 pub async fn run(cfg: Config) -> Report {
     let started = Instant::now();
@@ -220,19 +238,7 @@ pub async fn run(cfg: Config) -> Report {
     for eps in &replica_endpoints {
         servers.push(Server::start_with_prefix(eps, &prefix, &flags).await);
     }
-    let addrs: Addrs = Arc::new(RwLock::new(
-        servers.iter().map(|s| s.addr().to_string()).collect(),
-    ));
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-    let resp = servers[0]
-        .request(
-            "POST",
-            "/api/v1/namespaces",
-            &[("Content-Type", "application/json")],
-            ns.to_string().as_bytes(),
-        )
-        .await;
-    assert_eq!(resp.status, 201, "namespace: {}", resp.text());
+    let addrs = serve(&servers).await;
 
     // The truth: etcd's own log of the objects, from now on.
     let truth = Truth::start(&endpoints, &prefix, CONFIGMAPS).await;

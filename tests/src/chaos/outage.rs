@@ -27,16 +27,15 @@
 //! The run is split into `outages` equal cycles; in each the events
 //! cluster is up for the first 35%, down until 65%, then up again.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use serde_json::json;
 
 use super::checker::{self, Anomaly, Checked};
 use super::history::{History, Op, Outcome, Request, Segment};
-use super::{client_loop, watch_loop, Addrs, Clock, Resource, Truth, CONFIGMAPS, EVENTS, LEASES};
+use super::{client_loop, watch_loop, Clock, Resource, Truth, CONFIGMAPS, EVENTS, LEASES};
 use crate::cluster::EtcdCluster;
 use crate::Server;
 
@@ -259,20 +258,7 @@ pub async fn run(cfg: OutageConfig) -> OutageReport {
     for _ in 0..cfg.replicas {
         servers.push(Server::start_with_prefix(&main.endpoints().join(","), &prefix, &flags).await);
     }
-    let addrs: Addrs = Arc::new(RwLock::new(
-        servers.iter().map(|s| s.addr().to_string()).collect(),
-    ));
-    let ns =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": super::NAMESPACE}});
-    let resp = servers[0]
-        .request(
-            "POST",
-            "/api/v1/namespaces",
-            &[("Content-Type", "application/json")],
-            ns.to_string().as_bytes(),
-        )
-        .await;
-    assert_eq!(resp.status, 201, "namespace: {}", resp.text());
+    let addrs = super::serve(&servers).await;
 
     // The truth of each cluster, from its own etcd.
     let truths = [
