@@ -14,7 +14,9 @@
 //! throughput with protobuf against JSON values), on two servers of its own,
 //! and `overload` (open-loop creates at 1×–5× the sustainable rate as a
 //! user APF does not exempt: 429s, admitted p99, RSS), on servers of its
-//! own.
+//! own, and `clusters` (Events on an etcd of their own), and
+//! `instructions` (callgrind's count per GET and per create; not in the
+//! smoke run).
 
 pub mod admission;
 pub mod client;
@@ -22,6 +24,7 @@ pub mod clusters;
 pub mod crds;
 pub mod fixture;
 pub mod gc;
+pub mod instructions;
 pub mod load;
 pub mod memory;
 pub mod overload;
@@ -164,6 +167,9 @@ pub enum Phase {
     Overload,
     /// Events on an etcd of their own beside ConfigMaps on the main one.
     Clusters,
+    /// Instructions per GET and per create, counted by callgrind (not in
+    /// the smoke run).
+    Instructions,
 }
 
 /// `W` watchers while `R` objects are written per second.
@@ -317,7 +323,12 @@ impl Plan {
                     Phase::Storage,
                     Phase::Overload,
                     Phase::Clusters,
+                    Phase::Instructions,
                 ]
+                .into_iter()
+                // A debug server under callgrind takes minutes.
+                .filter(|p| base.tier != "smoke" || *p != Phase::Instructions)
+                .collect()
             }),
         }
     }
@@ -426,12 +437,15 @@ mod tests {
         assert_eq!(plan.tier, "smoke");
         assert_eq!(plan.duration, Duration::from_secs(3));
         assert_eq!(plan.phases.len(), 10);
+        assert!(!plan.phases.contains(&Phase::Instructions));
         assert_eq!(plan.gc_objects, 600);
         assert_eq!(plan.admission_creates, 50);
         assert_eq!(plan.crds, 10);
         let full = Plan::from_args(&Args::parse_from(["apiserver-bench", "--full"]));
         assert_eq!(full.list_objects, vec![10_000, 100_000]);
         assert_eq!(full.crds, 5_000);
+        assert_eq!(full.phases.len(), 11);
+        assert_eq!(full.phases.last(), Some(&Phase::Instructions));
         let only = Args::parse_from(["apiserver-bench", "--phases", "crds", "--crds", "50"]);
         let only = Plan::from_args(&only);
         assert_eq!((only.phases, only.crds), (vec![Phase::Crds], 50));

@@ -29,6 +29,10 @@ const PHASE: &str = "1 writes";
 const BUDGET_CONCURRENCY: usize = 64;
 /// Server throughput over raw etcd throughput the issue asks for.
 const BUDGET_RATIO: f64 = 0.9;
+/// Issue 31: the server's CPU per ConfigMap create or update at c=64, and
+/// per Deployment create, in µs.
+const CPU_BUDGET_US: f64 = 200.0;
+const DEPLOYMENT_CPU_BUDGET_US: f64 = 450.0;
 
 pub async fn run(b: &Bench) -> Result<Vec<Row>> {
     let http = &b.server.http;
@@ -137,9 +141,11 @@ async fn deployment_creates(b: &Bench, kv: &mut KvClient, c: usize, d: Duration)
         &srv,
         &raw,
     );
-    // The budget row is the ConfigMap one; this row shows what kube's
-    // per-kind rules cost next to it.
-    row.budget = None;
+    // Issue 17's throughput budget is the ConfigMap rows'; this row shows
+    // what kube's per-kind rules cost next to them, judged by issue 31's
+    // CPU budget.
+    row.budget = cpu_budget(&srv.0, srv.1, DEPLOYMENT_CPU_BUDGET_US)
+        .filter(|_| c == BUDGET_CONCURRENCY && row.problem.is_none());
     Ok(row)
 }
 
@@ -215,9 +221,26 @@ fn row(
         .problem()
         .or_else(|| raw.problem().map(|p| format!("raw etcd: {p}")));
     if c == BUDGET_CONCURRENCY && row.problem.is_none() {
-        row.budget = Some(Budget::at_least("≥ 0.90× etcd", ratio, BUDGET_RATIO));
+        let etcd = Budget::at_least("≥ 0.90× etcd", ratio, BUDGET_RATIO);
+        row.budget = Some(match cpu_budget(srv, *srv_cpu, CPU_BUDGET_US) {
+            Some(cpu) => Budget::all(vec![etcd, cpu]),
+            None => etcd,
+        });
     }
     row
+}
+
+/// Issue 31's budget on the server's CPU per write (`None` when /proc
+/// could not be read).
+fn cpu_budget(srv: &LoadResult, cpu: Option<Cpu>, max_us: f64) -> Option<Budget> {
+    let n = srv.rec.hist.count();
+    let cpu = cpu.filter(|_| n > 0)?;
+    Some(Budget::under(
+        &format!("server CPU ≤ {max_us:.0} µs/write"),
+        cpu.server * 1e6 / n as f64,
+        max_us,
+        " µs",
+    ))
 }
 
 /// A prefix as long as `prefix` that no key under `prefix` starts with

@@ -146,6 +146,7 @@ async fn run(
             Phase::Storage => bench::storage::run(&b).await,
             Phase::Overload => bench::overload::run(&b).await,
             Phase::Clusters => bench::clusters::run(&b).await,
+            Phase::Instructions => bench::instructions::run(&b).await,
         };
         match result {
             Ok(mut r) => rows.append(&mut r),
@@ -178,6 +179,7 @@ fn phase_name(p: Phase) -> &'static str {
         Phase::Storage => "9 storage",
         Phase::Overload => "10 overload",
         Phase::Clusters => "11 clusters",
+        Phase::Instructions => "12 instructions",
     }
 }
 
