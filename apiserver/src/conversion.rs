@@ -47,7 +47,18 @@ async fn convert_custom(
     if todo.is_empty() {
         return Ok(());
     }
-    crate::crd::conversion::convert(res, info, objs, todo, api_version).await
+    // Boxed: a conversion webhook call's future is several KiB, and inline
+    // it made the future of every read and write that may convert as large,
+    // copied whole at each move (BENCHMARKS.md, "Instructions per GET:
+    // logging and futures").
+    Box::pin(crate::crd::conversion::convert(
+        res,
+        info,
+        objs,
+        todo,
+        api_version,
+    ))
+    .await
 }
 
 /// `obj` (as stored) as the request sees it: in the version of `res`, and

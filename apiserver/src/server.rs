@@ -141,7 +141,9 @@ async fn api(State(state): State<Arc<AppState>>, req: Request<Body>) -> Response
     if let Some(remote) =
         crate::aggregator::proxy::route(state.discovery.remotes(), req.uri().path())
     {
-        return crate::aggregator::proxy::forward(&state, remote, req).await;
+        // Boxed: the proxy's HTTP client future is large, and inline it
+        // would set the size of every request's future.
+        return Box::pin(crate::aggregator::proxy::forward(&state, remote, req)).await;
     }
     crate::handlers::dispatch(state, req).await
 }

@@ -103,39 +103,56 @@ pub async fn middleware(mut req: Request, next: Next) -> Response {
         .and_then(RequestId::from_header)
         .unwrap_or_else(RequestId::generate);
     req.extensions_mut().insert(id.clone());
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let span = tracing::info_span!(
-        "request",
-        otel.name = "KubernetesAPI",
-        otel.kind = "server",
-        otel.status_code = tracing::field::Empty,
-        audit_id = id.as_str(),
-        method = %req.method(),
-        path = req.uri().path(),
-        user_agent,
-        status = tracing::field::Empty,
-        latency_ms = tracing::field::Empty,
-    );
-    if EXPORTING.load(Ordering::Relaxed) {
+    let exporting = EXPORTING.load(Ordering::Relaxed);
+    // The `served` line's own fields, kept only when it is written.
+    let served = tracing::enabled!(tracing::Level::DEBUG)
+        .then(|| (req.method().clone(), req.uri().path().to_owned()));
+    let span = if exporting {
+        let user_agent = req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let span = tracing::info_span!(
+            "request",
+            otel.name = "KubernetesAPI",
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            audit_id = id.as_str(),
+            method = %req.method(),
+            path = req.uri().path(),
+            user_agent,
+            status = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        );
         adopt_remote_parent(&span, req.headers());
-    }
+        span
+    } else {
+        // For the logs only the id, which ties a line to the request and
+        // to its audit event (where method, path and user agent are): the
+        // log layer formats every field of every span when it opens, which
+        // for the full set cost about 15k instructions per request, an
+        // eighth of a cached GET (BENCHMARKS.md, "Instructions per GET:
+        // logging and futures").
+        tracing::info_span!("request", audit_id = %id.as_str())
+    };
     let mut response = CURRENT
         .scope(id.clone(), next.run(req))
         .instrument(span.clone())
         .await;
     let status = response.status();
     let latency = start.elapsed();
-    // As i64: exporters keep that as an integer (u64 may become a string).
-    span.record("status", i64::from(status.as_u16()));
-    span.record("latency_ms", latency_ms(latency));
-    if status.is_server_error() {
-        span.record("otel.status_code", "error");
+    if exporting {
+        // As i64: exporters keep that as an integer (u64 may become a string).
+        span.record("status", i64::from(status.as_u16()));
+        span.record("latency_ms", latency_ms(latency));
+        if status.is_server_error() {
+            span.record("otel.status_code", "error");
+        }
     }
-    tracing::debug!(parent: &span, status = status.as_u16(), latency_ms = latency_ms(latency), "served");
+    if let Some((method, path)) = served {
+        tracing::debug!(parent: &span, %method, path, status = status.as_u16(), latency_ms = latency_ms(latency), "served");
+    }
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert(AUDIT_ID, v);
     }
@@ -257,6 +274,7 @@ pub fn init(
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
         EXPORTING.store(true, Ordering::Relaxed);
+        watchcache::etcd::export_spans(true);
     }
     Ok(Telemetry { provider })
 }

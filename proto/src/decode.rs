@@ -82,7 +82,7 @@ fn read_scalar(r: &mut Reader<'_>, s: Scalar, field: &str) -> Result<Value, Prot
         Scalar::Double => float_value(field, f64::from_bits(r.fixed64()?))?,
         // Go keeps invalid UTF-8 in strings and its JSON encoder writes
         // U+FFFD for it; from_utf8_lossy does the same.
-        Scalar::String => Value::String(String::from_utf8_lossy(r.bytes()?).into_owned()),
+        Scalar::String => Value::String(crate::wire::lossy_string(r.bytes()?)),
         Scalar::Bytes => Value::String(STANDARD.encode(r.bytes()?)),
     })
 }

@@ -37,7 +37,7 @@ fn string_field(
             wire_type,
         });
     }
-    Ok(String::from_utf8_lossy(r.bytes()?).into_owned())
+    Ok(crate::wire::lossy_string(r.bytes()?))
 }
 
 /// Decodes a request/response body of content type

@@ -123,6 +123,18 @@ pub(crate) fn put_len(out: &mut Vec<u8>, number: u32, data: &[u8]) {
     out.extend_from_slice(data);
 }
 
+/// `bytes` as a string, invalid UTF-8 replaced by U+FFFD as Go's JSON
+/// encoder writes it. Valid input (nearly all) is checked by
+/// `str::from_utf8`, which reads ASCII a word at a time; the lossy
+/// conversion alone walked every byte and cost a 2 KiB ConfigMap's create
+/// about 35k instructions (BENCHMARKS.md, "Instructions per create").
+pub(crate) fn lossy_string(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +175,13 @@ mod tests {
             Reader::new(&[0x0b]).skip(3),
             Err(ProtoError::UnsupportedWireType(3))
         );
+    }
+
+    #[test]
+    fn valid_text_is_kept_and_invalid_bytes_become_replacement_characters() {
+        assert_eq!(super::lossy_string(b"caf\xc3\xa9"), "café");
+        assert_eq!(super::lossy_string(b""), "");
+        assert_eq!(super::lossy_string(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(super::lossy_string(b"\xc3"), "\u{fffd}");
     }
 }

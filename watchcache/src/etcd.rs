@@ -105,6 +105,20 @@ impl std::fmt::Display for KeyField<'_> {
     }
 }
 
+/// Whether etcd requests open spans of their own: only when spans are
+/// exported (the server sets it with its exporter). Without an exporter a
+/// log line written during an etcd request still carries the request's
+/// `audit_id` from the enclosing request span, and formatting an `etcd`
+/// span's fields for the log layer cost thousands of instructions per etcd
+/// request (BENCHMARKS.md, "Instructions per GET: logging and futures").
+static SPANS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the `etcd` spans of every store on (an exporter is installed) or
+/// off.
+pub fn export_spans(on: bool) {
+    SPANS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl EtcdTelemetry {
     /// Sets the observer; `false` when one was set already (it stays).
     pub fn observe_with(&self, observer: Arc<dyn EtcdObserver>) -> bool {
@@ -119,6 +133,15 @@ impl EtcdTelemetry {
         key: &[u8],
         fut: impl Future<Output = std::result::Result<T, E>>,
     ) -> std::result::Result<T, E> {
+        let observer = self.observer.get();
+        if !SPANS.load(std::sync::atomic::Ordering::Relaxed) {
+            let start = Instant::now();
+            let result = fut.await;
+            if let Some(o) = observer {
+                o.finished(operation, key, start.elapsed(), result.is_ok());
+            }
+            return result;
+        }
         let span = tracing::info_span!(
             "etcd",
             otel.kind = "client",
@@ -127,7 +150,6 @@ impl EtcdTelemetry {
             key = %KeyField(key),
             audit_id = tracing::field::Empty,
         );
-        let observer = self.observer.get();
         if let Some(o) = observer {
             o.started(&span);
         }

@@ -54,6 +54,11 @@ impl Webhooks {
     pub fn has_mutating(&self) -> bool {
         !self.current().mutating.is_empty()
     }
+
+    /// Whether any validating webhook is configured.
+    pub fn has_validating(&self) -> bool {
+        !self.current().validating.is_empty()
+    }
 }
 
 #[derive(Default)]

@@ -314,8 +314,14 @@ async fn verb(
             return Err(Status::method_not_allowed().into());
         }
     }
+    // The writes are boxed, each in its own allocation: inline, the
+    // largest of them (a patch, 3 KiB) set the size of every request's
+    // future, reads included, and that future is copied whole at each move
+    // through the filter chain (BENCHMARKS.md, "Instructions per GET:
+    // logging and futures"). The reads stay inline: they are small.
     if let Some(Subresource::Create { answer, .. }) = scope.subresource.as_ref() {
-        return create::create_virtual(scope, *answer, read_body(body).await?).await;
+        let body = read_body(body).await?;
+        return Box::pin(create::create_virtual(scope, *answer, body)).await;
     }
     match (method, named) {
         (Method::GET, true) if is_scale => scale::get(scope).await,
@@ -328,16 +334,22 @@ async fn verb(
                 list::list(scope, params).await
             }
         }
-        (Method::POST, false) => create::create(scope, read_body(body).await?).await,
-        (Method::PUT, true) if is_scale => scale::update(scope, read_body(body).await?).await,
-        (Method::PUT, true) => update::update(scope, read_body(body).await?).await,
-        (Method::PATCH, true) if is_scale => scale::patch(scope, read_body(body).await?).await,
-        (Method::PATCH, true) => patch::patch(scope, read_body(body).await?).await,
-        (Method::DELETE, true) => delete::delete(scope, read_body(body).await?).await,
+        (Method::POST, false) => Box::pin(create::create(scope, read_body(body).await?)).await,
+        (Method::PUT, true) if is_scale => {
+            Box::pin(scale::update(scope, read_body(body).await?)).await
+        }
+        (Method::PUT, true) => Box::pin(update::update(scope, read_body(body).await?)).await,
+        (Method::PATCH, true) if is_scale => {
+            Box::pin(scale::patch(scope, read_body(body).await?)).await
+        }
+        (Method::PATCH, true) => Box::pin(patch::patch(scope, read_body(body).await?)).await,
+        (Method::DELETE, true) => Box::pin(delete::delete(scope, read_body(body).await?)).await,
         (Method::DELETE, false) if !res.delete.collection => {
             Err(Status::method_not_allowed().into())
         }
-        (Method::DELETE, false) => delete::delete_collection(scope, read_body(body).await?).await,
+        (Method::DELETE, false) => {
+            Box::pin(delete::delete_collection(scope, read_body(body).await?)).await
+        }
         _ => Err(Status::method_not_allowed().into()),
     }
 }

@@ -527,7 +527,8 @@ impl Cacher {
             if self.shared().read().revision >= target {
                 Some(target)
             } else {
-                self.progress_mark().await.ok()
+                // Boxed as the etcd fallbacks are (below).
+                Box::pin(self.progress_mark()).await.ok()
             }
         };
         let wanted = marked.unwrap_or(target).max(target);
@@ -570,7 +571,8 @@ impl Cacher {
         {
             return Ok(true);
         }
-        let current = self.inner.store.revision().await?;
+        // Boxed as the etcd fallbacks are (above).
+        let current = Box::pin(self.inner.store.revision()).await?;
         if current < n {
             return Err(StorageError::TooLargeResourceVersion {
                 requested: n,
@@ -639,14 +641,26 @@ impl Cacher {
         self.inner.store.watch(key, opts).await
     }
 
-    async fn get_etcd(&self, key: &str, freshness: Freshness) -> Result<Option<Object>> {
+    // The etcd fallbacks are boxed: an etcd request's future is several
+    // KiB, and inline it would make the future of every cached read as
+    // large, copied whole each time it moves (BENCHMARKS.md, "Instructions
+    // per GET: logging and futures").
+    fn get_etcd<'a>(
+        &'a self,
+        key: &'a str,
+        freshness: Freshness,
+    ) -> futures_util::future::BoxFuture<'a, Result<Option<Object>>> {
         self.delegated();
-        self.inner.store.get(key, freshness).await
+        Box::pin(self.inner.store.get(key, freshness))
     }
 
-    async fn list_etcd(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+    fn list_etcd<'a>(
+        &'a self,
+        prefix: &'a str,
+        opts: &'a ListOptions,
+    ) -> futures_util::future::BoxFuture<'a, Result<ListResult>> {
         self.delegated();
-        self.inner.store.list(prefix, opts).await
+        Box::pin(self.inner.store.list(prefix, opts))
     }
 
     /// A watch that starts with the initial events of a snapshot:
