@@ -75,6 +75,10 @@ pub struct CustomInfo {
 pub struct VersionSchema {
     /// The CRD's `openAPIV3Schema` for this version, as compact JSON.
     openapi: Box<str>,
+    /// Whether the text has a `"default":` key anywhere: false means no
+    /// node has a default, so reads of a CRD without defaults need not
+    /// compile the schema to know it.
+    maybe_defaults: bool,
     /// `[group, version, kind]`.
     gvk: Box<[String; 3]>,
     /// The OpenAPI definition name of the kind.
@@ -139,11 +143,15 @@ impl VersionSchema {
     ) -> Self {
         let openapi = match openapi {
             Some(v) => v.to_string(),
-            None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
-                .to_string(),
+            None => {
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}).to_string()
+            }
         };
         LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         VersionSchema {
+            // Compact JSON writes a key as `"default":`; a property named
+            // `default` matches too, which only costs a compile.
+            maybe_defaults: openapi.contains("\"default\":"),
             openapi: openapi.into_boxed_str(),
             definition: definition_name(group, version, kind),
             gvk: Box::new([group.to_string(), version.to_string(), kind.to_string()]),
@@ -155,14 +163,16 @@ impl VersionSchema {
 
     /// The definitions set, built on the first call.
     fn schema(&self) -> &apimachinery::schema::Schema {
-        self.schema.get_or_init(|| {
-            let openapi: Value = serde_json::from_str(&self.openapi).unwrap_or(Value::Null);
-            let [group, version, kind] = &*self.gvk;
-            let root = cr_definition(group, version, kind, openapi);
-            let mut defs = Map::new();
-            defs.insert(self.definition.clone(), root);
-            apimachinery::schema::Schema::with_shared(defs, Some(self.shared.clone()))
-        })
+        self.schema.get_or_init(|| self.build_schema())
+    }
+
+    fn build_schema(&self) -> apimachinery::schema::Schema {
+        let openapi: Value = serde_json::from_str(&self.openapi).unwrap_or(Value::Null);
+        let [group, version, kind] = &*self.gvk;
+        let root = cr_definition(group, version, kind, openapi);
+        let mut defs = Map::new();
+        defs.insert(self.definition.clone(), root);
+        apimachinery::schema::Schema::with_shared(defs, Some(self.shared.clone()))
     }
 
     /// The structural form, validators and rules, built on the first call.
@@ -287,14 +297,31 @@ fn drop_descriptions(s: &mut Structural) {
 
 impl CustomInfo {
     /// The version's schema as an OpenAPI definition (built on the first
-    /// call).
+    /// call and kept: the write paths read it on every write).
     pub fn schema(&self) -> Option<apimachinery::schema::TypeRef<'_>> {
         self.compiled.schema().by_name(&self.compiled.definition)
     }
 
-    /// Whether the schema has any `default` at all.
+    /// `f` with the version's schema as [`Self::schema`] gives it, without
+    /// keeping it if it was not built yet: for readers that visit every
+    /// CRD once (OpenAPI documents), so that they do not hold every CRD's
+    /// definition for good.
+    pub fn with_schema<R>(
+        &self,
+        f: impl FnOnce(Option<apimachinery::schema::TypeRef<'_>>) -> R,
+    ) -> R {
+        let c = &self.compiled;
+        match c.schema.get() {
+            Some(s) => f(s.by_name(&c.definition)),
+            None => f(c.build_schema().by_name(&c.definition)),
+        }
+    }
+
+    /// Whether the schema may have a `default` (false: it has none). Read
+    /// from the schema's text, so that a LIST of a CRD without defaults
+    /// does not compile the schema; [`Self::would_default`] compiles it.
     pub fn has_defaults(&self) -> bool {
-        self.compiled.compiled().is_some_and(|c| c.has_defaults)
+        self.compiled.maybe_defaults
     }
 
     /// Whether applying the schema's defaults would change `obj`.
@@ -355,5 +382,100 @@ impl CustomInfo {
         }
         errs.extend(c.rules.evaluate(v.schema(), obj, old));
         errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(openapi: Value) -> CustomInfo {
+        CustomInfo {
+            crd: "widgets.example.com".into(),
+            storage_version: "v1".into(),
+            deprecation: None,
+            columns: Vec::new(),
+            compiled: VersionSchema::new(
+                "example.com",
+                "v1",
+                "Widget",
+                Arc::new(Map::new()),
+                Some(&openapi),
+            ),
+            conversion: None,
+            terminating: false,
+        }
+    }
+
+    fn widget_schema() -> Value {
+        json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "x-kubernetes-validations": [{"rule": "self.replicas < 10", "message": "too many"}],
+            "properties": {
+                "replicas": {"type": "integer", "maximum": 20},
+                "color": {"type": "string", "default": "blue"}}}}})
+    }
+
+    #[test]
+    fn the_schema_is_compiled_on_first_use_and_once() {
+        let w = info(widget_schema());
+        let c = &w.compiled;
+        assert_eq!(c.compiled_at(), None, "compiled before any use");
+        assert!(!c.schema_built());
+        // What a LIST asks first reads the text only.
+        assert!(w.has_defaults());
+        assert_eq!(c.compiled_at(), None, "has_defaults compiled the schema");
+        // OpenAPI's visit builds the definition for itself alone.
+        let name = w.with_schema(|t| t.and_then(|t| t.name().map(str::to_string)));
+        assert_eq!(name.as_deref(), Some("com.example.v1.Widget"));
+        assert!(!c.schema_built(), "with_schema kept the definition");
+        assert_eq!(c.compiled_at(), None);
+
+        let bad = json!({"spec": {"replicas": 15}});
+        let errs = w.validate(&bad, None);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].message, "Invalid value: \"object\": too many");
+        let at = c.compiled_at().expect("validate compiled the schema");
+        assert_ne!(at, 0, "a structural schema compiled to nothing");
+        let mut obj = json!({"spec": {"replicas": 1}});
+        assert!(w.would_default(&obj));
+        w.prepare(&mut obj);
+        assert_eq!(obj, json!({"spec": {"replicas": 1, "color": "blue"}}));
+        assert_eq!(w.validate(&bad, None).len(), 1);
+        assert_eq!(c.compiled_at(), Some(at), "compiled again");
+
+        assert!(w
+            .schema()
+            .is_some_and(|t| t.path(&["spec", "color"]).is_some()));
+        assert!(c.schema_built());
+        // From then on with_schema reads the kept one.
+        assert!(w.with_schema(|t| t.is_some()));
+    }
+
+    #[test]
+    fn a_schema_without_defaults_says_so_from_its_text() {
+        let w = info(json!({"type": "object", "properties": {"spec": {"type": "object"}}}));
+        assert!(!w.has_defaults());
+        assert!(!w.would_default(&json!({"spec": {}})));
+        // A property named `default` only makes the answer cautious.
+        let d = info(json!({"type": "object", "properties": {"default": {"type": "string"}}}));
+        assert!(d.has_defaults());
+        assert!(!d.would_default(&json!({"default": "x"})));
+    }
+
+    #[test]
+    fn a_schema_that_is_not_structural_validates_nothing() {
+        let w = info(json!({"type": "object", "properties": {"spec": {"$ref": "#/x"}}}));
+        assert!(w.validate(&json!({"spec": 1}), None).is_empty());
+        let mut obj = json!({"spec": 1, "unknown": null});
+        w.prepare(&mut obj);
+        assert_eq!(obj, json!({"spec": 1, "unknown": null}));
+        assert_eq!(
+            w.compiled.compiled_at(),
+            Some(0),
+            "tried once, nothing kept"
+        );
+        // Its OpenAPI definition is still served.
+        assert!(w.schema().is_some());
     }
 }
