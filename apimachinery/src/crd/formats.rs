@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use base64::Engine;
 use regex::Regex;
 
+#[cfg(test)]
 use super::types::JSONSchemaProps;
 
 /// The string formats kube supports (as of 1.34), dashes removed.
@@ -50,16 +51,18 @@ fn normalize(format: &str) -> String {
 
 /// The format kube validates a node with: its `format` if supported for the
 /// node's type, else none.
+#[cfg(test)]
 pub(crate) fn effective(s: &JSONSchemaProps) -> &str {
-    let f = s.format.as_str();
+    effective_of(&s.type_, &s.format, s.x_int_or_string)
+}
+
+/// [`effective`] from a node's `type`, `format` and
+/// `x-kubernetes-int-or-string`, whichever form holds them.
+pub(crate) fn effective_of<'a>(type_: &str, f: &'a str, int_or_string: bool) -> &'a str {
     if f.is_empty() {
         return "";
     }
-    let t = if s.x_int_or_string {
-        ""
-    } else {
-        s.type_.as_str()
-    };
+    let t = if int_or_string { "" } else { type_ };
     let keep = match t {
         "" | "string" => SUPPORTED.contains(&normalize(f).as_str()),
         "integer" => f == "int32" || f == "int64",

@@ -1273,6 +1273,25 @@ proptest! {
         let _ = validate_crd(&crd(schema), Some(&crd(json!({"type": "object"}))));
     }
 
+    /// The validator walks the structural schema itself; it must answer
+    /// exactly as the OpenAPI form kube validates with (`ToKubeOpenAPI`).
+    #[test]
+    fn structural_walk_answers_as_the_openapi_form(schema in schema_value(), value in json_value(), old in json_value()) {
+        if let Ok(s) = Structural::from_json(&schema) {
+            let props = s.to_props();
+            let as_props = |old: Option<&Value>| {
+                let mut out = validate_props_update(&props, &value, old);
+                super::listtype::list_types(&s, &value, "", &mut out);
+                super::objectmeta::embedded_meta(&s, &value, "", true, &mut out);
+                msgs(&out)
+            };
+            prop_assert_eq!(msgs(&validate(&s, &value)), as_props(None));
+            prop_assert_eq!(msgs(&validate_update(&s, &value, &old)), as_props(Some(&old)));
+            let v = SchemaValidator::new(s.clone());
+            prop_assert_eq!(msgs(&v.validate(&value)), as_props(None));
+        }
+    }
+
     #[test]
     fn defaulting_is_idempotent(schema in schema_value(), value in json_value()) {
         if let Ok(s) = Structural::from_json(&schema) {

@@ -32,7 +32,7 @@ use crate::registry::custom::{CustomInfo, VersionSchema};
 use crate::registry::{NameRule, Resource, Row, ScaleSelector, Shared, Str, Subresource};
 use apimachinery::jsonpath;
 use apimachinery::read::FieldAttr;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -42,7 +42,7 @@ pub use names::accepted_names;
 // and what a CRD says of a version live in the registry, below this
 // module; named here too for the controller, the metrics and the table
 // writer (one step: they may name the registry directly).
-pub use crate::registry::custom::{live_rows, PrinterColumn};
+pub use crate::registry::custom::{definition_name, live_rows, PrinterColumn};
 pub use crate::registry::definition::{v1beta1, CLEANUP_FINALIZER, GROUP, PLURAL};
 
 fn name_list(v: &[String]) -> Shared<[Str]> {
@@ -94,50 +94,6 @@ fn collect_refs(v: &Value, out: &mut Vec<String>) {
         Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
         _ => {}
     }
-}
-
-/// kube's OpenAPI definition name of a custom kind: the group reversed,
-/// then version and kind (`com.example.v1.Widget`).
-pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
-    let mut parts: Vec<&str> = group.split('.').collect();
-    parts.reverse();
-    format!("{}.{version}.{kind}", parts.join("."))
-}
-
-fn version_schema(
-    group: &str,
-    version: &str,
-    kind: &str,
-    openapi: &Value,
-) -> (String, Map<String, Value>) {
-    let mut root = openapi.as_object().cloned().unwrap_or_default();
-    root.entry("type").or_insert_with(|| json!("object"));
-    let props = root
-        .entry("properties")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .map(std::mem::take)
-        .unwrap_or_default();
-    let mut props = props;
-    props.insert(
-        "metadata".into(),
-        json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}),
-    );
-    props
-        .entry("apiVersion")
-        .or_insert_with(|| json!({"type": "string"}));
-    props
-        .entry("kind")
-        .or_insert_with(|| json!({"type": "string"}));
-    root.insert("properties".into(), Value::Object(props));
-    root.insert(
-        "x-kubernetes-group-version-kind".into(),
-        json!([{"group": group, "version": version, "kind": kind}]),
-    );
-    let name = definition_name(group, version, kind);
-    let mut defs = Map::new();
-    defs.insert(name.clone(), Value::Object(root));
-    (name, defs)
 }
 
 fn columns(v: &Value) -> Vec<PrinterColumn> {
@@ -333,13 +289,7 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
         .into_iter()
         .map(|v| {
             let version = s(v, "name");
-            let openapi = v
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-                .unwrap_or_else(
-                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-                );
-            let (definition, defs) = version_schema(&group, &version, &kind, &openapi);
+            let openapi = v.pointer("/schema/openAPIV3Schema");
             let deprecation =
                 (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
                     match v.get("deprecationWarning").and_then(Value::as_str) {
@@ -353,10 +303,11 @@ fn build_rows(crd_name: &str, spec: &Value, names: &Value, terminating: bool) ->
                 deprecation,
                 columns: columns(v),
                 compiled: VersionSchema::new(
-                    definition,
-                    defs,
+                    &group,
+                    &version,
+                    &kind,
                     meta_definitions().clone(),
-                    &openapi,
+                    openapi,
                 ),
                 conversion: conversion::webhook_of(spec),
                 terminating,

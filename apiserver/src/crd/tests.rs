@@ -343,3 +343,45 @@ fn rules_at_the_schema_root_run() {
     let ok = json!({"apiVersion": "rooted.example.com/v1", "kind": "Root", "metadata": {"name": "x"}, "spec": {}});
     assert!(info.validate(&ok, None).is_empty());
 }
+
+/// Each CRD's rows compile their own schema: replacing one CRD's schema
+/// changes its validation and no other's, and rows still held keep the
+/// schema they were built with.
+#[test]
+fn crd_schemas_stay_independent() {
+    let with_max = |group: &str, max: i64| {
+        let mut c = crd(group, "knobs", "Knob");
+        c["spec"]["versions"] = json!([{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object",
+                    "x-kubernetes-validations": [{"rule": "self.level != 7", "message": "not seven"}],
+                    "properties": {"level": {"type": "integer", "maximum": max}}}}}}}]);
+        c
+    };
+    let errors = |r: &Row, level: i64| {
+        r.custom
+            .as_ref()
+            .unwrap()
+            .validate(&json!({"spec": {"level": level}}), None)
+            .into_iter()
+            .map(|c| c.message)
+            .collect::<Vec<_>>()
+    };
+    let a = rows(&with_max("a.indep.example.com", 5));
+    let b = rows(&with_max("b.indep.example.com", 5));
+    assert_eq!(errors(&a[0], 6).len(), 1);
+    assert_eq!(errors(&b[0], 6).len(), 1);
+    assert_eq!(errors(&b[0], 7).len(), 2, "schema and CEL errors");
+
+    let a2 = rows(&with_max("a.indep.example.com", 50));
+    assert!(!Shared::ptr_eq(&a2[0], &a[0]));
+    assert!(errors(&a2[0], 6).is_empty(), "the new schema is in force");
+    assert_eq!(errors(&a2[0], 7), ["Invalid value: \"object\": not seven"]);
+    assert_eq!(errors(&b[0], 6).len(), 1, "another CRD's schema changed");
+    assert_eq!(errors(&a[0], 6).len(), 1, "held rows changed schema");
+    // B's rows compiled before A changed, A's after: the same answers as
+    // rows built afresh.
+    let b2 = rows(&with_max("b.indep.example.com", 5));
+    assert!(Shared::ptr_eq(&b2[0], &b[0]), "an unchanged CRD is rebuilt");
+    assert_eq!(errors(&b2[0], 6).len(), 1);
+}

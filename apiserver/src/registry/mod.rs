@@ -382,6 +382,19 @@ impl Resource {
             None => apimachinery::schema::builtin().by_gvk(&self.group, &self.version, &self.kind),
         }
     }
+
+    /// `f` with [`Self::schema`], for a reader that visits every row once
+    /// (OpenAPI): a CRD's schema not built yet is built for `f` alone
+    /// (`CustomInfo::with_schema`), not kept.
+    pub fn with_schema<R>(
+        &self,
+        f: impl FnOnce(Option<apimachinery::schema::TypeRef<'_>>) -> R,
+    ) -> R {
+        match &self.custom {
+            Some(c) => c.with_schema(f),
+            None => f(self.schema()),
+        }
+    }
 }
 
 /// A group with its served versions (preferred first).
