@@ -47,12 +47,36 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
 /// Stable across processes and builds, so clients' caches stay valid until
 /// the content changes.
 pub fn content_hash(data: &[u8]) -> String {
-    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    let mut h = ContentHash::default();
+    h.update(data);
+    h.finish()
+}
+
+/// [`content_hash`] of a document written in pieces (a document streamed
+/// into a compressor is hashed without ever being whole).
+#[derive(Debug, Clone, Copy)]
+pub struct ContentHash(u128);
+
+impl Default for ContentHash {
+    fn default() -> Self {
+        ContentHash(0x6c62_272e_07bb_0142_62b8_2175_6295_c58d)
+    }
+}
+
+impl ContentHash {
     const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-    let h = data
-        .iter()
-        .fold(OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(PRIME));
-    format!("{h:032X}")
+
+    /// Adds the next bytes of the document.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0 = data.iter().fold(self.0, |h, b| {
+            (h ^ u128::from(*b)).wrapping_mul(Self::PRIME)
+        });
+    }
+
+    /// The hash of everything added, as [`content_hash`] writes it.
+    pub fn finish(&self) -> String {
+        format!("{:032X}", self.0)
+    }
 }
 
 #[cfg(test)]
@@ -72,6 +96,10 @@ mod tests {
     #[test]
     fn content_hash_is_stable() {
         assert_eq!(content_hash(b""), "6C62272E07BB014262B821756295C58D");
+        let mut pieces = ContentHash::default();
+        pieces.update(b"open");
+        pieces.update(b"api");
+        assert_eq!(pieces.finish(), content_hash(b"openapi"));
         assert_ne!(content_hash(b"a"), content_hash(b"b"));
     }
 }

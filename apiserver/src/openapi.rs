@@ -18,19 +18,25 @@ mod crd_v2;
 
 use crate::aggregator::{Remote, Remotes};
 use crate::discovery::{
-    content_hash, etag_matches, group_versions, has_deletecollection, parse_accept,
-    subresource_kind,
+    etag_matches, group_versions, has_deletecollection, parse_accept, subresource_kind,
 };
 use crate::registry::{Connect, Registry, Resource, Row, Subresource};
 use crate::version::{KUBE_MAJOR, KUBE_MINOR};
 use apimachinery::schema::Schema;
+use apimachinery::version::ContentHash;
 use apimachinery::Status;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
 
 const DEFINITIONS_REF: &str = "#/definitions/";
@@ -476,10 +482,9 @@ fn connect_ops(gv: &GroupVersion, r: &Resource, c: &Connect, suffix: &str) -> Ve
 }
 
 /// The paths kube serves for one resource.
-fn resource_paths(r: &Resource, schema: &Schema) -> Vec<PathItem> {
+fn resource_paths(r: &Resource, defs: &DefSource) -> Vec<PathItem> {
     let gv = GroupVersion::new(&r.group, &r.version);
-    let def =
-        |g: &str, v: &str, k: &str| schema.definition_name_for_gvk(g, v, k).map(str::to_string);
+    let def = |g: &str, v: &str, k: &str| defs.name_for_gvk(g, v, k).map(str::to_string);
     let defs = Definitions {
         object: def(&r.group, &r.version, &r.kind),
         gvk: (
@@ -667,7 +672,7 @@ fn discovery_item(
 
 fn group_version_paths(
     registry: &Registry,
-    schema: &Schema,
+    defs: &DefSource,
     group: &str,
     version: &str,
 ) -> Vec<PathItem> {
@@ -680,7 +685,7 @@ fn group_version_paths(
         meta("APIResourceList"),
     )];
     for r in registry.in_group_version(group, version) {
-        items.extend(resource_paths(&r, schema));
+        items.extend(resource_paths(&r, defs));
     }
     items
 }
@@ -832,112 +837,187 @@ fn op_v3(op: &Op) -> Value {
     Value::Object(m)
 }
 
-fn render_paths(items: &[PathItem], v3: bool) -> Map<String, Value> {
-    let mut paths = Map::new();
-    for item in items {
-        let mut m = Map::new();
-        for op in &item.ops {
-            m.insert(
-                op.method.to_string(),
-                if v3 { op_v3(op) } else { op_v2(op) },
-            );
-        }
-        if !item.params.is_empty() {
-            let params = item
-                .params
-                .iter()
-                .map(|p| if v3 { param_v3(p) } else { param_v2(p) })
-                .collect();
-            m.insert("parameters".into(), Value::Array(params));
-        }
-        paths.insert(item.path.clone(), Value::Object(m));
+/// Every `$ref` target (with `prefix` stripped) under `m`.
+fn collect_map_refs(m: &Map<String, Value>, prefix: &str, out: &mut BTreeSet<String>) {
+    if let Some(target) = m
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix(prefix))
+    {
+        out.insert(target.to_string());
     }
-    paths
+    m.values().for_each(|v| collect_refs(v, prefix, out));
 }
 
 /// Every `$ref` target (with `prefix` stripped) under `v`.
 fn collect_refs(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
     match v {
-        Value::Object(m) => {
-            if let Some(target) = m
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| r.strip_prefix(prefix))
-            {
-                out.insert(target.to_string());
-            }
-            m.values().for_each(|v| collect_refs(v, prefix, out));
-        }
+        Value::Object(m) => collect_map_refs(m, prefix, out),
         Value::Array(a) => a.iter().for_each(|v| collect_refs(v, prefix, out)),
         _ => {}
     }
 }
 
-/// The definitions `paths` reach, directly or through other definitions.
-fn reachable(paths: &Value, prefix: &str, definitions: &Map<String, Value>) -> BTreeSet<String> {
-    let mut pending = BTreeSet::new();
-    collect_refs(paths, prefix, &mut pending);
+/// The definitions the operations of `items` name (bodies and answers).
+fn direct_refs(items: &[PathItem], out: &mut BTreeSet<String>) {
+    for op in items.iter().flat_map(|i| &i.ops) {
+        out.extend(op.body.iter().map(|b| b.definition.clone()));
+        out.extend(
+            op.responses
+                .iter()
+                .filter_map(|(_, d)| d.as_deref())
+                .filter(|d| *d != STRING_SCHEMA)
+                .map(str::to_string),
+        );
+    }
+}
+
+/// `direct` and every definition they reach through other definitions.
+/// (A custom kind's v2 form only drops nodes; the one reference it can
+/// drop, `metadata`'s ObjectMeta, every v2 document reaches through the
+/// built-in paths, so reading the v3 form finds the same set.)
+fn reachable(mut pending: BTreeSet<String>, defs: &DefSource) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
     while let Some(name) = pending.pop_first() {
-        if !seen.insert(name.clone()) {
+        if seen.contains(&name) {
             continue;
         }
-        if let Some(def) = definitions.get(&name) {
+        if let Some(def) = defs.get(&name) {
             let mut found = BTreeSet::new();
-            collect_refs(def, DEFINITIONS_REF, &mut found);
+            collect_map_refs(def, DEFINITIONS_REF, &mut found);
             pending.extend(found.into_iter().filter(|n| !seen.contains(n)));
         }
+        seen.insert(name);
     }
     seen
 }
 
-/// Rewrites `#/definitions/` references to `#/components/schemas/`.
-fn rewrite_refs(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v.as_str()) {
-                        ("$ref", Some(r)) => match r.strip_prefix(DEFINITIONS_REF) {
-                            Some(name) => json!(format!("{SCHEMAS_REF}{name}")),
-                            None => v.clone(),
-                        },
-                        _ => rewrite_refs(v),
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(rewrite_refs).collect()),
-        other => other.clone(),
-    }
+/// Where a document's definitions come from: schemas looked up in order
+/// (the first that has a name wins), referred to, never copied.
+struct DefSource<'a> {
+    schemas: Vec<&'a Schema>,
+    /// The custom kinds' own definitions, which `/openapi/v2` publishes in
+    /// their v2 form ([`crd_v2::definition_of`]).
+    v2_forms: HashSet<&'a str>,
 }
 
-/// A v2 definition as an OpenAPI 3 schema. The two types that are a string
-/// or a number on the wire are published as `oneOf`, as kube does.
-fn schema_v3(name: &str, def: &Value) -> Value {
-    match name {
-        INT_OR_STRING => {
-            json!({"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]})
+impl<'a> DefSource<'a> {
+    fn of(schemas: Vec<&'a Schema>) -> Self {
+        DefSource {
+            schemas,
+            v2_forms: HashSet::new(),
         }
-        QUANTITY => json!({"oneOf": [{"type": "string"}, {"type": "number"}]}),
-        _ => rewrite_refs(def),
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Map<String, Value>> {
+        self.schemas
+            .iter()
+            .copied()
+            .find_map(|s| s.by_name(name))
+            .map(|t| t.raw())
+    }
+
+    fn name_for_gvk(&self, group: &str, version: &str, kind: &str) -> Option<&'a str> {
+        self.schemas
+            .iter()
+            .copied()
+            .find_map(|s| s.definition_name_for_gvk(group, version, kind))
     }
 }
 
-/// Sorts every object's keys, as Go's encoder does for maps.
-fn sort_keys(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            for (k, mut v) in entries {
-                sort_keys(&mut v);
-                m.insert(k, v);
+// ---------------------------------------------------------------------------
+// Writing: streamed, every object's keys sorted as Go's encoder sorts a
+// map's, nothing copied but one path item or one custom kind's v2 form
+// at a time
+// ---------------------------------------------------------------------------
+
+/// A JSON value written with its objects' keys in byte order; with `v3`,
+/// `#/definitions/` references are written as `#/components/schemas/`.
+struct Sorted<'a> {
+    v: &'a Value,
+    v3: bool,
+}
+
+/// [`Sorted`] for an object.
+struct SortedMap<'a> {
+    m: &'a Map<String, Value>,
+    v3: bool,
+}
+
+/// A `$ref` of a v3 document.
+struct SchemaRef<'a>(&'a str);
+
+impl Serialize for SchemaRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{SCHEMAS_REF}{}", self.0))
+    }
+}
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.v {
+            Value::Object(m) => SortedMap { m, v3: self.v3 }.serialize(s),
+            Value::Array(a) => s.collect_seq(a.iter().map(|v| Sorted { v, v3: self.v3 })),
+            other => other.serialize(s),
+        }
+    }
+}
+
+impl Serialize for SortedMap<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut entries: Vec<(&String, &Value)> = self.m.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut map = s.serialize_map(Some(entries.len()))?;
+        for (k, v) in entries {
+            let v3_ref = match (self.v3, k.as_str(), v.as_str()) {
+                (true, "$ref", Some(r)) => r.strip_prefix(DEFINITIONS_REF),
+                _ => None,
+            };
+            match v3_ref {
+                Some(name) => map.serialize_entry(k, &SchemaRef(name))?,
+                None => map.serialize_entry(k, &Sorted { v, v3: self.v3 })?,
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(sort_keys),
-        _ => {}
+        map.end()
+    }
+}
+
+/// Writes a JSON object an entry at a time.
+struct ObjectWriter<'w> {
+    w: &'w mut dyn Write,
+    first: bool,
+}
+
+impl<'w> ObjectWriter<'w> {
+    fn open(w: &'w mut dyn Write) -> io::Result<Self> {
+        w.write_all(b"{")?;
+        Ok(ObjectWriter { w, first: true })
+    }
+
+    /// Writes `"key":`; the value is for the caller to write.
+    fn key(&mut self, key: &str) -> io::Result<()> {
+        if !self.first {
+            self.w.write_all(b",")?;
+        }
+        self.first = false;
+        serde_json::to_writer(&mut *self.w, key)?;
+        self.w.write_all(b":")
+    }
+
+    fn entry<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> io::Result<()> {
+        self.key(key)?;
+        serde_json::to_writer(&mut *self.w, value)?;
+        Ok(())
+    }
+
+    /// An object value under `key`.
+    fn object(&mut self, key: &str) -> io::Result<ObjectWriter<'_>> {
+        self.key(key)?;
+        ObjectWriter::open(&mut *self.w)
+    }
+
+    fn close(self) -> io::Result<()> {
+        self.w.write_all(b"}")
     }
 }
 
@@ -945,57 +1025,227 @@ fn info() -> Value {
     json!({"title": "Kubernetes", "version": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0")})
 }
 
-fn v3_document(items: &[PathItem], definitions: &Map<String, Value>) -> Value {
-    let paths = Value::Object(render_paths(items, true));
-    let schemas: Map<String, Value> = reachable(&paths, SCHEMAS_REF, definitions)
-        .into_iter()
-        .filter_map(|name| {
-            let def = definitions.get(&name)?;
-            Some((name.clone(), schema_v3(&name, def)))
-        })
-        .collect();
-    let mut doc = json!({
-        "openapi": "3.0.0",
-        "info": info(),
-        "paths": paths,
-        "components": {"schemas": schemas},
-    });
-    sort_keys(&mut doc);
-    doc
+/// One path item as v2 or v3 renders it.
+fn render_item(item: &PathItem, v3: bool) -> Value {
+    let mut m = Map::new();
+    for op in &item.ops {
+        m.insert(
+            op.method.to_string(),
+            if v3 { op_v3(op) } else { op_v2(op) },
+        );
+    }
+    if !item.params.is_empty() {
+        let params = item
+            .params
+            .iter()
+            .map(|p| if v3 { param_v3(p) } else { param_v2(p) })
+            .collect();
+        m.insert("parameters".into(), Value::Array(params));
+    }
+    Value::Object(m)
 }
 
-fn v2_document(items: &[PathItem], definitions: &Map<String, Value>) -> Value {
-    let paths = Value::Object(render_paths(items, false));
-    let used: Map<String, Value> = reachable(&paths, DEFINITIONS_REF, definitions)
-        .into_iter()
-        .filter_map(|name| Some((name.clone(), definitions.get(&name)?.clone())))
-        .collect();
-    let mut doc = json!({"swagger": "2.0", "info": info(), "paths": paths, "definitions": used});
-    sort_keys(&mut doc);
-    doc
+/// Calls its argument with each set of a document's paths, sets in path
+/// order; called twice (the definitions, which come first, are those the
+/// paths reach), so a large document's paths are never all held at once.
+type PathSets<'s> = &'s dyn Fn(&mut dyn FnMut(Vec<PathItem>));
+
+/// Writes a v2 (`swagger: 2.0`) or v3 document of the paths `sets` gives
+/// and the definitions they reach.
+fn write_document(w: &mut dyn Write, v3: bool, defs: &DefSource, sets: PathSets) -> io::Result<()> {
+    let mut direct = BTreeSet::new();
+    sets(&mut |items| direct_refs(&items, &mut direct));
+    let names = reachable(direct, defs);
+    let mut doc = ObjectWriter::open(w)?;
+    if v3 {
+        let mut components = doc.object("components")?;
+        let mut schemas = components.object("schemas")?;
+        write_definitions(&mut schemas, true, defs, &names)?;
+        schemas.close()?;
+        components.close()?;
+    } else {
+        let mut definitions = doc.object("definitions")?;
+        write_definitions(&mut definitions, false, defs, &names)?;
+        definitions.close()?;
+    }
+    doc.entry("info", &Sorted { v: &info(), v3 })?;
+    if v3 {
+        doc.entry("openapi", "3.0.0")?;
+    }
+    {
+        let mut paths = doc.object("paths")?;
+        let mut failed = None;
+        sets(&mut |mut items| {
+            if failed.is_some() {
+                return;
+            }
+            items.sort_by(|a, b| a.path.cmp(&b.path));
+            for (i, item) in items.iter().enumerate() {
+                // A path named twice: the last one, as a map keeps it.
+                if items.get(i + 1).is_some_and(|next| next.path == item.path) {
+                    continue;
+                }
+                let rendered = render_item(item, v3);
+                if let Err(e) = paths.entry(
+                    &item.path,
+                    &Sorted {
+                        v: &rendered,
+                        v3: false,
+                    },
+                ) {
+                    failed = Some(e);
+                    return;
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        paths.close()?;
+    }
+    if !v3 {
+        doc.entry("swagger", "2.0")?;
+    }
+    doc.close()
+}
+
+/// The definitions `names` (in order) as v2 or v3 publishes them.
+fn write_definitions(
+    out: &mut ObjectWriter,
+    v3: bool,
+    defs: &DefSource,
+    names: &BTreeSet<String>,
+) -> io::Result<()> {
+    for name in names {
+        let Some(def) = defs.get(name) else { continue };
+        match name.as_str() {
+            // The two types that are a string or a number on the wire are
+            // published as `oneOf` in v3, as kube does.
+            INT_OR_STRING if v3 => out.entry(
+                name,
+                &json!({"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]}),
+            )?,
+            QUANTITY if v3 => out.entry(
+                name,
+                &json!({"oneOf": [{"type": "string"}, {"type": "number"}]}),
+            )?,
+            _ if !v3 && defs.v2_forms.contains(name.as_str()) => {
+                let v2 = crd_v2::definition_of(def);
+                out.entry(name, &Sorted { v: &v2, v3 })?
+            }
+            _ => out.entry(name, &SortedMap { m: def, v3 })?,
+        }
+    }
+    Ok(())
+}
+
+/// The v3 document of one set of paths.
+fn v3_document(items: Vec<PathItem>, defs: &DefSource) -> Doc {
+    Doc::write(|w| write_document(w, true, defs, &|f| f(items.clone())))
 }
 
 // ---------------------------------------------------------------------------
 // The documents, built once
 // ---------------------------------------------------------------------------
 
-/// One encoded document and its content hash.
+/// One document, kept gzip-compressed (served as it is to clients that take
+/// gzip, which client-go asks for), and the content hash of its JSON.
 #[derive(Clone)]
 pub(crate) struct Doc {
-    body: Bytes,
+    gz: Bytes,
+    /// The length of the uncompressed document.
+    len: usize,
     hash: String,
 }
 
+/// What a document is written into: the hash of the bytes and the
+/// compressor, so the whole document is never held uncompressed.
+struct Sink {
+    hash: ContentHash,
+    len: usize,
+    gz: GzEncoder<Vec<u8>>,
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.gz.write_all(buf)?;
+        self.hash.update(buf);
+        self.len += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How many uncompressed bytes one piece of a body sent decompressed holds.
+const INFLATE_CHUNK: u64 = 64 * 1024;
+
 impl Doc {
+    /// The document `write` writes (it cannot fail but for a bug: then
+    /// the error is logged and the document is what was written).
+    fn write(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Self {
+        let sink = Sink {
+            hash: ContentHash::default(),
+            len: 0,
+            gz: GzEncoder::new(Vec::new(), Compression::fast()),
+        };
+        // serde_json writes a token at a time: batch them for the
+        // compressor.
+        let mut buffered = io::BufWriter::with_capacity(32 * 1024, sink);
+        if let Err(e) = write(&mut buffered) {
+            tracing::error!(error = %e, "writing an OpenAPI document");
+        }
+        if let Err(e) = buffered.flush() {
+            tracing::error!(error = %e, "writing an OpenAPI document");
+        }
+        let (sink, _) = buffered.into_parts();
+        let mut gz = sink.gz.finish().unwrap_or_default();
+        // The buffer doubled as it grew: a document lives until the next
+        // CRD change, so it keeps only its length.
+        gz.shrink_to_fit();
+        Doc {
+            gz: Bytes::from(gz),
+            len: sink.len,
+            hash: sink.hash.finish(),
+        }
+    }
+
+    /// `doc` as it is (a remote's document keeps its own key order).
     fn new(doc: &Value) -> Self {
-        let mut body = serde_json::to_vec(doc).unwrap_or_default();
-        // The writer doubled its buffer as it grew: a document lives until
-        // the next CRD change, so it keeps only its length (the v2 document
-        // of 100 CRDs held 16 MiB for 8 MiB of JSON).
-        body.shrink_to_fit();
-        let body = Bytes::from(body);
-        let hash = content_hash(&body);
-        Doc { body, hash }
+        Doc::write(|w| Ok(serde_json::to_writer(w, doc)?))
+    }
+
+    /// `doc` with every object's keys sorted, as Go's encoder writes maps.
+    fn sorted(doc: &Value) -> Self {
+        Doc::write(|w| Ok(serde_json::to_writer(w, &Sorted { v: doc, v3: false })?))
+    }
+
+    /// The uncompressed document.
+    fn json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        if let Err(e) = GzDecoder::new(&self.gz[..]).read_to_end(&mut out) {
+            tracing::error!(error = %e, "decompressing an OpenAPI document");
+        }
+        out
+    }
+
+    /// The uncompressed document in pieces, decompressed as they are sent.
+    fn json_stream(&self) -> axum::body::Body {
+        let mut decoder = GzDecoder::new(io::Cursor::new(self.gz.clone()));
+        let pieces = std::iter::from_fn(move || {
+            let mut piece = Vec::with_capacity(INFLATE_CHUNK as usize);
+            match Read::by_ref(&mut decoder)
+                .take(INFLATE_CHUNK)
+                .read_to_end(&mut piece)
+            {
+                Ok(0) => None,
+                Ok(_) => Some(Ok(Bytes::from(piece))),
+                Err(e) => Some(Err(e)),
+            }
+        });
+        axum::body::Body::from_stream(futures_util::stream::iter(pieces))
     }
 
     fn etag(&self) -> String {
@@ -1008,10 +1258,10 @@ pub(crate) struct Documents {
     /// `/openapi/v2`, one document of everything: built on first request
     /// when custom resources are served (clients read v3 first).
     v2: OnceLock<Doc>,
-    /// `v2` as gnostic's `openapi.v2.Document` protobuf message, encoded on
-    /// the first request for it (kubectl's client-side validation), or why
-    /// it could not be.
-    v2_proto: OnceLock<Result<Bytes, String>>,
+    /// `v2` as gnostic's `openapi.v2.Document` protobuf message (under
+    /// the JSON's hash), encoded on the first request for it (kubectl's
+    /// client-side validation), or why it could not be.
+    v2_proto: OnceLock<Result<Doc, String>>,
     /// The registry to build `v2` from, when it is built lazily.
     v2_registry: Option<Registry>,
     v3_root: Doc,
@@ -1024,91 +1274,137 @@ impl Documents {
     fn v2(&self) -> &Doc {
         self.v2.get_or_init(|| {
             let registry = self.v2_registry.clone().unwrap_or_default();
-            let schema = v2_schema(&registry);
-            Doc::new(&v2_document(
-                &all_items(&registry, &schema),
-                schema.definitions(),
-            ))
+            v2_doc(&registry, apimachinery::schema::builtin())
         })
     }
 
     /// `v2` in protobuf. These documents are replaced as a whole when the
     /// custom resources change, so the bytes live exactly as long as the
     /// JSON they come from.
-    fn v2_proto(&self) -> &Result<Bytes, String> {
+    fn v2_proto(&self) -> &Result<Doc, String> {
         self.v2_proto.get_or_init(|| {
-            let doc: Value = serde_json::from_slice(&self.v2().body).map_err(|e| e.to_string())?;
-            k8s_proto::encode_openapi_v2(&doc)
-                .map(Bytes::from)
-                .map_err(|e| e.to_string())
+            let json = self.v2();
+            let reader = io::BufReader::new(GzDecoder::new(&json.gz[..]));
+            let doc: Value = serde_json::from_reader(reader).map_err(|e| e.to_string())?;
+            let pb = k8s_proto::encode_openapi_v2(&doc).map_err(|e| e.to_string())?;
+            drop(doc);
+            let mut pb = Doc::write(|w| w.write_all(&pb));
+            pb.hash = json.hash.clone();
+            Ok(pb)
         })
     }
 }
 
-/// The built-in definitions plus each custom kind's in its v2 form
-/// ([`crd_v2::definition`]); they share the ObjectMeta family, which is
-/// the same in both.
-fn v2_schema(registry: &Registry) -> Schema {
-    let mut defs = apimachinery::schema::builtin().definitions().clone();
-    for r in registry.all().refs().filter(|r| r.custom.is_some()) {
+/// `/openapi/v2` of `registry`: the built-in definitions plus each custom
+/// kind's in its v2 form ([`crd_v2::definition_of`]); they share the
+/// ObjectMeta family, which is the same in both.
+fn v2_doc(registry: &Registry, builtin: &Schema) -> Doc {
+    let all = registry.all();
+    let mut defs = DefSource::of(vec![builtin]);
+    for r in all.refs().filter(|r| r.custom.is_some()) {
         if let Some(t) = r.schema() {
-            let own = t.name();
-            for (name, def) in t.schema().all_definitions() {
-                defs.entry(name.clone()).or_insert_with(|| {
-                    if own == Some(name.as_str()) {
-                        crd_v2::definition(def)
-                    } else {
-                        def.clone()
-                    }
-                });
+            defs.schemas.push(t.schema());
+            defs.v2_forms.extend(t.name());
+        }
+    }
+    let mut sets = path_sets(registry);
+    // Each set's paths share the prefix `/{key}/` (a set nested in
+    // another's prefix holds only that prefix's own path), so sets in
+    // that order are paths in order.
+    sets.sort_by_cached_key(|(key, _)| format!("/{key}/"));
+    Doc::write(|w| {
+        write_document(w, false, &defs, &|f| {
+            for (_, set) in &sets {
+                f(set.items(registry, &defs));
+            }
+        })
+    })
+}
+
+/// What one v3 document's paths are made of.
+enum PathSet {
+    /// `/api/`, `/apis/` or `/version/`: one discovery path.
+    Root {
+        path: &'static str,
+        id: &'static str,
+        tag: &'static str,
+        types: &'static [&'static str],
+        definition: String,
+    },
+    /// `/apis/{group}/`.
+    Group(String),
+    /// A group-version's resources.
+    GroupVersion(String, String),
+}
+
+impl PathSet {
+    fn items(&self, registry: &Registry, defs: &DefSource) -> Vec<PathItem> {
+        match self {
+            PathSet::Root {
+                path,
+                id,
+                tag,
+                types,
+                definition,
+            } => vec![discovery_item(
+                path.to_string(),
+                id.to_string(),
+                tag.to_string(),
+                types,
+                definition.clone(),
+            )],
+            PathSet::Group(group) => vec![group_item(group)],
+            PathSet::GroupVersion(group, version) => {
+                group_version_paths(registry, defs, group, version)
             }
         }
     }
-    Schema::new(defs)
 }
 
-fn all_items(registry: &Registry, schema: &Schema) -> Vec<PathItem> {
-    v3_path_sets(registry, schema)
-        .into_iter()
-        .flat_map(|(_, items)| items)
-        .collect()
+/// The discovery path of a named group.
+fn group_item(group: &str) -> PathItem {
+    let g = group_camel(group);
+    discovery_item(
+        format!("/apis/{group}/"),
+        format!("get{g}APIGroup"),
+        lower_first(&g),
+        DISCOVERY_TYPES,
+        meta("APIGroup"),
+    )
 }
 
-/// The v3 documents' path sets, in order.
-fn v3_path_sets(registry: &Registry, schema: &Schema) -> Vec<(String, Vec<PathItem>)> {
-    let simple = |path: &str, id: &str, tag: &str, types, definition: &str| {
-        discovery_item(path.into(), id.into(), tag.into(), types, definition.into())
-    };
+/// The v3 documents' path sets by key, in order.
+fn path_sets(registry: &Registry) -> Vec<(String, PathSet)> {
     let mut sets = vec![
         (
             "api".to_string(),
-            vec![simple(
-                "/api/",
-                "getCoreAPIVersions",
-                "core",
-                DISCOVERY_TYPES,
-                &meta("APIVersions"),
-            )],
+            PathSet::Root {
+                path: "/api/",
+                id: "getCoreAPIVersions",
+                tag: "core",
+                types: DISCOVERY_TYPES,
+                definition: meta("APIVersions"),
+            },
         ),
         (
             "apis".to_string(),
-            vec![simple(
-                "/apis/",
-                "getAPIVersions",
-                "apis",
-                DISCOVERY_TYPES,
-                &meta("APIGroupList"),
-            )],
+            PathSet::Root {
+                path: "/apis/",
+                id: "getAPIVersions",
+                tag: "apis",
+                types: DISCOVERY_TYPES,
+                definition: meta("APIGroupList"),
+            },
         ),
         (
             "version".to_string(),
-            vec![simple(
-                "/version/",
-                "getCodeVersion",
-                "version",
-                &[JSON],
-                "io.k8s.apimachinery.pkg.version.Info",
-            )],
+            PathSet::Root {
+                path: "/version/",
+                id: "getCodeVersion",
+                tag: "version",
+                types: &[JSON],
+                definition: "io.k8s.apimachinery.pkg.version.Info".to_string(),
+            },
         ),
     ];
     let mut seen_groups = BTreeSet::new();
@@ -1116,54 +1412,48 @@ fn v3_path_sets(registry: &Registry, schema: &Schema) -> Vec<(String, Vec<PathIt
         if group.is_empty() {
             sets.push((
                 format!("api/{version}"),
-                group_version_paths(registry, schema, &group, &version),
+                PathSet::GroupVersion(group.to_string(), version.to_string()),
             ));
             continue;
         }
         if seen_groups.insert(group.clone()) {
-            let g = group_camel(&group);
-            sets.push((
-                format!("apis/{group}"),
-                vec![discovery_item(
-                    format!("/apis/{group}/"),
-                    format!("get{g}APIGroup"),
-                    lower_first(&g),
-                    DISCOVERY_TYPES,
-                    meta("APIGroup"),
-                )],
-            ));
+            sets.push((format!("apis/{group}"), PathSet::Group(group.to_string())));
         }
         sets.push((
             format!("apis/{group}/{version}"),
-            group_version_paths(registry, schema, &group, &version),
+            PathSet::GroupVersion(group.to_string(), version.to_string()),
         ));
     }
     sets
 }
 
+/// The v3 root document: where each document is, with its hash.
+fn root_doc(v3: &HashMap<String, Doc>) -> Doc {
+    let root: Map<String, Value> = v3
+        .iter()
+        .map(|(key, doc)| {
+            (
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
+            )
+        })
+        .collect();
+    Doc::sorted(&json!({ "paths": root }))
+}
+
 pub(crate) fn build(registry: &Registry, schema: &Schema) -> Documents {
-    let definitions = schema.definitions();
-    let sets = v3_path_sets(registry, schema);
-    let mut v3 = HashMap::new();
-    let mut root = Map::new();
-    for (key, items) in &sets {
-        let doc = Doc::new(&v3_document(items, definitions));
-        root.insert(
-            key.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
-        );
-        v3.insert(key.clone(), doc);
-    }
-    let mut root = json!({ "paths": root });
-    sort_keys(&mut root);
-    let all: Vec<PathItem> = sets.into_iter().flat_map(|(_, items)| items).collect();
+    let defs = DefSource::of(vec![schema]);
+    let v3: HashMap<String, Doc> = path_sets(registry)
+        .into_iter()
+        .map(|(key, set)| (key, v3_document(set.items(registry, &defs), &defs)))
+        .collect();
     let v2 = OnceLock::new();
-    let _ = v2.set(Doc::new(&v2_document(&all, definitions)));
+    let _ = v2.set(v2_doc(registry, schema));
     Documents {
         v2,
         v2_proto: OnceLock::new(),
         v2_registry: None,
-        v3_root: Doc::new(&root),
+        v3_root: root_doc(&v3),
         v3,
     }
 }
@@ -1222,17 +1512,13 @@ fn identity(rows: &[Row]) -> CustomKey {
 /// The v3 document of one custom group-version, from its rows' own
 /// definitions only.
 fn custom_gv_doc(registry: &Registry, group: &str, version: &str, rows: &[Row]) -> Doc {
-    let mut defs = Map::new();
-    for r in rows {
-        if let Some(t) = r.schema() {
-            for (name, def) in t.schema().all_definitions() {
-                defs.entry(name.clone()).or_insert_with(|| def.clone());
-            }
-        }
-    }
-    let schema = Schema::new(defs);
-    let items = group_version_paths(registry, &schema, group, version);
-    Doc::new(&v3_document(&items, schema.definitions()))
+    let defs = DefSource::of(
+        rows.iter()
+            .filter_map(|r| r.schema())
+            .map(|t| t.schema())
+            .collect(),
+    );
+    v3_document(group_version_paths(registry, &defs, group, version), &defs)
 }
 
 fn documents_blocking(registry: Registry) -> Arc<Documents> {
@@ -1281,32 +1567,15 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
         };
         v3.insert(format!("apis/{group}/{version}"), (*doc).clone());
         v3.entry(format!("apis/{group}")).or_insert_with(|| {
-            let g = group_camel(group);
-            let item = discovery_item(
-                format!("/apis/{group}/"),
-                format!("get{g}APIGroup"),
-                lower_first(&g),
-                DISCOVERY_TYPES,
-                meta("APIGroup"),
-            );
-            let defs = apimachinery::schema::builtin().definitions();
-            Doc::new(&v3_document(&[item], defs))
+            let builtin = DefSource::of(vec![apimachinery::schema::builtin()]);
+            v3_document(vec![group_item(group)], &builtin)
         });
     }
-    let mut root = Map::new();
-    for (key, doc) in &v3 {
-        root.insert(
-            key.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
-        );
-    }
-    let mut root = json!({ "paths": root });
-    sort_keys(&mut root);
     let docs = Arc::new(Documents {
         v2: OnceLock::new(),
         v2_proto: OnceLock::new(),
         v2_registry: Some(registry.clone()),
-        v3_root: Doc::new(&root),
+        v3_root: root_doc(&v3),
         v3,
     });
     *cache = Some((key, Arc::clone(&docs)));
@@ -1371,22 +1640,51 @@ fn conditional(doc: &Doc, headers: &HeaderMap) -> Response {
     conditional_as(doc, headers, JSON)
 }
 
-/// [`conditional`] for a body of type `content_type`.
+/// [`conditional`] for a body of type `content_type`. The stored gzip
+/// bytes go as they are to a client that takes gzip (the compression
+/// layer leaves a body with a `Content-Encoding` alone); any other gets
+/// them decompressed as they are sent. The ETag is the JSON's either way,
+/// as kube's is under its gzip filter.
 fn conditional_as(doc: &Doc, headers: &HeaderMap, content_type: &str) -> Response {
     let etag = doc.etag();
     let current = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| etag_matches(v, &etag));
+    let gzip = apimachinery::media::accepts_gzip(
+        headers
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
     let mut r = if current {
         StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        let mut r = (StatusCode::OK, doc.body.clone()).into_response();
+    } else if gzip {
+        let mut r = (StatusCode::OK, doc.gz.clone()).into_response();
         set(&mut r, header::CONTENT_TYPE, content_type);
+        set(&mut r, header::CONTENT_ENCODING, "gzip");
+        r
+    } else {
+        let mut r = Response::new(doc.json_stream());
+        set(&mut r, header::CONTENT_TYPE, content_type);
+        set(&mut r, header::CONTENT_LENGTH, &doc.len.to_string());
         r
     };
     set(&mut r, header::ETAG, &etag);
+    vary_encoding(&mut r);
     r
+}
+
+/// Adds `Accept-Encoding` to `Vary` (after any value already there).
+fn vary_encoding(r: &mut Response) {
+    r.headers_mut()
+        .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+}
+
+/// Sets `Vary: Accept` first, before `Accept-Encoding`.
+fn vary_accept(r: &mut Response) {
+    r.headers_mut().remove(header::VARY);
+    set(r, header::VARY, "Accept");
+    vary_encoding(r);
 }
 
 /// The `/openapi/v2` protobuf media type kube answers with; it also takes
@@ -1437,13 +1735,7 @@ fn serve_v2(docs: &Documents, headers: &HeaderMap) -> Response {
         Some(V2Format::Protobuf) => match docs.v2_proto() {
             // The JSON's ETag, as kube does: `Vary: Accept` tells caches
             // the two apart.
-            Ok(body) => {
-                let doc = Doc {
-                    body: body.clone(),
-                    hash: docs.v2().hash.clone(),
-                };
-                conditional_as(&doc, headers, V2_PROTOBUF)
-            }
+            Ok(doc) => conditional_as(doc, headers, V2_PROTOBUF),
             Err(e) => {
                 tracing::error!(error = %e, "encoding /openapi/v2 as protobuf");
                 crate::error::status_response(&Status::internal(
@@ -1452,7 +1744,7 @@ fn serve_v2(docs: &Documents, headers: &HeaderMap) -> Response {
             }
         },
     };
-    set(&mut r, header::VARY, "Accept");
+    vary_accept(&mut r);
     r
 }
 
@@ -1492,7 +1784,7 @@ fn serve_v3_doc(
         }
     }
     let mut r = conditional(doc, headers);
-    set(&mut r, header::VARY, "Accept");
+    vary_accept(&mut r);
     if hash.is_some() {
         set(&mut r, header::CACHE_CONTROL, "public, immutable");
         if let Some(expires) = chrono::Utc::now().checked_add_days(chrono::Days::new(365)) {
@@ -1590,27 +1882,15 @@ fn merge(
             v2_extra.push((format!("/{key}"), Arc::clone(doc)));
         }
     }
-    let root: Map<String, Value> = v3
-        .iter()
-        .map(|(key, doc)| {
-            (
-                key.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
-            )
-        })
-        .collect();
-    let mut root = json!({ "paths": root });
-    sort_keys(&mut root);
-    let mut v2: Value = serde_json::from_slice(&local.v2().body).unwrap_or_default();
+    let mut v2: Value = serde_json::from_slice(&local.v2().json()).unwrap_or_default();
     for (prefix, doc) in &v2_extra {
         merge_v2(&mut v2, prefix, doc);
     }
-    sort_keys(&mut v2);
     let docs = Arc::new(Documents {
-        v2: OnceLock::from(Doc::new(&v2)),
+        v2: OnceLock::from(Doc::sorted(&v2)),
         v2_proto: OnceLock::new(),
         v2_registry: None,
-        v3_root: Doc::new(&root),
+        v3_root: root_doc(&v3),
         v3,
     });
     *merged = Some((key, Arc::clone(&docs)));
@@ -1664,7 +1944,7 @@ mod tests {
     }
 
     fn parse(doc: &Doc) -> Value {
-        serde_json::from_slice(&doc.body).unwrap()
+        serde_json::from_slice(&doc.json()).unwrap()
     }
 
     fn v3(key: &str) -> Value {
@@ -1996,7 +2276,7 @@ mod tests {
         assert_eq!(h[header::CACHE_CONTROL], "public, immutable");
         assert!(h.contains_key(header::EXPIRES));
         assert_eq!(h[header::ETAG], format!("\"{hash}\"").as_str());
-        assert_eq!(body, d.v3["apis/apps/v1"].body);
+        assert_eq!(body, d.v3["apis/apps/v1"].json());
         // Without a hash: no caching promise.
         let (code, h, _) = read(serve_v3_doc(d, "/apis/apps/v1/", None, &HeaderMap::new())).await;
         assert_eq!(code, StatusCode::OK);

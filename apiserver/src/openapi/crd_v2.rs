@@ -27,10 +27,17 @@ fn flag(m: &Map<String, Value>, key: &str) -> bool {
 
 /// The v2 form of a custom kind's definition (`def`: its v3 form, with
 /// `metadata`, `apiVersion` and `kind` among its properties).
+#[cfg(test)]
 pub(super) fn definition(def: &Value) -> Value {
-    let Value::Object(root) = def else {
-        return def.clone();
-    };
+    match def {
+        Value::Object(root) => definition_of(root),
+        other => other.clone(),
+    }
+}
+
+/// [`definition`] of a definition's object, as the v2 document is written
+/// (one kind at a time, dropped once written).
+pub(super) fn definition_of(root: &Map<String, Value>) -> Value {
     if flag(root, PRESERVE) {
         let mut bare = Map::new();
         bare.insert("type".into(), Value::String("object".into()));
@@ -39,7 +46,7 @@ pub(super) fn definition(def: &Value) -> Value {
         }
         return Value::Object(bare);
     }
-    let mut out = def.clone();
+    let mut out = Value::Object(root.clone());
     node(&mut out);
     out
 }
