@@ -1300,11 +1300,19 @@ impl Documents {
 /// ObjectMeta family, which is the same in both.
 fn v2_doc(registry: &Registry, builtin: &Schema) -> Doc {
     let all = registry.all();
+    // Definitions a CRD's write paths have not built are built for this
+    // document alone (`schema_hold`), and dropped with it.
+    let holds: Vec<_> = all
+        .refs()
+        .filter_map(|r| r.custom.as_ref())
+        .map(|c| c.schema_hold())
+        .collect();
     let mut defs = DefSource::of(vec![builtin]);
-    for r in all.refs().filter(|r| r.custom.is_some()) {
-        if let Some(t) = r.schema() {
-            defs.schemas.push(t.schema());
-            defs.v2_forms.extend(t.name());
+    for (hold, name) in &holds {
+        let schema = hold.get();
+        defs.schemas.push(schema);
+        if schema.by_name(name).is_some() {
+            defs.v2_forms.insert(name);
         }
     }
     let mut sets = path_sets(registry);
@@ -1512,12 +1520,13 @@ fn identity(rows: &[Row]) -> CustomKey {
 /// The v3 document of one custom group-version, from its rows' own
 /// definitions only.
 fn custom_gv_doc(registry: &Registry, group: &str, version: &str, rows: &[Row]) -> Doc {
-    let defs = DefSource::of(
-        rows.iter()
-            .filter_map(|r| r.schema())
-            .map(|t| t.schema())
-            .collect(),
-    );
+    // As in `v2_doc`: built for this document alone when not kept.
+    let holds: Vec<_> = rows
+        .iter()
+        .filter_map(|r| r.custom.as_ref())
+        .map(|c| c.schema_hold())
+        .collect();
+    let defs = DefSource::of(holds.iter().map(|(h, _)| h.get()).collect());
     v3_document(group_version_paths(registry, &defs, group, version), &defs)
 }
 

@@ -95,6 +95,23 @@ pub struct VersionSchema {
     compiled: OnceLock<Option<Compiled>>,
 }
 
+/// A version's definitions set as [`CustomInfo::schema_hold`] lends it.
+pub enum SchemaHold<'a> {
+    /// The one the version keeps.
+    Kept(&'a apimachinery::schema::Schema),
+    /// Built for one reader, dropped with it.
+    Built(apimachinery::schema::Schema),
+}
+
+impl SchemaHold<'_> {
+    pub fn get(&self) -> &apimachinery::schema::Schema {
+        match self {
+            SchemaHold::Kept(s) => s,
+            SchemaHold::Built(s) => s,
+        }
+    }
+}
+
 /// What validation, pruning and defaulting read.
 #[derive(Debug)]
 struct Compiled {
@@ -315,6 +332,20 @@ impl CustomInfo {
             Some(s) => f(s.by_name(&c.definition)),
             None => f(c.build_schema().by_name(&c.definition)),
         }
+    }
+
+    /// The version's definitions set and its kind's definition name, for
+    /// a reader that visits every CRD once and then lets go (the OpenAPI
+    /// documents): the kept set when the write paths built it, else one
+    /// built for this reader alone, so that publishing OpenAPI does not
+    /// keep every CRD's definition for good.
+    pub fn schema_hold(&self) -> (SchemaHold<'_>, &str) {
+        let c = &self.compiled;
+        let hold = match c.schema.get() {
+            Some(s) => SchemaHold::Kept(s),
+            None => SchemaHold::Built(c.build_schema()),
+        };
+        (hold, &c.definition)
     }
 
     /// Whether the schema may have a `default` (false: it has none). Read
