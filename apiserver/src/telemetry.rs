@@ -104,9 +104,11 @@ pub async fn middleware(mut req: Request, next: Next) -> Response {
         .unwrap_or_else(RequestId::generate);
     req.extensions_mut().insert(id.clone());
     let exporting = EXPORTING.load(Ordering::Relaxed);
-    // The `served` line's own fields, kept only when it is written.
-    let served = tracing::enabled!(tracing::Level::DEBUG)
-        .then(|| (req.method().clone(), req.uri().path().to_owned()));
+    // The `served` line's own fields (reference-counted copies). Not
+    // behind `tracing::enabled!`: with per-layer filters that call leaves
+    // its filter state to the next span, and the request span then missed
+    // the exporter.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
     let span = if exporting {
         let user_agent = req
             .headers()
@@ -150,9 +152,7 @@ pub async fn middleware(mut req: Request, next: Next) -> Response {
             span.record("otel.status_code", "error");
         }
     }
-    if let Some((method, path)) = served {
-        tracing::debug!(parent: &span, %method, path, status = status.as_u16(), latency_ms = latency_ms(latency), "served");
-    }
+    tracing::debug!(parent: &span, %method, path = uri.path(), status = status.as_u16(), latency_ms = latency_ms(latency), "served");
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert(AUDIT_ID, v);
     }
