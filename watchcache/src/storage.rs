@@ -138,10 +138,15 @@ impl Object {
 
     /// This object as the cache keeps it: a compact object holding only its
     /// JSON (encoded now if it was not) and its labels. A compact object is
-    /// returned as it is.
+    /// returned as another handle on the same bytes, without the tree this
+    /// handle may have decoded (a holder of the result keeps bytes only).
     pub fn compacted(&self) -> Object {
         if self.is_compact() {
-            return self.clone();
+            return Object {
+                revision: self.revision,
+                inner: Arc::clone(&self.inner),
+                decoded: OnceLock::new(),
+            };
         }
         let json = self.json().clone();
         let labels = self.with_value(labels_of);
@@ -858,6 +863,9 @@ mod tests {
             compact.compacted().inner.as_ref() as *const Inner,
             compact.inner.as_ref() as *const Inner
         );
+        // `value` left a tree in this handle; a compacted one keeps bytes.
+        assert!(compact.held().is_some());
+        assert!(compact.compacted().held().is_none());
     }
 
     #[test]

@@ -12,6 +12,13 @@
 //!
 //! It reads and writes through the backend only, so it names nothing of
 //! the server's state.
+//!
+//! Between rounds it keeps per CRD a handle on the watch cache's bytes of
+//! the object (the cache holds them anyway), the revision, a small tree of
+//! the facts the rounds compare ([`facts`]: names, status, deletion) and
+//! the rows. A CRD's whole tree (its schemas are tens of kilobytes of JSON
+//! and several times that as a tree) is decoded only while it is needed:
+//! to build its rows after a change, or to write its status or finalizers.
 
 use super::{accepted_names, rows, status, CLEANUP_FINALIZER, GROUP, PLURAL};
 use crate::backend::Backend;
@@ -19,12 +26,12 @@ use crate::object;
 use crate::registry::{Shared, Str};
 use apimachinery::read::{Freshness, Predicate};
 use futures_util::{FutureExt, StreamExt};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use watchcache::{EventType, ListOptions, StorageError, WatchOptions};
+use watchcache::{EventType, ListOptions, Object, StorageError, WatchOptions};
 
 /// How often the leader revisits CRDs being deleted (their custom
 /// resources may be waiting on finalizers of their own).
@@ -69,37 +76,103 @@ fn name_of(v: &Value) -> String {
     object::meta_str(v, "name").unwrap_or("").to_string()
 }
 
-/// One CRD as the controller holds it: the stored object, its revision,
-/// and the registry rows it defines (computed once per change).
+/// One CRD as the controller holds it between rounds.
 struct Entry {
-    crd: Arc<Value>,
+    /// The cached object: a handle on its compact bytes, decoded again
+    /// ([`decode`]) only when the whole CRD is needed.
+    object: Object,
     revision: i64,
+    /// What names, status and clean-up read of the CRD ([`facts`]).
+    facts: Value,
+    /// The registry rows it defines (computed once per change).
     rows: Vec<crate::registry::Row>,
 }
 
 impl Entry {
-    /// The entry; its rows are filled in by [`build_rows`].
-    fn new(crd: Arc<Value>, revision: i64) -> Entry {
-        // kube-apiserver stores CRDs as v1beta1.
-        let crd = if crd.get("apiVersion").and_then(Value::as_str) == Some(super::v1beta1::V1BETA1)
-        {
-            Arc::new(super::v1beta1::to_v1(&crd))
-        } else {
-            crd
-        };
-        Entry {
-            crd,
-            revision,
+    /// The entry of an event's object and its name; its rows are filled
+    /// in by [`build_rows`].
+    fn new(object: &Object) -> (String, Entry) {
+        let (name, facts) = object.with_value(|v| {
+            let facts = if is_v1beta1(v) {
+                facts(&super::v1beta1::to_v1(v))
+            } else {
+                facts(v)
+            };
+            (name_of(v), facts)
+        });
+        let entry = Entry {
+            // Bytes only, whatever the event's handle decoded.
+            object: object.compacted(),
+            revision: object.revision,
+            facts,
             rows: Vec::new(),
-        }
+        };
+        (name, entry)
     }
 
     fn group(&self) -> &str {
-        self.crd
+        self.facts
             .pointer("/spec/group")
             .and_then(Value::as_str)
             .unwrap_or("")
     }
+}
+
+/// kube-apiserver stores CRDs as v1beta1; the controller reads v1.
+fn is_v1beta1(crd: &Value) -> bool {
+    crd.get("apiVersion").and_then(Value::as_str) == Some(super::v1beta1::V1BETA1)
+}
+
+/// The whole CRD of a cached object in its v1 form, decoded now; the
+/// caller's tree is the only one (the handle keeps none).
+fn decode(object: &Object) -> Value {
+    let crd = Arc::unwrap_or_clone(object.clone().into_value());
+    if is_v1beta1(&crd) {
+        super::v1beta1::to_v1(&crd)
+    } else {
+        crd
+    }
+}
+
+/// The parts of a (v1) CRD that name acceptance ([`accepted_names`]),
+/// status ([`status::desired`]) and the clean-up read: `metadata.name`,
+/// `deletionTimestamp` and `finalizers`; `spec.group`, `names` and `scope`,
+/// and each version's `name`, `served` and `storage`; the whole `status`.
+/// A CRD with these facts and the rest of its spec left out gets the same
+/// acceptance and the same status.
+fn facts(crd: &Value) -> Value {
+    fn pick(from: Option<&Value>, keys: &[&str]) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let Some(from) = from.and_then(Value::as_object) {
+            for k in keys {
+                if let Some(v) = from.get(*k) {
+                    out.insert((*k).to_string(), v.clone());
+                }
+            }
+        }
+        out
+    }
+    let mut spec = pick(crd.get("spec"), &["group", "names", "scope"]);
+    if let Some(versions) = crd.pointer("/spec/versions").and_then(Value::as_array) {
+        let versions = versions
+            .iter()
+            .map(|v| Value::Object(pick(Some(v), &["name", "served", "storage"])))
+            .collect();
+        spec.insert("versions".into(), Value::Array(versions));
+    }
+    let mut out = pick(Some(crd), &["apiVersion", "kind"]);
+    out.insert(
+        "metadata".into(),
+        Value::Object(pick(
+            crd.get("metadata"),
+            &["name", "deletionTimestamp", "finalizers"],
+        )),
+    );
+    out.insert("spec".into(), Value::Object(spec));
+    if let Some(status) = crd.get("status") {
+        out.insert("status".into(), status.clone());
+    }
+    Value::Object(out)
 }
 
 type Crds = BTreeMap<String, Entry>;
@@ -136,10 +209,10 @@ async fn follow(
                 let mut touched: Option<BTreeSet<String>> = Some(BTreeSet::new());
                 let mut changed: Vec<String> = Vec::new();
                 for ev in batch {
-                    let name = name_of(ev.object.value());
                     match (&mut initial, ev.kind) {
                         (Some(init), EventType::Added) => {
-                            init.insert(name, Entry::new(ev.object.value_arc().clone(), ev.object.revision));
+                            let (name, e) = Entry::new(&ev.object);
+                            init.insert(name, e);
                         }
                         (Some(init), EventType::Bookmark) => {
                             crds = std::mem::take(init);
@@ -149,7 +222,7 @@ async fn follow(
                         }
                         (Some(_), _) | (None, EventType::Bookmark) => {}
                         (None, EventType::Added | EventType::Modified) => {
-                            let e = Entry::new(ev.object.value_arc().clone(), ev.object.revision);
+                            let (name, e) = Entry::new(&ev.object);
                             if let Some(t) = touched.as_mut() {
                                 t.insert(e.group().to_string());
                             }
@@ -157,6 +230,7 @@ async fn follow(
                             changed.push(name);
                         }
                         (None, EventType::Deleted) => {
+                            let name = name_of(&ev.object.metadata_only());
                             if let (Some(e), Some(t)) = (crds.remove(&name), touched.as_mut()) {
                                 t.insert(e.group().to_string());
                             }
@@ -195,10 +269,11 @@ async fn follow(
 /// schema's rows takes milliseconds; thousands of CRDs arrive at once after
 /// a restart).
 async fn build_rows(crds: &mut Crds, changed: &[String]) {
-    let todo: Vec<(String, Arc<Value>)> = changed
+    let todo: Vec<(String, Object)> = changed
         .iter()
-        .filter_map(|n| crds.get(n).map(|e| (n.clone(), Arc::clone(&e.crd))))
-        .filter(|(_, crd)| super::condition_true(crd, "Established"))
+        .filter_map(|n| crds.get(n).map(|e| (n, e)))
+        .filter(|(_, e)| super::condition_true(&e.facts, "Established"))
+        .map(|(n, e)| (n.clone(), e.object.clone()))
         .collect();
     if todo.is_empty() {
         return;
@@ -214,7 +289,7 @@ async fn build_rows(crds: &mut Crds, changed: &[String]) {
         tasks.push(tokio::task::spawn_blocking(move || {
             chunk
                 .into_iter()
-                .map(|(n, crd)| (n, rows(&crd)))
+                .map(|(n, object)| (n, rows(&decode(&object))))
                 .collect::<Vec<_>>()
         }));
     }
@@ -285,16 +360,24 @@ async fn reconcile(state: &Arc<Backend>, crds: &Crds, groups: Option<&BTreeSet<S
             let others = members
                 .iter()
                 .filter(|(n, _)| n != name)
-                .map(|(_, o)| o.crd.as_ref());
-            let acceptance = accepted_names(&e.crd, others, &builtin);
-            if let Some(next) = status::desired(&e.crd, &acceptance, &now) {
-                writes.push((name.as_str(), next, e.revision));
+                .map(|(_, o)| &o.facts);
+            let acceptance = accepted_names(&e.facts, others, &builtin);
+            // The facts carry the whole status: the same answer as the
+            // whole CRD's, which is decoded only to be written.
+            let next = status::desired(&e.facts, &acceptance, &now)
+                .and_then(|mut f| f.as_object_mut()?.remove("status"));
+            if let Some(next) = next {
+                writes.push((name.as_str(), next, &e.object, e.revision));
             }
         }
     }
     futures_util::stream::iter(writes)
-        .for_each_concurrent(MAX_WRITES, |(name, next, revision)| async move {
+        .for_each_concurrent(MAX_WRITES, |(name, status, object, revision)| async move {
             let key = format!("{}{name}", collection(state));
+            let mut next = decode(object);
+            if let Some(m) = next.as_object_mut() {
+                m.insert("status".into(), status);
+            }
             match state.store.update(&key, &next, revision).await {
                 Ok(_) => tracing::debug!(crd = %name, "CRD status updated"),
                 Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
@@ -307,13 +390,12 @@ async fn reconcile(state: &Arc<Backend>, crds: &Crds, groups: Option<&BTreeSet<S
 
 async fn cleanup_all(state: &Arc<Backend>, crds: &Crds) {
     for (name, e) in crds {
-        let crd = &e.crd;
-        if object::is_deleting(crd)
-            && object::finalizers(crd)
+        if object::is_deleting(&e.facts)
+            && object::finalizers(&e.facts)
                 .iter()
                 .any(|f| f == CLEANUP_FINALIZER)
         {
-            if let Err(err) = cleanup(state, name, crd, e.revision).await {
+            if let Err(err) = cleanup(state, name, e).await {
                 tracing::warn!(crd = %name, error = %err, "CRD clean-up failed; retrying");
             }
         }
@@ -323,12 +405,8 @@ async fn cleanup_all(state: &Arc<Backend>, crds: &Crds) {
 /// One round of deleting a terminating CRD's custom resources; when none
 /// are left, drops the clean-up finalizer (and the CRD with it when it was
 /// the last one).
-async fn cleanup(
-    state: &Arc<Backend>,
-    name: &str,
-    crd: &Value,
-    revision: i64,
-) -> Result<(), StorageError> {
+async fn cleanup(state: &Arc<Backend>, name: &str, e: &Entry) -> Result<(), StorageError> {
+    let (crd, revision) = (&e.facts, e.revision);
     let group = crd
         .pointer("/spec/group")
         .and_then(Value::as_str)
@@ -372,7 +450,6 @@ async fn cleanup(
         return Ok(());
     }
     let key = format!("{}{name}", collection(state));
-    let mut next = crd.clone();
     let left: Vec<Value> = object::finalizers(crd)
         .into_iter()
         .filter(|f| f != CLEANUP_FINALIZER)
@@ -381,6 +458,7 @@ async fn cleanup(
     let r = if left.is_empty() {
         state.store.delete(&key, Some(revision)).await.map(drop)
     } else {
+        let mut next = decode(&e.object);
         object::meta_mut(&mut next).insert("finalizers".into(), Value::Array(left));
         state.store.update(&key, &next, revision).await.map(drop)
     };
@@ -391,5 +469,105 @@ async fn cleanup(
         }
         Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(group: &str, plural: &str, kind: &str) -> Value {
+        let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}});
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}"), "resourceVersion": "7",
+                         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": plural, "kind": kind, "shortNames": ["wd"]},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": schema},
+                    {"name": "v2", "served": false, "storage": false, "schema": schema}
+                ]
+            }
+        })
+    }
+
+    /// The facts answer names and status as the whole CRD does, in every
+    /// state the controller meets, and leave the schemas out.
+    #[test]
+    fn facts_decide_names_and_status_as_the_whole_crd() {
+        let fresh = crd("example.com", "widgets", "Widget");
+        let taken = {
+            let mut t = crd("example.com", "gadgets", "Gadget");
+            t["spec"]["names"]["shortNames"] = json!(["wd"]);
+            let acc = accepted_names(&t, std::iter::empty(), &[]);
+            status::desired(&t, &acc, "2026-01-01T00:00:00Z").unwrap()
+        };
+        let established = {
+            let acc = accepted_names(&fresh, std::iter::empty(), &[]);
+            status::desired(&fresh, &acc, "2026-01-01T00:00:00Z").unwrap()
+        };
+        let mut deleting = established.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z");
+        deleting["metadata"]["finalizers"] = json!([CLEANUP_FINALIZER]);
+        let mut renamed = established.clone();
+        renamed["spec"]["names"]["plural"] = json!("widgetz");
+        renamed["spec"]["versions"][1]["storage"] = json!(true);
+        renamed["spec"]["versions"][0]["storage"] = json!(false);
+        let taken_facts = facts(&taken);
+        for whole in [&fresh, &established, &deleting, &renamed] {
+            let f = facts(whole);
+            assert!(f.pointer("/spec/versions/0/schema").is_none());
+            assert!(f.pointer("/metadata/managedFields").is_none());
+            let by_whole = accepted_names(whole, std::iter::once(&taken), &[]);
+            let by_facts = accepted_names(&f, std::iter::once(&taken_facts), &[]);
+            assert_eq!(by_whole, by_facts);
+            let now = "2026-01-03T00:00:00Z";
+            let want = status::desired(whole, &by_whole, now).map(|c| c["status"].clone());
+            let got = status::desired(&f, &by_facts, now).map(|c| c["status"].clone());
+            assert_eq!(want, got, "{whole}");
+            assert_eq!(object::is_deleting(whole), object::is_deleting(&f));
+            assert_eq!(object::finalizers(whole), object::finalizers(&f));
+        }
+        // The short name another CRD holds is refused through the facts too.
+        let r = accepted_names(&facts(&fresh), std::iter::once(&taken_facts), &[]);
+        assert_eq!((r.accepted, r.reason), (false, "ShortNamesConflict"));
+    }
+
+    /// An entry keeps the object's bytes, not its tree, and gives the
+    /// whole CRD back (in its v1 form) when asked.
+    #[test]
+    fn an_entry_holds_bytes_and_decodes_the_whole_crd() {
+        let whole = crd("example.com", "widgets", "Widget");
+        let full = Object::new(Arc::new(whole.clone()), 7);
+        let (name, e) = Entry::new(&full);
+        assert_eq!(name, "widgets.example.com");
+        assert!(e.object.is_compact());
+        assert_eq!((e.revision, e.group()), (7, "example.com"));
+        assert_eq!(decode(&e.object), whole);
+        // A v1beta1 object reads as v1, from a handle that decoded it.
+        let old = json!({
+            "apiVersion": super::super::v1beta1::V1BETA1,
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com", "resourceVersion": "8"},
+            "spec": {"group": "example.com", "version": "v1", "scope": "Namespaced",
+                     "names": {"plural": "things", "kind": "Thing"},
+                     "validation": {"openAPIV3Schema": {"type": "object"}}}
+        });
+        let compact = Object::new(Arc::new(old), 8).compacted();
+        let _ = compact.value();
+        let (_, e) = Entry::new(&compact);
+        assert_eq!(e.facts["spec"]["versions"][0]["storage"], json!(true));
+        let v1 = decode(&e.object);
+        assert_eq!(v1["apiVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(
+            v1.pointer("/spec/versions/0/schema/openAPIV3Schema/type"),
+            Some(&json!("object"))
+        );
     }
 }
