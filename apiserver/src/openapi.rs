@@ -899,6 +899,19 @@ struct DefSource<'a> {
     /// The custom kinds' own definitions, which `/openapi/v2` publishes in
     /// their v2 form ([`crd_v2::definition_of`]).
     v2_forms: HashSet<&'a str>,
+    /// Which schema answers each name and group-version-kind, built on
+    /// the first lookup of a source of several schemas: `/openapi/v2`
+    /// holds one per custom kind and looks up every reference of every
+    /// path, so asking each schema in turn grew with the square of the
+    /// number of CRDs.
+    index: OnceLock<DefIndex<'a>>,
+}
+
+#[derive(Default)]
+struct DefIndex<'a> {
+    names: HashMap<&'a str, &'a Schema>,
+    /// kind → (group, version, definition name), first schema first.
+    gvks: HashMap<&'a str, Vec<(&'a str, &'a str, &'a str)>>,
 }
 
 impl<'a> DefSource<'a> {
@@ -906,22 +919,63 @@ impl<'a> DefSource<'a> {
         DefSource {
             schemas,
             v2_forms: HashSet::new(),
+            index: OnceLock::new(),
         }
     }
 
+    fn push(&mut self, schema: &'a Schema) {
+        self.schemas.push(schema);
+        self.index = OnceLock::new();
+    }
+
+    /// The index, or `None` for a single schema (asked directly).
+    fn index(&self) -> Option<&DefIndex<'a>> {
+        if self.schemas.len() < 2 {
+            return None;
+        }
+        Some(self.index.get_or_init(|| {
+            let mut ix = DefIndex::default();
+            // Earlier schemas first, each its own definitions and then
+            // its shared ones: the order of the lookups it replaces.
+            for s in self.schemas.iter().copied() {
+                for (name, _) in s.all_definitions() {
+                    ix.names.entry(name.as_str()).or_insert(s);
+                }
+                for (g, v, k, def) in s.gvks() {
+                    let seen = ix.gvks.entry(k).or_default();
+                    if !seen.iter().any(|(sg, sv, _)| (*sg, *sv) == (g, v)) {
+                        seen.push((g, v, def));
+                    }
+                }
+            }
+            ix
+        }))
+    }
+
     fn get(&self, name: &str) -> Option<&'a Map<String, Value>> {
-        self.schemas
-            .iter()
-            .copied()
-            .find_map(|s| s.by_name(name))
-            .map(|t| t.raw())
+        match self.index() {
+            Some(ix) => ix.names.get(name)?.by_name(name).map(|t| t.raw()),
+            None => self
+                .schemas
+                .first()
+                .and_then(|s| s.by_name(name))
+                .map(|t| t.raw()),
+        }
     }
 
     fn name_for_gvk(&self, group: &str, version: &str, kind: &str) -> Option<&'a str> {
-        self.schemas
-            .iter()
-            .copied()
-            .find_map(|s| s.definition_name_for_gvk(group, version, kind))
+        match self.index() {
+            Some(ix) => ix
+                .gvks
+                .get(kind)?
+                .iter()
+                .find(|(g, v, _)| (*g, *v) == (group, version))
+                .map(|(_, _, def)| *def),
+            None => self
+                .schemas
+                .first()
+                .and_then(|s| s.definition_name_for_gvk(group, version, kind)),
+        }
     }
 }
 
@@ -1310,7 +1364,7 @@ fn v2_doc(registry: &Registry, builtin: &Schema) -> Doc {
     let mut defs = DefSource::of(vec![builtin]);
     for (hold, name) in &holds {
         let schema = hold.get();
-        defs.schemas.push(schema);
+        defs.push(schema);
         if schema.by_name(name).is_some() {
             defs.v2_forms.insert(name);
         }
@@ -2095,6 +2149,64 @@ mod tests {
         let v2 = parse(docs().v2());
         assert_eq!(v2["swagger"], "2.0");
         assert_refs_resolve("v2", &v2, DEFINITIONS_REF, &v2["definitions"]);
+    }
+
+    /// The index of a source of several schemas answers as asking each
+    /// schema in turn does: the first schema that has a name or a
+    /// group-version-kind wins, shared definitions after a schema's own.
+    #[test]
+    fn def_source_index_answers_as_the_schemas_in_order() {
+        let kind = |g: &str, v: &str, k: &str, marker: &str| {
+            json!({"x-kubernetes-group-version-kind": [{"group": g, "version": v, "kind": k}],
+                   "description": marker})
+        };
+        let map = |v: Value| v.as_object().unwrap().clone();
+        let shared = Arc::new(map(json!({"common.Meta": {"description": "shared"},
+                                         "a.Widget": {"description": "shared widget"}})));
+        let first = Schema::with_shared(
+            map(json!({"a.Widget": kind("a", "v1", "Widget", "first"),
+                       "b.Gadget": kind("b", "v1", "Gadget", "first")})),
+            Some(Arc::clone(&shared)),
+        );
+        let second = Schema::with_shared(
+            map(json!({"a.Widget": kind("a", "v1", "Widget", "second"),
+                       "a.Widget2": kind("a", "v2", "Widget", "second"),
+                       "common.Meta": {"description": "own"},
+                       "b.Gadget.copy": kind("b", "v1", "Gadget", "second")})),
+            None,
+        );
+        let builtin = apimachinery::schema::builtin();
+        let schemas = [builtin, &first, &second];
+        let mut defs = DefSource::of(vec![builtin]);
+        defs.push(&first);
+        defs.push(&second);
+        let mut names: Vec<&str> = schemas
+            .iter()
+            .flat_map(|s| s.all_definitions().map(|(n, _)| n.as_str()))
+            .collect();
+        names.push("no.such.Definition");
+        for name in names {
+            let in_order = schemas
+                .iter()
+                .find_map(|s| s.by_name(name))
+                .map(|t| t.raw());
+            assert_eq!(defs.get(name), in_order, "{name}");
+        }
+        let mut gvks: Vec<(&str, &str, &str)> = schemas
+            .iter()
+            .flat_map(|s| s.gvks().map(|(g, v, k, _)| (g, v, k)))
+            .collect();
+        gvks.push(("a", "v3", "Widget"));
+        for (g, v, k) in gvks {
+            let in_order = schemas
+                .iter()
+                .find_map(|s| s.definition_name_for_gvk(g, v, k));
+            assert_eq!(defs.name_for_gvk(g, v, k), in_order, "{g}/{v} {k}");
+        }
+        assert_eq!(defs.get("a.Widget").unwrap()["description"], "first");
+        assert_eq!(defs.get("common.Meta").unwrap()["description"], "shared");
+        assert_eq!(defs.name_for_gvk("b", "v1", "Gadget"), Some("b.Gadget"));
+        assert_eq!(defs.name_for_gvk("a", "v2", "Widget"), Some("a.Widget2"));
     }
 
     #[test]
