@@ -485,6 +485,7 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     }));
     let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || openapi::warm_up(registry));
+    openapi::spawn_warmer(state.registry.clone());
     tokio::spawn(bootstrap::run(Arc::clone(&state)));
     let crds = crd::controller::start(Arc::clone(&state.backend), Some(leadership.subscribe()));
     let mut controllers = start_controllers(&state, Some(leadership.subscribe()));

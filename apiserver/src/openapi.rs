@@ -38,6 +38,7 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 const DEFINITIONS_REF: &str = "#/definitions/";
 const SCHEMAS_REF: &str = "#/components/schemas/";
@@ -1585,6 +1586,12 @@ fn custom_gv_doc(registry: &Registry, group: &str, version: &str, rows: &[Row]) 
 }
 
 fn documents_blocking(registry: Registry) -> Arc<Documents> {
+    documents_counted(registry).0
+}
+
+/// [`documents_blocking`], and how many custom group-version documents
+/// it built.
+fn documents_counted(registry: Registry) -> (Arc<Documents>, usize) {
     let builtin = builtin_documents();
     let custom: Vec<Row> = registry
         .all()
@@ -1595,43 +1602,25 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
         // The documents of CRDs that are gone go with them.
         *CUSTOM.lock().unwrap_or_else(|e| e.into_inner()) = None;
         *CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        return builtin;
+        return (builtin, 0);
     }
     let key = identity(&custom);
     let mut cache = CUSTOM.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((k, d)) = cache.as_ref() {
         if *k == key {
-            return Arc::clone(d);
+            return (Arc::clone(d), 0);
         }
     }
     // The built-in documents as they are, plus one document per custom
-    // group-version (rebuilt only when its own rows changed) and per new
-    // group.
-    let mut by_gv: BTreeMap<(String, String), Vec<Row>> = BTreeMap::new();
-    for r in &custom {
-        by_gv
-            .entry((r.group.to_string(), r.version.to_string()))
-            .or_default()
-            .push(r.clone());
-    }
+    // group-version (rebuilt only when its own rows changed; usually
+    // built ahead by `spawn_warmer`) and per new group.
     let mut v3 = builtin.v3.clone();
-    let mut gv_cache = CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner());
-    let gv_cache = gv_cache.get_or_insert_with(HashMap::new);
-    gv_cache.retain(|k, _| by_gv.contains_key(k));
-    for ((group, version), rows) in &by_gv {
-        let id = identity(rows);
-        let doc = match gv_cache.get(&(group.clone(), version.clone())) {
-            Some((k, d)) if *k == id => Arc::clone(d),
-            _ => {
-                let d = Arc::new(custom_gv_doc(&registry, group, version, rows));
-                gv_cache.insert((group.clone(), version.clone()), (id, Arc::clone(&d)));
-                d
-            }
-        };
+    let (gv_docs, built) = custom_gv_docs(&registry, &custom);
+    for ((group, version), doc) in gv_docs {
         v3.insert(format!("apis/{group}/{version}"), (*doc).clone());
         v3.entry(format!("apis/{group}")).or_insert_with(|| {
             let builtin = DefSource::of(vec![apimachinery::schema::builtin()]);
-            v3_document(vec![group_item(group)], &builtin)
+            v3_document(vec![group_item(&group)], &builtin)
         });
     }
     let docs = Arc::new(Documents {
@@ -1642,13 +1631,91 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
         v3,
     });
     *cache = Some((key, Arc::clone(&docs)));
-    docs
+    (docs, built)
+}
+
+/// A custom group-version and its v3 document.
+type GvDoc = ((String, String), Arc<Doc>);
+
+/// Each custom group-version's v3 document, from [`CUSTOM_GV`] while its
+/// rows are the same, else built now and kept there; and how many were
+/// built.
+fn custom_gv_docs(registry: &Registry, custom: &[Row]) -> (Vec<GvDoc>, usize) {
+    let mut by_gv: BTreeMap<(String, String), Vec<Row>> = BTreeMap::new();
+    for r in custom {
+        by_gv
+            .entry((r.group.to_string(), r.version.to_string()))
+            .or_default()
+            .push(r.clone());
+    }
+    let mut gv_cache = CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner());
+    let gv_cache = gv_cache.get_or_insert_with(HashMap::new);
+    gv_cache.retain(|k, _| by_gv.contains_key(k));
+    let mut built = 0;
+    let docs = by_gv
+        .into_iter()
+        .map(|(gv, rows)| {
+            let id = identity(&rows);
+            let doc = match gv_cache.get(&gv) {
+                Some((k, d)) if *k == id => Arc::clone(d),
+                _ => {
+                    built += 1;
+                    let d = Arc::new(custom_gv_doc(registry, &gv.0, &gv.1, &rows));
+                    gv_cache.insert(gv.clone(), (id, Arc::clone(&d)));
+                    d
+                }
+            };
+            (gv, doc)
+        })
+        .collect();
+    (docs, built)
 }
 
 /// Builds the documents now (they are otherwise built on first request);
 /// takes a moment, so call it from a blocking context.
 pub fn warm_up(registry: Registry) {
-    documents_blocking(registry);
+    built_ahead(documents_counted(registry).1);
+}
+
+/// Says (at debug level) that `built` documents were built before any
+/// request asked for them.
+fn built_ahead(built: usize) {
+    if built > 0 {
+        tracing::debug!(
+            built,
+            "OpenAPI v3 documents of custom group-versions built ahead of a request"
+        );
+    }
+}
+
+/// How long the warmer lets changes gather before a round.
+const WARM_EVERY: Duration = Duration::from_millis(250);
+
+/// Builds each custom group-version's v3 document as its CRD becomes
+/// served or changes, as kube's CRD OpenAPI controller does, so that the
+/// first `/openapi/v3` after many CRDs were created finds them built and
+/// only writes the root. A round runs at most every [`WARM_EVERY`] and
+/// builds only the group-versions whose rows changed; the whole set of
+/// documents (and `/openapi/v2`) is still assembled on request.
+pub fn spawn_warmer(registry: Registry) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut changes = registry.changes();
+        while changes.changed().await.is_ok() {
+            tokio::time::sleep(WARM_EVERY).await;
+            changes.borrow_and_update();
+            let r = registry.clone();
+            let round = tokio::task::spawn_blocking(move || {
+                let custom: Vec<Row> = r.all().iter().filter(|r| r.custom.is_some()).collect();
+                if custom.is_empty() {
+                    return 0;
+                }
+                custom_gv_docs(&r, &custom).1
+            });
+            if let Ok(built) = round.await {
+                built_ahead(built);
+            }
+        }
+    })
 }
 
 async fn documents(registry: &Registry) -> Arc<Documents> {
