@@ -1550,6 +1550,11 @@ static CUSTOM: std::sync::Mutex<Option<(CustomKey, Arc<Documents>)>> = std::sync
 type GvDocs = HashMap<(String, String), (CustomKey, Arc<Doc>)>;
 static CUSTOM_GV: std::sync::Mutex<Option<GvDocs>> = std::sync::Mutex::new(None);
 
+/// Each custom group's `apis/{group}` v3 document (it names only the
+/// group), kept while the group has a CRD.
+static CUSTOM_GROUPS: std::sync::Mutex<Option<HashMap<String, Arc<Doc>>>> =
+    std::sync::Mutex::new(None);
+
 fn builtin_documents() -> Arc<Documents> {
     Arc::clone(
         BUILTIN
@@ -1602,6 +1607,7 @@ fn documents_counted(registry: Registry) -> (Arc<Documents>, usize) {
         // The documents of CRDs that are gone go with them.
         *CUSTOM.lock().unwrap_or_else(|e| e.into_inner()) = None;
         *CUSTOM_GV.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *CUSTOM_GROUPS.lock().unwrap_or_else(|e| e.into_inner()) = None;
         return (builtin, 0);
     }
     let key = identity(&custom);
@@ -1618,10 +1624,10 @@ fn documents_counted(registry: Registry) -> (Arc<Documents>, usize) {
     let (gv_docs, built) = custom_gv_docs(&registry, &custom);
     for ((group, version), doc) in gv_docs {
         v3.insert(format!("apis/{group}/{version}"), (*doc).clone());
-        v3.entry(format!("apis/{group}")).or_insert_with(|| {
-            let builtin = DefSource::of(vec![apimachinery::schema::builtin()]);
-            v3_document(vec![group_item(&group)], &builtin)
-        });
+    }
+    for (group, doc) in custom_group_docs(&custom) {
+        v3.entry(format!("apis/{group}"))
+            .or_insert_with(|| (*doc).clone());
     }
     let docs = Arc::new(Documents {
         v2: OnceLock::new(),
@@ -1671,6 +1677,25 @@ fn custom_gv_docs(registry: &Registry, custom: &[Row]) -> (Vec<GvDoc>, usize) {
     (docs, built)
 }
 
+/// Each custom group's `apis/{group}` document, from [`CUSTOM_GROUPS`] or
+/// built now and kept there.
+fn custom_group_docs(custom: &[Row]) -> Vec<(String, Arc<Doc>)> {
+    let groups: BTreeSet<&str> = custom.iter().map(|r| &*r.group).collect();
+    let mut cache = CUSTOM_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    cache.retain(|g, _| groups.contains(g.as_str()));
+    groups
+        .into_iter()
+        .map(|group| {
+            let doc = cache.entry(group.to_string()).or_insert_with(|| {
+                let builtin = DefSource::of(vec![apimachinery::schema::builtin()]);
+                Arc::new(v3_document(vec![group_item(group)], &builtin))
+            });
+            (group.to_string(), Arc::clone(doc))
+        })
+        .collect()
+}
+
 /// Builds the documents now (they are otherwise built on first request);
 /// takes a moment, so call it from a blocking context.
 pub fn warm_up(registry: Registry) {
@@ -1709,6 +1734,7 @@ pub fn spawn_warmer(registry: Registry) -> tokio::task::JoinHandle<()> {
                 if custom.is_empty() {
                     return 0;
                 }
+                custom_group_docs(&custom);
                 custom_gv_docs(&r, &custom).1
             });
             if let Ok(built) = round.await {
