@@ -11,8 +11,9 @@ use std::time::Duration;
 
 const BEGIN: &str = "<!-- apiserver-bench:begin (generated: edit around it, not inside) -->";
 const END: &str = "<!-- apiserver-bench:end -->";
-/// Where the phases' plots go, beside the markdown file.
-const PLOTS_DIR: &str = "data/bench";
+/// Where the phases' plots go, beside the markdown file (`/data` is the
+/// server's own, ignored by git).
+const PLOTS_DIR: &str = "tests/bench-plots";
 
 /// Whether a figure reaches its budget.
 pub enum Verdict {
