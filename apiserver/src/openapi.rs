@@ -1598,11 +1598,7 @@ fn documents_blocking(registry: Registry) -> Arc<Documents> {
 /// it built.
 fn documents_counted(registry: Registry) -> (Arc<Documents>, usize) {
     let builtin = builtin_documents();
-    let custom: Vec<Row> = registry
-        .all()
-        .iter()
-        .filter(|r| r.custom.is_some())
-        .collect();
+    let custom = custom_rows(&registry);
     if custom.is_empty() {
         // The documents of CRDs that are gone go with them.
         *CUSTOM.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -1638,6 +1634,15 @@ fn documents_counted(registry: Registry) -> (Arc<Documents>, usize) {
     });
     *cache = Some((key, Arc::clone(&docs)));
     (docs, built)
+}
+
+/// The registry's rows of custom resources.
+fn custom_rows(registry: &Registry) -> Vec<Row> {
+    registry
+        .all()
+        .iter()
+        .filter(|r| r.custom.is_some())
+        .collect()
 }
 
 /// A custom group-version and its v3 document.
@@ -1730,7 +1735,7 @@ pub fn spawn_warmer(registry: Registry) -> tokio::task::JoinHandle<()> {
             changes.borrow_and_update();
             let r = registry.clone();
             let round = tokio::task::spawn_blocking(move || {
-                let custom: Vec<Row> = r.all().iter().filter(|r| r.custom.is_some()).collect();
+                let custom = custom_rows(&r);
                 if custom.is_empty() {
                     return 0;
                 }
