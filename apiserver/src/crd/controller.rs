@@ -10,6 +10,12 @@
 //! of CRDs; status writes are compare-and-swap and a lost race is simply
 //! redone on the next event.
 //!
+//! The leader's status writes leave the round ([`StatusWriter`]): the
+//! round computes them and goes on to the next events while etcd takes
+//! them, at most one per CRD and [`MAX_WRITES`] at a time. Waiting for them
+//! in the round made every round as long as its slowest write, and events
+//! queued behind it (BENCHMARKS.md, "The CRD served delay, profiled").
+//!
 //! It reads and writes through the backend only, so it names nothing of
 //! the server's state.
 //!
@@ -27,10 +33,10 @@ use crate::registry::{Shared, Str};
 use apimachinery::read::{Freshness, Predicate};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::watch;
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Semaphore};
 use watchcache::{EventType, ListOptions, Object, StorageError, WatchOptions};
 
 /// How often the leader revisits CRDs being deleted (their custom
@@ -56,8 +62,9 @@ pub fn start(
 async fn run(state: Arc<Backend>, leader: Option<watch::Receiver<bool>>) {
     let mut leader = leader.unwrap_or_else(|| watch::channel(true).1);
     let mut delay = Duration::from_millis(100);
+    let writer = StatusWriter::default();
     loop {
-        match follow(&state, &mut leader).await {
+        match follow(&state, &mut leader, &writer).await {
             Ok(()) => delay = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "CRD watch ended; restarting");
@@ -177,9 +184,96 @@ fn facts(crd: &Value) -> Value {
 
 type Crds = BTreeMap<String, Entry>;
 
+/// The leader's status writes, sent from the round to run on their own.
+/// A CRD has at most one write in flight, keyed by the revision it was
+/// computed from: a round that sees the same revision again (the write's
+/// own event has not come back yet) does not send it twice. A write that
+/// fails is redone by the next round that looks at its group, as when the
+/// round waited for it.
+#[derive(Clone)]
+struct StatusWriter {
+    in_flight: Arc<std::sync::Mutex<HashMap<String, i64>>>,
+    permits: Arc<Semaphore>,
+}
+
+impl Default for StatusWriter {
+    fn default() -> Self {
+        StatusWriter {
+            in_flight: Arc::default(),
+            permits: Arc::new(Semaphore::new(MAX_WRITES)),
+        }
+    }
+}
+
+impl StatusWriter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes `name` at `revision` for a write; false when a write from
+    /// that revision is already in flight.
+    fn claim(&self, name: &str, revision: i64) -> bool {
+        let mut m = self.lock();
+        if m.get(name) == Some(&revision) {
+            return false;
+        }
+        m.insert(name.to_string(), revision);
+        true
+    }
+
+    /// The write from `revision` is done; a newer claim stays.
+    fn release(&self, name: &str, revision: i64) {
+        let mut m = self.lock();
+        if m.get(name) == Some(&revision) {
+            m.remove(name);
+        }
+    }
+
+    /// Writes `status` into the CRD `name` as of `revision` (its cached
+    /// object), on a task of its own; false when the same write is still
+    /// in flight.
+    fn send(
+        &self,
+        state: &Arc<Backend>,
+        name: &str,
+        status: Value,
+        object: &Object,
+        revision: i64,
+    ) -> bool {
+        if !self.claim(name, revision) {
+            return false;
+        }
+        let (this, state, name, object) = (
+            self.clone(),
+            state.clone(),
+            name.to_string(),
+            object.clone(),
+        );
+        tokio::spawn(async move {
+            // Closed only when the process ends.
+            let Ok(_permit) = this.permits.acquire().await else {
+                return;
+            };
+            let key = format!("{}{name}", collection(&state));
+            let mut next = decode(&object);
+            if let Some(m) = next.as_object_mut() {
+                m.insert("status".into(), status);
+            }
+            match state.store.update(&key, &next, revision).await {
+                Ok(_) => tracing::debug!(crd = %name, "CRD status updated"),
+                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
+                Err(err) => tracing::warn!(crd = %name, error = %err, "CRD status write failed"),
+            }
+            this.release(&name, revision);
+        });
+        true
+    }
+}
+
 async fn follow(
     state: &Arc<Backend>,
     leader: &mut watch::Receiver<bool>,
+    writer: &StatusWriter,
 ) -> Result<(), StorageError> {
     let opts = WatchOptions {
         initial_events: true,
@@ -191,10 +285,15 @@ async fn follow(
     let mut initial: Option<Crds> = Some(Crds::new());
     let mut tick = tokio::time::interval(CLEANUP_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When the last round ended: the wait for the next event is the time
+    // the controller sat idle (a round that finds its events already
+    // queued waited for the one before it).
+    let mut idle_since = Instant::now();
     loop {
         tokio::select! {
             ev = stream.next() => {
                 let Some(ev) = ev else { return Ok(()) };
+                let started = Instant::now();
                 // Everything the watch has already delivered joins this
                 // round: one registry swap and one status pass per batch.
                 let mut batch = vec![ev?];
@@ -208,6 +307,9 @@ async fn follow(
                 // of them after the first snapshot: `None`).
                 let mut touched: Option<BTreeSet<String>> = Some(BTreeSet::new());
                 let mut changed: Vec<String> = Vec::new();
+                // Whether a CRD that had rows lost them (deleted, or changed
+                // and waiting for its rows to be built again).
+                let mut dropped = false;
                 for ev in batch {
                     match (&mut initial, ev.kind) {
                         (Some(init), EventType::Added) => {
@@ -226,13 +328,18 @@ async fn follow(
                             if let Some(t) = touched.as_mut() {
                                 t.insert(e.group().to_string());
                             }
-                            crds.insert(name.clone(), e);
+                            if let Some(old) = crds.insert(name.clone(), e) {
+                                dropped |= !old.rows.is_empty();
+                            }
                             changed.push(name);
                         }
                         (None, EventType::Deleted) => {
                             let name = name_of(&ev.object.metadata_only());
-                            if let (Some(e), Some(t)) = (crds.remove(&name), touched.as_mut()) {
-                                t.insert(e.group().to_string());
+                            if let Some(e) = crds.remove(&name) {
+                                dropped |= !e.rows.is_empty();
+                                if let Some(t) = touched.as_mut() {
+                                    t.insert(e.group().to_string());
+                                }
                             }
                         }
                     }
@@ -240,11 +347,36 @@ async fn follow(
                 if initial.is_some() {
                     continue;
                 }
-                build_rows(&mut crds, &changed).await;
-                install(state, &crds);
-                if *leader.borrow() {
-                    reconcile(state, &crds, touched.as_ref()).await;
+                let events = changed.len();
+                let built = build_rows(&mut crds, &changed).await;
+                let rows_done = Instant::now();
+                // The registry's rows change only when some were built or
+                // dropped: a round of not-yet-established CRDs (the first
+                // event of every create) leaves them as they are.
+                if built > 0 || dropped {
+                    install(state, &crds);
                 }
+                let installed = Instant::now();
+                let writes = if *leader.borrow() {
+                    reconcile(state, writer, &crds, touched.as_ref(), Some(&changed)).await
+                } else {
+                    0
+                };
+                let ended = Instant::now();
+                // Per-stage times of the round, for profiling the delay
+                // between a CRD's create and its being served.
+                tracing::debug!(
+                    crds = crds.len(),
+                    events,
+                    built,
+                    writes,
+                    idle_ms = ms(started - idle_since),
+                    rows_ms = ms(rows_done - started),
+                    install_ms = ms(installed - rows_done),
+                    reconcile_ms = ms(ended - installed),
+                    "CRD controller round"
+                );
+                idle_since = ended;
             }
             changed = leader.changed() => {
                 if changed.is_err() {
@@ -252,23 +384,27 @@ async fn follow(
                     std::future::pending::<()>().await;
                 }
                 if initial.is_none() && *leader.borrow_and_update() {
-                    reconcile(state, &crds, None).await;
+                    reconcile(state, writer, &crds, None, None).await;
                 }
             }
             _ = tick.tick() => {
                 if initial.is_none() && *leader.borrow() {
-                    cleanup_all(state, &crds).await;
+                    cleanup_all(state, &crds, None).await;
                 }
             }
         }
     }
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 /// Fills in the registry rows of the `changed` CRDs that are established,
 /// on the blocking pool, a share of the CRDs per core (building a large
 /// schema's rows takes milliseconds; thousands of CRDs arrive at once after
-/// a restart).
-async fn build_rows(crds: &mut Crds, changed: &[String]) {
+/// a restart). Returns how many CRDs it built rows for.
+async fn build_rows(crds: &mut Crds, changed: &[String]) -> usize {
     let todo: Vec<(String, Object)> = changed
         .iter()
         .filter_map(|n| crds.get(n).map(|e| (n, e)))
@@ -276,8 +412,9 @@ async fn build_rows(crds: &mut Crds, changed: &[String]) {
         .map(|(n, e)| (n.clone(), e.object.clone()))
         .collect();
     if todo.is_empty() {
-        return;
+        return 0;
     }
+    let count = todo.len();
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(todo.len());
@@ -301,6 +438,7 @@ async fn build_rows(crds: &mut Crds, changed: &[String]) {
             }
         }
     }
+    count
 }
 
 /// Makes the registry serve exactly the established CRDs' versions.
@@ -334,9 +472,16 @@ fn builtin_names(state: &Backend, group: &str) -> Vec<(Str, Str, Shared<[Str]>, 
 }
 
 /// Brings the status of every CRD of the `groups` (every CRD when `None`)
-/// up to date, then runs the deletion clean-up. The status writes of one
-/// pass run concurrently, at most [`MAX_WRITES`] at a time.
-async fn reconcile(state: &Arc<Backend>, crds: &Crds, groups: Option<&BTreeSet<String>>) {
+/// up to date, then runs the deletion clean-up of the `changed` CRDs
+/// (every one when `None`). The status writes go to `writer` and run
+/// after the round. Returns how many it sent.
+async fn reconcile(
+    state: &Arc<Backend>,
+    writer: &StatusWriter,
+    crds: &Crds,
+    groups: Option<&BTreeSet<String>>,
+    changed: Option<&[String]>,
+) -> usize {
     let now = object::now();
     let mut by_group: BTreeMap<&str, Vec<(&String, &Entry)>> = BTreeMap::new();
     for (name, e) in crds {
@@ -371,35 +516,39 @@ async fn reconcile(state: &Arc<Backend>, crds: &Crds, groups: Option<&BTreeSet<S
             }
         }
     }
-    futures_util::stream::iter(writes)
-        .for_each_concurrent(MAX_WRITES, |(name, status, object, revision)| async move {
-            let key = format!("{}{name}", collection(state));
-            let mut next = decode(object);
-            if let Some(m) = next.as_object_mut() {
-                m.insert("status".into(), status);
-            }
-            match state.store.update(&key, &next, revision).await {
-                Ok(_) => tracing::debug!(crd = %name, "CRD status updated"),
-                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
-                Err(err) => tracing::warn!(crd = %name, error = %err, "CRD status write failed"),
-            }
-        })
-        .await;
-    cleanup_all(state, crds).await;
+    let count = writes
+        .into_iter()
+        .map(|(name, status, object, revision)| writer.send(state, name, status, object, revision))
+        .filter(|sent| *sent)
+        .count();
+    cleanup_all(state, crds, changed).await;
+    count
 }
 
-async fn cleanup_all(state: &Arc<Backend>, crds: &Crds) {
-    for (name, e) in crds {
-        if object::is_deleting(&e.facts)
+/// Runs a clean-up round for every terminating CRD among `only` (every
+/// one when `None`), at most [`MAX_WRITES`] at a time. A round of events
+/// cleans up the CRDs it changed; the tick revisits all of them, so a
+/// clean-up that could not finish (custom resources with finalizers of
+/// their own, a lost race) is retried within a second. Cleaning every
+/// terminating CRD one after the other in every round held the next
+/// events back by seconds once a thousand CRDs were deleted at once.
+async fn cleanup_all(state: &Arc<Backend>, crds: &Crds, only: Option<&[String]>) {
+    let todo: Vec<(&String, &Entry)> = match only {
+        None => crds.iter().collect(),
+        Some(names) => names.iter().filter_map(|n| crds.get_key_value(n)).collect(),
+    };
+    futures_util::stream::iter(todo.into_iter().filter(|(_, e)| {
+        object::is_deleting(&e.facts)
             && object::finalizers(&e.facts)
                 .iter()
                 .any(|f| f == CLEANUP_FINALIZER)
-        {
-            if let Err(err) = cleanup(state, name, e).await {
-                tracing::warn!(crd = %name, error = %err, "CRD clean-up failed; retrying");
-            }
+    }))
+    .for_each_concurrent(MAX_WRITES, |(name, e)| async move {
+        if let Err(err) = cleanup(state, name, e).await {
+            tracing::warn!(crd = %name, error = %err, "CRD clean-up failed; retrying");
         }
-    }
+    })
+    .await;
 }
 
 /// One round of deleting a terminating CRD's custom resources; when none
@@ -537,6 +686,24 @@ mod tests {
         // The short name another CRD holds is refused through the facts too.
         let r = accepted_names(&facts(&fresh), std::iter::once(&taken_facts), &[]);
         assert_eq!((r.accepted, r.reason), (false, "ShortNamesConflict"));
+    }
+
+    /// A CRD has one status write in flight per revision: the same
+    /// revision is not sent twice, a newer one is, and the end of an older
+    /// write leaves the newer claim in place.
+    #[test]
+    fn status_writes_are_claimed_once_per_revision() {
+        let w = StatusWriter::default();
+        assert!(w.claim("a.example.com", 5));
+        assert!(!w.claim("a.example.com", 5));
+        assert!(w.claim("b.example.com", 5));
+        assert!(w.claim("a.example.com", 6));
+        w.release("a.example.com", 5);
+        assert!(!w.claim("a.example.com", 6));
+        w.release("a.example.com", 6);
+        assert!(w.claim("a.example.com", 6));
+        w.release("b.example.com", 5);
+        assert!(w.claim("b.example.com", 5));
     }
 
     /// An entry keeps the object's bytes, not its tree, and gives the
