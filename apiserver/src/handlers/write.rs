@@ -72,9 +72,11 @@ pub fn decode_object(
     }?;
     check_kind(&mut decoded.value, kind, &api_version)?;
     let ty = schema_for(scope);
+    // For a built-in kind this walk already refuses the body's first type
+    // error (kube's decoder fails on it), so the body needs no second walk
+    // by `check_types`, which the patch paths use.
     let warnings = field_check(scope, params, ty, &decoded)?;
     let mut obj = decoded.value;
-    check_types(scope, &obj)?;
     // Decoding into the Go type drops unknown fields: they are never stored.
     if let Some(ty) = ty {
         object::prune_unknown_fields(ty, &mut obj);
