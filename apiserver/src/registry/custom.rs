@@ -15,6 +15,7 @@ use apimachinery::crd::{SchemaValidator, Structural};
 use apimachinery::jsonpath;
 use apimachinery::status::StatusCause;
 use serde_json::{json, Map, Value};
+use std::io::Read;
 use std::sync::{Arc, OnceLock};
 
 /// One `additionalPrinterColumns` entry, its path parsed.
@@ -64,7 +65,10 @@ pub struct CustomInfo {
 /// A served version's schema in the forms the paths use: OpenAPI, its
 /// structural form and its compiled `x-kubernetes-validations`.
 ///
-/// A row keeps only the CRD's `openAPIV3Schema` as JSON text; each form is
+/// A row keeps only the CRD's `openAPIV3Schema` as JSON text, deflated
+/// (a Crossplane-size schema's 55 KiB of text, repetitive descriptions,
+/// shrink to a tenth, and the watch cache holds the CRD's JSON anyway);
+/// each form is
 /// built from it on the first request that needs it and kept while the row
 /// lives (kube-apiserver, too, builds a CRD's validators, structural schemas
 /// and CEL programs on the first request for its resources:
@@ -73,8 +77,9 @@ pub struct CustomInfo {
 /// them.
 #[derive(Debug)]
 pub struct VersionSchema {
-    /// The CRD's `openAPIV3Schema` for this version, as compact JSON.
-    openapi: Box<str>,
+    /// The CRD's `openAPIV3Schema` for this version, as compact JSON,
+    /// deflated ([`VersionSchema::openapi`] inflates it).
+    deflated: Box<[u8]>,
     /// Whether the text has a `"default":` key anywhere: false means no
     /// node has a default, so reads of a CRD without defaults need not
     /// compile the schema to know it.
@@ -169,7 +174,7 @@ impl VersionSchema {
             // Compact JSON writes a key as `"default":`; a property named
             // `default` matches too, which only costs a compile.
             maybe_defaults: openapi.contains("\"default\":"),
-            openapi: openapi.into_boxed_str(),
+            deflated: deflate(openapi.as_bytes()),
             definition: definition_name(group, version, kind),
             gvk: Box::new([group.to_string(), version.to_string(), kind.to_string()]),
             shared,
@@ -178,13 +183,28 @@ impl VersionSchema {
         }
     }
 
+    /// The `openAPIV3Schema` text, inflated for one build.
+    fn openapi(&self) -> String {
+        let mut text = String::new();
+        // The bytes are our own deflate of a `String`: reading them back
+        // fails only on a bug, which leaves the text empty and the schema
+        // unbuildable (as a schema that does not parse).
+        if let Err(e) =
+            flate2::read::DeflateDecoder::new(&self.deflated[..]).read_to_string(&mut text)
+        {
+            tracing::error!(error = %e, definition = %self.definition, "cannot inflate a CRD schema");
+            text.clear();
+        }
+        text
+    }
+
     /// The definitions set, built on the first call.
     fn schema(&self) -> &apimachinery::schema::Schema {
         self.schema.get_or_init(|| self.build_schema())
     }
 
     fn build_schema(&self) -> apimachinery::schema::Schema {
-        let openapi: Value = serde_json::from_str(&self.openapi).unwrap_or(Value::Null);
+        let openapi: Value = serde_json::from_str(&self.openapi()).unwrap_or(Value::Null);
         let [group, version, kind] = &*self.gvk;
         let root = cr_definition(group, version, kind, openapi);
         let mut defs = Map::new();
@@ -195,7 +215,7 @@ impl VersionSchema {
     /// The structural form, validators and rules, built on the first call.
     fn compiled(&self) -> Option<&Compiled> {
         self.compiled
-            .get_or_init(|| Compiled::new(&self.openapi))
+            .get_or_init(|| Compiled::new(&self.openapi()))
             .as_ref()
     }
 
@@ -221,6 +241,19 @@ pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
     let mut parts: Vec<&str> = group.split('.').collect();
     parts.reverse();
     format!("{}.{version}.{kind}", parts.join("."))
+}
+
+/// `text` deflated at the fastest level: it is built once per CRD change,
+/// on the controller's blocking pool.
+fn deflate(text: &[u8]) -> Box<[u8]> {
+    use std::io::Write;
+    let mut enc = flate2::write::DeflateEncoder::new(
+        Vec::with_capacity(text.len() / 8),
+        flate2::Compression::fast(),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(text);
+    enc.finish().unwrap_or_default().into_boxed_slice()
 }
 
 /// A version's OpenAPI definition from its `openAPIV3Schema`, as kube
@@ -419,6 +452,50 @@ impl CustomInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The schema is kept deflated and read back whole: each version's own
+    /// text (no mix-up between versions), far smaller than the text for a
+    /// schema of repetitive descriptions, and the forms built from it are
+    /// those of the text.
+    #[test]
+    fn the_schema_text_is_kept_deflated_and_read_back_whole() {
+        let props: Map<String, Value> = (0..300)
+            .map(|i| {
+                let p = json!({"type": "string", "description":
+                    format!("Field {i} of the managed resource's forProvider block; see the provider's documentation.")});
+                (format!("field{i}"), p)
+            })
+            .collect();
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": props}}});
+        let other = json!({"type": "object", "properties": {"size": {"type": "integer",
+            "default": 3}}});
+        let shared = Arc::new(Map::new());
+        let a = VersionSchema::new("example.com", "v1", "Widget", shared.clone(), Some(&schema));
+        let b = VersionSchema::new("example.com", "v2", "Widget", shared.clone(), Some(&other));
+        let none = VersionSchema::new("example.com", "v3", "Widget", shared, None);
+        let text = schema.to_string();
+        assert_eq!(a.openapi(), text);
+        assert_eq!(b.openapi(), other.to_string());
+        assert!(
+            a.deflated.len() * 5 < text.len(),
+            "{} of {}",
+            a.deflated.len(),
+            text.len()
+        );
+        assert!(!a.maybe_defaults && b.maybe_defaults);
+        let preserve: Value = serde_json::from_str(&none.openapi()).unwrap();
+        assert_eq!(
+            preserve["x-kubernetes-preserve-unknown-fields"],
+            json!(true)
+        );
+        let def = a.schema().definitions()["com.example.v1.Widget"].clone();
+        assert_eq!(
+            def.pointer("/properties/spec/properties/field299/type"),
+            Some(&json!("string"))
+        );
+        assert!(b.compiled().is_some_and(|c| c.has_defaults));
+    }
 
     fn info(openapi: Value) -> CustomInfo {
         CustomInfo {
