@@ -7,7 +7,10 @@ instrumentation off, warms up, turns it on, then counts the whole server
 one keep-alive connection, one at a time:
 
 - `get`: GETs of one 2 KiB ConfigMap at resourceVersion=0 (JSON);
-- `create`: ConfigMap creates of 2 KiB each.
+- `create`: ConfigMap creates of 2 KiB each;
+- `deployment`: Deployment creates of about 2 KiB each, the one-container
+  pod template of the bench's Deployment row (kube's defaults and
+  validation have work to do on it).
 
     python3 tools/callgrind_requests.py BIN [--requests 2000] [--kind get]
 
@@ -54,7 +57,7 @@ def main():
     ap.add_argument("bin")
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--kind", choices=["get", "create"], default="get")
+    ap.add_argument("--kind", choices=["get", "create", "deployment"], default="get")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="cg-")
     cport, pport, sport = free_port(), free_port(), free_port()
@@ -80,6 +83,24 @@ def main():
             return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
                                "metadata": {"name": f"cm-{n[0]}"}, "data": {"k": "x" * 2048}})
 
+        deployments = "/apis/apps/v1/namespaces/default/deployments"
+
+        def deployment():
+            n[0] += 1
+            container = {"name": "web", "image": "nginx:1.27",
+                         "ports": [{"containerPort": 80, "name": "http"}],
+                         "env": [{"name": "MODE", "value": "bench"}],
+                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                       "limits": {"cpu": "500m", "memory": "128Mi"}},
+                         "readinessProbe": {"httpGet": {"path": "/", "port": 80}}}
+            return json.dumps({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": f"d-{n[0]}", "labels": {"app": "bench"},
+                             "annotations": {"pad": "x" * 1200}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "bench"}},
+                         "template": {"metadata": {"labels": {"app": "bench"}},
+                                      "spec": {"containers": [container]}}}})
+
         def request(method, path, body=None):
             conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
             r = conn.getresponse()
@@ -96,6 +117,8 @@ def main():
         def one():
             if args.kind == "get":
                 assert request("GET", f"{base}/cm-1?resourceVersion=0") == 200
+            elif args.kind == "deployment":
+                assert request("POST", deployments, deployment()) == 201
             else:
                 assert request("POST", base, cm()) == 201
 
