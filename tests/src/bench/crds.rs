@@ -49,7 +49,7 @@ const SAMPLES: usize = 100;
 const LIST_LIMIT: usize = 100;
 /// Time for a server to settle before its RSS is read.
 const SETTLE: Duration = Duration::from_secs(2);
-/// Budgets: served on both replicas within 1 s of the create; discovery
+/// Budgets: served on both replicas within 1 s of the create (p99); discovery
 /// p99 under 50 ms; under 200 KiB of RSS per CRD; CR creates at least 0.90×
 /// ConfigMap creates.
 const SERVED_MS_BUDGET: f64 = 1000.0;
@@ -337,9 +337,10 @@ impl Served {
         } else if self.served.len() != n {
             row.problem = Some(format!("{} of {n} CRDs served", self.served.len()));
         } else {
+            // Issue 31 asks it of the p99 (the max is in the row).
             row.budget = Some(Budget::under(
-                "every CRD served < 1 s after its create",
-                max.as_secs_f64() * 1e3,
+                "every CRD served < 1 s after its create (p99)",
+                self.quantile(0.99).as_secs_f64() * 1e3,
                 SERVED_MS_BUDGET,
                 " ms",
             ));
