@@ -10,7 +10,9 @@ one keep-alive connection, one at a time:
 - `create`: ConfigMap creates of 2 KiB each;
 - `deployment`: Deployment creates of about 2 KiB each, the one-container
   pod template of the bench's Deployment row (kube's defaults and
-  validation have work to do on it).
+  validation have work to do on it);
+- `cr-get`: GETs of one 2 KiB custom resource at resourceVersion=0 (JSON),
+  of a CRD with a small structural schema, to set beside `get`.
 
     python3 tools/callgrind_requests.py BIN [--requests 2000] [--kind get]
 
@@ -57,7 +59,7 @@ def main():
     ap.add_argument("bin")
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--kind", choices=["get", "create", "deployment"], default="get")
+    ap.add_argument("--kind", choices=["get", "create", "deployment", "cr-get"], default="get")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="cg-")
     cport, pport, sport = free_port(), free_port(), free_port()
@@ -114,8 +116,35 @@ def main():
                 raise SystemExit("the server never accepted a create")
             time.sleep(1)
 
+        crs = "/apis/bench.example.com/v1/namespaces/default/widgets"
+        if args.kind == "cr-get":
+            spec = {"type": "object", "properties": {
+                "f000": {"type": "string"}, "f001": {"type": "string"},
+                "f002": {"type": "integer"}, "f003": {"type": "boolean"},
+                "replicas": {"type": "integer"}, "payload": {"type": "string"}}}
+            crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "widgets.bench.example.com"},
+                   "spec": {"group": "bench.example.com", "scope": "Namespaced",
+                            "names": {"plural": "widgets", "kind": "Widget"},
+                            "versions": [{"name": "v1", "served": True, "storage": True,
+                                          "schema": {"openAPIV3Schema": {
+                                              "type": "object", "properties": {"spec": spec}}}}]}}
+            assert request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                           json.dumps(crd)) == 201
+            cr = json.dumps({"apiVersion": "bench.example.com/v1", "kind": "Widget",
+                             "metadata": {"name": "cr-1"},
+                             "spec": {"f000": "Always", "f001": "bench-1", "f002": 8080,
+                                      "f003": True, "replicas": 1, "payload": "x" * 1900}})
+            end = time.time() + 120
+            while request("POST", crs, cr) != 201:
+                if time.time() > end:
+                    raise SystemExit("the custom resource was never created")
+                time.sleep(0.5)
+
         def one():
-            if args.kind == "get":
+            if args.kind == "cr-get":
+                assert request("GET", f"{crs}/cr-1?resourceVersion=0") == 200
+            elif args.kind == "get":
                 assert request("GET", f"{base}/cm-1?resourceVersion=0") == 200
             elif args.kind == "deployment":
                 assert request("POST", deployments, deployment()) == 201
