@@ -121,6 +121,9 @@ pub async fn list_for_request(res: &Resource, objs: &mut [Value]) -> Result<()> 
 /// their bytes (`Object::type_meta`): a LIST of compact objects answered
 /// from the cache decoded every item here before.
 pub fn any_needs(res: &Resource, objs: &[watchcache::Object]) -> bool {
+    if !res.converts() {
+        return false;
+    }
     let want = res.api_version();
     let in_other_version = |o: &watchcache::Object| {
         let (api_version, kind) = o.type_meta();

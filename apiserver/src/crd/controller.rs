@@ -487,7 +487,7 @@ async fn reconcile(
     for (name, e) in crds {
         by_group.entry(e.group()).or_default().push((name, e));
     }
-    let mut writes = Vec::new();
+    let mut sent = 0;
     for (g, members) in &by_group {
         if groups.is_some_and(|want| !want.contains(*g)) {
             continue;
@@ -512,17 +512,12 @@ async fn reconcile(
             let next = status::desired(&e.facts, &acceptance, &now)
                 .and_then(|mut f| f.as_object_mut()?.remove("status"));
             if let Some(next) = next {
-                writes.push((name.as_str(), next, &e.object, e.revision));
+                sent += usize::from(writer.send(state, name, next, &e.object, e.revision));
             }
         }
     }
-    let count = writes
-        .into_iter()
-        .map(|(name, status, object, revision)| writer.send(state, name, status, object, revision))
-        .filter(|sent| *sent)
-        .count();
     cleanup_all(state, crds, changed).await;
-    count
+    sent
 }
 
 /// Runs a clean-up round for every terminating CRD among `only` (every

@@ -17,14 +17,15 @@ pub async fn get(scope: &Scope) -> Result<Response> {
         .await
         .map_err(|e| scope.storage_err(e))?
         .ok_or_else(|| Status::not_found(scope.res.group_resource(), scope.name()))?;
-    // A custom resource stored in the version asked for, of a schema with
-    // no defaults, reads as it is stored: its kind and apiVersion come
-    // from the bytes. Decoding it to find that out cost as much as the
-    // rest of the GET (callgrind: 163k instructions against a ConfigMap's
-    // 82k, BENCHMARKS.md "Custom resource GET, profiled").
-    let as_stored = !scope.res.converts()
-        || !crate::conversion::any_needs(&scope.res, std::slice::from_ref(&obj));
-    if scope.out.target == Target::Object && as_stored {
+    // An object that reads as it is stored (any built-in kind stored in
+    // the version asked for; a custom resource too when its schema has no
+    // defaults: kind and apiVersion come from the bytes) is answered from
+    // its bytes. Decoding a custom resource to find that out cost as much
+    // as the rest of the GET (callgrind: 163k instructions against a
+    // ConfigMap's 82k, BENCHMARKS.md "Custom resource GET, profiled").
+    if scope.out.target == Target::Object
+        && !crate::conversion::any_needs(&scope.res, std::slice::from_ref(&obj))
+    {
         // The object's shared encoding in the requested format, made once
         // per version and shared with lists and watches, instead of its
         // tree built from the cached bytes and serialized back.
